@@ -1,0 +1,275 @@
+"""Executing tool calls: receipts first, then packed batches through each tool's gate.
+
+``CallExecutor.execute(spec, calls)`` takes calls to one tool (from one dispatch pass or a
+single direct call) and settles every call's future; it never raises for a failed call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._clock import Clock
+from ._events import EventLog
+from ._json import dumps, loads
+from ._ledger import Ledger
+from ._limits import ToolGates
+from ._scope import RowScope
+from .errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
+from .store import Claim, ClaimOutcome, ReceiptStatus, Store
+from .tools import Execution, ToolResult, ToolSpec
+
+__all__ = ["CallExecutor", "CallStats", "ToolCall"]
+
+LEASE_SECONDS = 300.0
+
+
+@dataclass(slots=True, eq=False)
+class ToolCall:
+    spec: ToolSpec
+    input: dict[str, Any]
+    key: str
+    future: asyncio.Future[ToolResult]
+    label: str | None = None
+    force: bool = False
+    scope: RowScope | None = None
+
+
+@dataclass(slots=True)
+class CallStats:
+    live: int = 0
+    cached: int = 0
+    in_flight: int = 0
+    failed: int = 0
+    requests: int = 0  # calls sent to transports (a batch call counts once)
+    by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, tool: str, what: str, n: int = 1) -> None:
+        setattr(self, what, getattr(self, what) + n)
+        per = self.by_tool.setdefault(tool, {})
+        per[what] = per.get(what, 0) + n
+
+
+class CallExecutor:
+    """Runs calls through receipts, the budget, rate gates and transports."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        gates: ToolGates,
+        ledger: Ledger,
+        events: EventLog,
+        tools: Mapping[str, ToolSpec],
+        run_id: str,
+        owner: str,
+        receipt_wait: float = 600.0,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._gates = gates
+        self._ledger = ledger
+        self._events = events
+        self._tools = tools
+        self._run_id = run_id
+        self._owner = owner
+        self._receipt_wait = receipt_wait
+        self._in_flight: dict[str, asyncio.Future[ToolResult]] = {}
+        self.stats = CallStats()
+
+    async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
+        owners: dict[str, ToolCall] = {}
+        followers: dict[str, list[ToolCall]] = {}
+        for call in calls:
+            running = None if call.force else self._in_flight.get(call.key)
+            if running is not None:
+                self._follow(running, call)
+            elif call.key in owners and not call.force:
+                followers[call.key].append(call)
+            else:
+                owners[call.key] = call
+                followers.setdefault(call.key, [])
+        if not owners:
+            return
+        for key, call in owners.items():
+            self._in_flight[key] = call.future
+            for follower in followers[key]:
+                self._follow(call.future, follower)
+        try:
+            await self._claim_and_run(spec, list(owners.values()))
+        finally:
+            for key, call in owners.items():
+                if self._in_flight.get(key) is call.future:
+                    del self._in_flight[key]
+                if not call.future.done():  # cancelled before it could settle
+                    call.future.cancel()
+
+    def _follow(self, source: asyncio.Future[ToolResult], call: ToolCall) -> None:
+        def relay(done: asyncio.Future[ToolResult]) -> None:
+            if call.future.done():
+                return
+            if done.cancelled():
+                call.future.cancel()
+            elif (error := done.exception()) is not None:
+                call.future.set_exception(error)
+            else:
+                self.stats.count(call.spec.id, "in_flight")
+                call.future.set_result(done.result().with_source("in_flight", cost=0.0))
+
+        source.add_done_callback(relay)
+
+    async def _claim_and_run(self, spec: ToolSpec, owners: list[ToolCall]) -> None:
+        now = self._clock.now()
+        claims = self._store.claim_receipts(
+            [Claim(key=c.key, tool=spec.id, run_id=self._run_id, force=c.force) for c in owners],
+            owner=self._owner,
+            lease_until=now + LEASE_SECONDS,
+            now=now,
+        )
+        to_run: list[ToolCall] = []
+        waits = []
+        for call, claim in zip(owners, claims, strict=True):
+            if claim.outcome is ClaimOutcome.COMPLETED:
+                assert claim.receipt.result is not None
+                self._settle_cached(call, claim.receipt.result)
+            elif claim.outcome is ClaimOutcome.HELD:
+                waits.append(self._wait_for_receipt(call))
+            else:
+                to_run.append(call)
+        chunks = [to_run[i : i + spec.max_batch] for i in range(0, len(to_run), spec.max_batch)]
+        async with asyncio.TaskGroup() as tg:
+            for wait in waits:
+                tg.create_task(wait)
+            for chunk in chunks:
+                tg.create_task(self._run_chunk(spec, chunk))
+
+    def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
+        result = ToolResult.from_json(
+            loads(stored), outputs=call.spec.outputs, lists=call.spec.lists
+        ).with_source("cache", cost=0.0)
+        self.stats.count(call.spec.id, "cached")
+        if not call.future.done():
+            call.future.set_result(result)
+
+    async def _wait_for_receipt(self, call: ToolCall) -> None:
+        """Another live worker owns this call: wait for its result, or take over if it dies."""
+        deadline = self._clock.monotonic() + self._receipt_wait
+        delay = 0.05
+        while self._clock.monotonic() < deadline:
+            await self._clock.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            receipt = self._store.get_receipts([call.key]).get(call.key)
+            if receipt is None or receipt.status is not ReceiptStatus.RUNNING:
+                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                    assert receipt.result is not None
+                    self._settle_cached(call, receipt.result)
+                    return
+                break  # failed or released: claim it ourselves
+            if (receipt.lease_until or 0) <= self._clock.now():
+                break
+        else:
+            if not call.future.done():
+                call.future.set_exception(
+                    ReceiptWaitTimeout(
+                        f"Tool {call.spec.id}: another worker has been executing the same call "
+                        f"for over {self._receipt_wait:g}s. Nothing was written; run again "
+                        "once it has finished, or stop the other worker."
+                    )
+                )
+            return
+        await self._claim_and_run(call.spec, [call])
+
+    async def _run_chunk(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
+        target = self._tools[spec.batch.via] if spec.batch and spec.batch.via else spec
+        try:
+            reserved = self._ledger.reserve(spec, len(chunk))
+        except PlaylineError as exc:
+            self._store.release_receipts([c.key for c in chunk], owner=self._owner)
+            for call in chunk:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+            return
+        sent = False
+        try:
+            async with self._gates[target].slot():
+                sent = True
+                self.stats.requests += 1
+                self._events.emit(
+                    "batch", provider=target.id, data={"tool": spec.id, "size": len(chunk)}
+                )
+                raws = await target.transport.call(target, [c.input for c in chunk])
+            if len(raws) != len(chunk):
+                raise ToolError(
+                    spec.id,
+                    f"returned {len(raws)} results for {len(chunk)} inputs",
+                    code="misaligned_batch",
+                )
+        except ToolError as exc:
+            self._ledger.settle(reserved, [])
+            self._fail(spec, chunk, exc)
+            return
+        except BaseException:
+            self._ledger.settle(reserved, [])
+            if not sent:
+                self._store.release_receipts([c.key for c in chunk], owner=self._owner)
+            raise
+        self._complete(spec, chunk, raws, reserved)
+
+    def _complete(
+        self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: float
+    ) -> None:
+        completions: list[tuple[str, bytes]] = []
+        settled: list[tuple[ToolCall, ToolResult | ToolError]] = []
+        entries = []
+        for call, raw in zip(chunk, raws, strict=True):
+            result = ToolResult(
+                tool=spec.id,
+                data=raw,
+                execution=Execution("live"),
+                outputs=spec.outputs,
+                lists=spec.lists,
+            )
+            result.cost = spec.cost.charged(result.found)
+            try:
+                stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
+            except PlayDefinitionError as exc:
+                settled.append((call, ToolError(spec.id, str(exc), code="invalid_result")))
+                continue
+            completions.append((call.key, stored))
+            settled.append((call, result))
+            scope = call.scope
+            entries.append(
+                self._ledger.entry(
+                    spec, call.key, result.cost, result.found,
+                    scope.dataset if scope else None, scope.row_key if scope else None,
+                )
+            )
+        now = self._clock.now()
+        kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
+        self._ledger.settle(reserved, entries)
+        failures = [(c.key, str(r)) for c, r in settled if isinstance(r, ToolError)]
+        if failures:
+            self._store.fail_receipts(failures, owner=self._owner, now=now)
+        for call, outcome in settled:
+            if call.future.done():
+                continue
+            if isinstance(outcome, ToolError):
+                self.stats.count(spec.id, "failed")
+                call.future.set_exception(outcome)
+            elif call.key in kept:
+                self._settle_cached(call, kept[call.key])
+            else:
+                self.stats.count(spec.id, "live")
+                call.future.set_result(outcome)
+
+    def _fail(self, spec: ToolSpec, chunk: list[ToolCall], error: ToolError) -> None:
+        self._store.fail_receipts(
+            [(c.key, str(error)) for c in chunk], owner=self._owner, now=self._clock.now()
+        )
+        for call in chunk:
+            if not call.future.done():
+                self.stats.count(spec.id, "failed")
+                call.future.set_exception(error)

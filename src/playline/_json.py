@@ -1,0 +1,62 @@
+"""Canonical JSON and content digests: the encoding every key and stored value goes through."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from .errors import PlayDefinitionError
+
+__all__ = ["canonical", "digest", "dumps", "loads", "normalise_input"]
+
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(value: Any, *, what: str = "value") -> bytes:
+    """Serialise ``value`` as canonical JSON bytes (sorted keys, no whitespace).
+
+    Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable.
+    """
+    try:
+        return orjson.dumps(value, option=_OPTIONS)
+    except TypeError as exc:
+        raise PlayDefinitionError(
+            f"{what} is not JSON-serialisable ({exc}). Return plain dicts, lists, strings, "
+            "numbers, booleans or None."
+        ) from None
+
+
+def canonical(value: Any, *, what: str = "value") -> str:
+    return dumps(value, what=what).decode()
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+def digest(*parts: str | bytes) -> str:
+    """A hex SHA-256 over ``parts``, each length-prefixed so that boundaries cannot shift."""
+    h = hashlib.sha256()
+    for part in parts:
+        raw = part.encode() if isinstance(part, str) else part
+        h.update(len(raw).to_bytes(8, "big"))
+        h.update(raw)
+    return h.hexdigest()
+
+
+def normalise_input(value: Any) -> Any:
+    """The form of a tool input that its receipt key is computed from.
+
+    Strings are stripped and inner runs of whitespace collapsed; keys whose value is None are
+    dropped (a missing and a null field ask the provider the same thing). Case is kept: it is
+    meaningful for some providers.
+    """
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, dict):
+        return {str(k): normalise_input(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [normalise_input(v) for v in value]
+    return value

@@ -1,0 +1,66 @@
+"""The credit ledger: what every live call cost, and the budget that stops spending."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ._clock import Clock
+from .errors import BudgetExceeded
+from .store import LedgerEntry, Store
+from .tools import ToolSpec
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """Credits spent by a run; with ``max_credits``, calls that could pass it are refused.
+
+    Before a batch is sent its worst-case cost is reserved; after it returns the reservation
+    is replaced by what was charged. So concurrent batches can never overspend together.
+    """
+
+    def __init__(
+        self, store: Store, run_id: str, clock: Clock, *, max_credits: float | None = None,
+        spent: float = 0.0,
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._clock = clock
+        self.max_credits = max_credits
+        self.spent = spent
+        self.reserved = 0.0
+        self.by_tool: dict[str, float] = defaultdict(float)
+
+    def reserve(self, spec: ToolSpec, calls: int) -> float:
+        worst = spec.cost.credits * calls
+        if self.max_credits is not None and worst > 0:
+            if self.spent + self.reserved + worst > self.max_credits + 1e-9:
+                raise BudgetExceeded(
+                    f"Budget of {self.max_credits:g} credits would be exceeded: "
+                    f"{self.spent:g} spent, {self.reserved:g} in flight, and {calls} call(s) "
+                    f"to {spec.id} may cost {worst:g}. Everything paid for so far is kept; "
+                    "raise max_credits and resume the run to go on.",
+                    spent=self.spent,
+                    limit=self.max_credits,
+                    tool=spec.id,
+                )
+        self.reserved += worst
+        return worst
+
+    def settle(self, reserved: float, entries: list[LedgerEntry]) -> None:
+        """Replace a reservation by the entries charged; they are written at once."""
+        self.reserved -= reserved
+        for entry in entries:
+            self.spent += entry.credits
+            self.by_tool[entry.tool] += entry.credits
+        if entries:
+            self._store.append_ledger(entries)
+
+    def entry(
+        self, spec: ToolSpec, key: str, credits: float, found: bool,
+        dataset: str | None, row_key: str | None,
+    ) -> LedgerEntry:
+        return LedgerEntry(
+            run_id=self._run_id, tool=spec.id, receipt_key=key, credits=credits, found=found,
+            at=self._clock.now(), dataset=dataset, row_key=row_key,
+        )

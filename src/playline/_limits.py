@@ -1,0 +1,158 @@
+"""Rate limiters, concurrency caps and governance counters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, fields
+
+from ._clock import Clock
+from .errors import GovernanceError, PlayDefinitionError
+from .tools import ToolSpec
+
+__all__ = ["Governor", "Limits", "RateLimiter", "ToolGate", "ToolGates"]
+
+DEFAULT_CONCURRENCY = 8
+
+
+class RateLimiter:
+    """A token bucket: ``per_second`` tokens a second, at most ``burst`` saved up.
+
+    Waiters are served first come, first served: each holds the lock while it waits for its
+    token, so the n-th caller never goes out before the (n-1)-th.
+    """
+
+    def __init__(self, clock: Clock, per_second: float, burst: int | None = None) -> None:
+        self._clock = clock
+        self.per_second = per_second
+        self.burst = burst or max(1, int(per_second))
+        self._tokens = float(self.burst)
+        self._stamp = clock.monotonic()
+        self._paused_until = 0.0
+        self._lock = asyncio.Lock()
+        self.waiting = 0
+
+    def _refill(self) -> None:
+        now = self._clock.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.per_second)
+        self._stamp = now
+
+    async def acquire(self) -> None:
+        self.waiting += 1
+        try:
+            async with self._lock:
+                while True:
+                    pause = self._paused_until - self._clock.monotonic()
+                    if pause > 0:
+                        await self._clock.sleep(pause)
+                        continue
+                    self._refill()
+                    if self._tokens >= 1:
+                        self._tokens -= 1
+                        return
+                    await self._clock.sleep((1 - self._tokens) / self.per_second)
+        finally:
+            self.waiting -= 1
+
+    def pause(self, seconds: float) -> None:
+        """Send nothing for ``seconds`` (the provider said so) and drop saved-up tokens."""
+        self._paused_until = max(self._paused_until, self._clock.monotonic() + seconds)
+        self._tokens = min(self._tokens, 0.0)
+
+
+class ToolGate:
+    """What a call to one tool must pass: its rate limiter and its concurrency cap."""
+
+    def __init__(self, spec: ToolSpec, clock: Clock) -> None:
+        rate = spec.rate
+        self.limiter = (
+            RateLimiter(clock, rate.per_second, rate.burst) if rate.per_second else None
+        )
+        self.concurrency = rate.concurrency or DEFAULT_CONCURRENCY
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self.in_flight = 0
+
+    @property
+    def waiting(self) -> int:
+        return self.limiter.waiting if self.limiter else 0
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self._slots:
+            if self.limiter:
+                await self.limiter.acquire()
+            self.in_flight += 1
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+
+class ToolGates:
+    """One gate per tool id, shared by every row, dataset and run of the process."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._gates: dict[str, ToolGate] = {}
+
+    def __getitem__(self, spec: ToolSpec) -> ToolGate:
+        gate = self._gates.get(spec.id)
+        if gate is None:
+            gate = self._gates[spec.id] = ToolGate(spec, self._clock)
+        return gate
+
+    def statistics(self) -> dict[str, dict[str, int]]:
+        return {
+            tool: {"in_flight": gate.in_flight, "waiting": gate.waiting}
+            for tool, gate in self._gates.items()
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Governance limits of a play (SEMANTICS.md 26). ``None`` means unlimited."""
+
+    depth: int | None = 6
+    child_plays: int | None = 32
+    tool_calls: int | None = None
+    retries: int | None = 200
+    descendants: int | None = 64
+    children_per_parent: int | None = 16
+    concurrent_child_plays: int | None = 16
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise PlayDefinitionError(
+                    f"Limits({f.name}={value!r}) must be a whole number >= 0 or None."
+                )
+
+
+_LABELS = {
+    "tool_calls": "Tool-call budget",
+    "retries": "Retry budget",
+    "child_plays": "Child play-call budget",
+    "descendants": "Descendant play budget",
+}
+
+
+class Governor:
+    """Counts what a run spends against its ``Limits``; a counter past its limit raises."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.counts: dict[str, int] = {}
+
+    def spend(self, counter: str, n: int = 1) -> None:
+        total = self.counts.get(counter, 0) + n
+        self.counts[counter] = total
+        limit: int | None = getattr(self.limits, counter)
+        if limit is not None and total > limit:
+            raise GovernanceError(
+                f"{_LABELS.get(counter, counter)} exceeded ({total}/{limit}). Raise "
+                f"limits={{'{counter}': ...}} on @pl.play if this is expected.",
+                counter=counter,
+                limit=limit,
+            )

@@ -1,0 +1,98 @@
+"""Row identity: how a dataset row is named, so that it is found again on resume."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from ._json import canonical, digest
+from .errors import PlayDefinitionError
+
+__all__ = ["KeySpec", "as_row", "row_key_function"]
+
+KeySpec = str | Sequence[str] | Callable[..., Any] | None
+
+
+def as_row(item: Any) -> dict[str, Any]:
+    """A dataset item as a row dict: mappings as they are, anything else as ``{"value": item}``."""
+    if isinstance(item, Mapping):
+        return {str(k): v for k, v in item.items()}
+    return {"value": item}
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical(value, what="A row key")
+
+
+def row_key_function(
+    dataset: str, key: KeySpec, outputs: Collection[str]
+) -> Callable[[dict[str, Any], int], str]:
+    """Build ``fn(row, index) -> key`` for a dataset's ``key=`` argument.
+
+    Without a key, a row is named by a digest of its input (the dataset's own output columns
+    left out, so a row that already holds an output keeps its identity).
+    """
+
+    def missing(index: int, what: str) -> PlayDefinitionError:
+        return PlayDefinitionError(
+            f"Dataset {dataset!r}: row {index} has no value for {what}. Give every row a "
+            "value there, or choose another key= (a column, a list of columns, or "
+            "fn(row, index))."
+        )
+
+    if key is None:
+        skip = frozenset(outputs)
+
+        def by_content(row: dict[str, Any], index: int) -> str:
+            body = {k: v for k, v in row.items() if k not in skip} if skip else row
+            return digest(canonical(body, what=f"Row {index} of dataset {dataset!r}"))[:32]
+
+        return by_content
+
+    if isinstance(key, str):
+        if not key:
+            raise PlayDefinitionError(f"Dataset {dataset!r}: key='' names no column.")
+        column = key
+
+        def by_column(row: dict[str, Any], index: int) -> str:
+            value = row.get(column)
+            if _blank(value):
+                raise missing(index, f"key column {column!r}")
+            return _text(value)
+
+        return by_column
+
+    if callable(key):
+        takes_index = len(inspect.signature(key).parameters) >= 2
+
+        def by_function(row: dict[str, Any], index: int) -> str:
+            value = key(row, index) if takes_index else key(row)
+            if _blank(value):
+                raise missing(index, "its key (key= returned nothing)")
+            return _text(value)
+
+        return by_function
+
+    if isinstance(key, Sequence) and key and all(isinstance(c, str) and c for c in key):
+        columns = list(key)
+
+        def by_columns(row: dict[str, Any], index: int) -> str:
+            values = []
+            for column in columns:
+                value = row.get(column)
+                if _blank(value):
+                    raise missing(index, f"key column {column!r}")
+                values.append(value)
+            return canonical(values, what="A row key")
+
+        return by_columns
+
+    raise PlayDefinitionError(
+        f"Dataset {dataset!r}: key={key!r} is not a key. Use a column name, a list of column "
+        "names, or a function fn(row, index) returning a string."
+    )

@@ -1,0 +1,102 @@
+"""The exceptions Playline raises.
+
+Every error Playline raises is a ``PlaylineError``; catch that to catch them all::
+
+    PlaylineError
+     ├── PlayDefinitionError      misuse of the API, raised at once, says what to do instead
+     │    └── SecretLeakError     a secret value was about to be stored, logged or emitted
+     ├── ToolError                a tool call failed (tool id, HTTP status, code, request id)
+     ├── BudgetExceeded           a credit budget would be exceeded; raised before the call
+     ├── GovernanceError          a governance counter (depth, recursion, counts) hit its limit
+     ├── ReceiptWaitTimeout       another worker holds a receipt longer than we may wait
+     └── StoreError               the store cannot be opened, read or written
+
+Errors carry their context (play, dataset, row key, column, tool) as attributes and their
+messages end with what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "GovernanceError",
+    "PlayDefinitionError",
+    "PlaylineError",
+    "ReceiptWaitTimeout",
+    "SecretLeakError",
+    "StoreError",
+    "ToolError",
+]
+
+
+class PlaylineError(Exception):
+    """Base class of every error Playline raises."""
+
+
+class PlayDefinitionError(PlaylineError):
+    """The play, dataset, column or call is not valid; the message says how to fix it."""
+
+
+class SecretLeakError(PlayDefinitionError):
+    """A value read from ``ctx.secrets`` was about to be persisted, logged or emitted."""
+
+
+class ToolError(PlaylineError):
+    """A tool call failed.
+
+    ``status`` is the HTTP status for remote tools (None for local ones), ``code`` and
+    ``request_id`` are the provider's when it gave them.
+    """
+
+    def __init__(
+        self,
+        tool: str,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.tool = tool
+        self.status = status
+        self.code = code
+        self.request_id = request_id
+        self.provider_message = message
+        self.retryable = retryable
+        parts = [f"Tool {tool} failed"]
+        if status is not None:
+            parts[0] += f" ({status})"
+        text = f"{parts[0]}: {message}"
+        if code:
+            text += f" code={code}"
+        if request_id:
+            text += f" request_id={request_id}"
+        super().__init__(text)
+
+
+class BudgetExceeded(PlaylineError):
+    """A call would push the run past its credit budget; it was not sent."""
+
+    def __init__(self, message: str, *, spent: float, limit: float, tool: str | None = None):
+        self.spent = spent
+        self.limit = limit
+        self.tool = tool
+        super().__init__(message)
+
+
+class GovernanceError(PlaylineError):
+    """A governance counter exceeded its limit (``counter`` and ``limit`` say which)."""
+
+    def __init__(self, message: str, *, counter: str, limit: int):
+        self.counter = counter
+        self.limit = limit
+        super().__init__(message)
+
+
+class ReceiptWaitTimeout(PlaylineError):
+    """Another live worker is executing the same call and did not finish in time."""
+
+
+class StoreError(PlaylineError):
+    """The store could not be opened, read or written."""

@@ -1,0 +1,158 @@
+"""Local tools (``@pl.tool``) and the registry that resolves tool ids to specs."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from ..errors import PlayDefinitionError, ToolError
+from ._spec import Batch, Cost, Rate, ToolSpec, normalise_outputs
+
+__all__ = ["LocalTransport", "ToolRegistry", "ToolSource", "default_registry", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Anything that can list tool specs: a registry, a gateway."""
+
+    def specs(self) -> Iterable[ToolSpec]: ...
+
+class LocalTransport:
+    """Calls a Python function in-process: ``fn(input)`` or, for batch tools, ``fn(inputs)``."""
+
+    def __init__(self, fn: Callable[..., Any], *, takes_list: bool) -> None:
+        self.fn = fn
+        self.takes_list = takes_list
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    async def _invoke(self, arg: Any) -> Any:
+        result = self.fn(arg)
+        if self._is_async or inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+        try:
+            if not self.takes_list:
+                return [await self._invoke(dict(inputs[0]))]
+            results = await self._invoke([dict(i) for i in inputs])
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(spec.id, f"{type(exc).__name__}: {exc}", code="exception") from exc
+        if results is None:
+            return [None] * len(inputs)
+        if not isinstance(results, list) or len(results) != len(inputs):
+            got = f"a list of {len(results)}" if isinstance(results, list) else type(results)
+            raise ToolError(
+                spec.id,
+                f"batch tool returned {got} for {len(inputs)} inputs; return a list aligned "
+                "with the inputs (None for an input with no result)",
+                code="misaligned_batch",
+            )
+        return results
+
+class ToolRegistry:
+    """A set of tools by id. ``@registry.tool(...)`` registers a function in it."""
+
+    def __init__(self, tools: Iterable[Callable[..., Any] | ToolSpec] = ()) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Callable[..., Any] | ToolSpec) -> None:
+        spec = item if isinstance(item, ToolSpec) else getattr(item, "__playline_tool__", None)
+        if not isinstance(spec, ToolSpec):
+            raise PlayDefinitionError(
+                f"{item!r} is not a tool; decorate it with @pl.tool(\"vendor.name\") first."
+            )
+        self._specs[spec.id] = spec
+
+    def tool(
+        self,
+        id: str,
+        *,
+        rate: Rate | None = None,
+        cost: Cost | float | None = None,
+        batch: Batch | None = None,
+        outputs: Mapping[str, str | Sequence[str]] | None = None,
+        lists: Mapping[str, str] | None = None,
+        version: str = "1",
+        retry_safe: bool = False,
+        description: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a tool (see ``pl.tool``)."""
+        if not isinstance(id, str) or not _ID.match(id):
+            raise PlayDefinitionError(
+                f"Tool id {id!r} is not valid; use letters, digits and . _ - : /, "
+                'e.g. "acme.company".'
+            )
+        if isinstance(cost, int | float):
+            cost = Cost(cost)
+
+        def decorate(fn: F) -> F:
+            if not callable(fn):
+                raise PlayDefinitionError(f"@pl.tool({id!r}) must decorate a function.")
+            takes_list = batch is not None and batch.via is None
+            spec = ToolSpec(
+                id=id,
+                transport=LocalTransport(fn, takes_list=takes_list),
+                rate=rate or Rate(),
+                cost=cost or Cost(),
+                batch=batch,
+                outputs=normalise_outputs(outputs),
+                lists=dict(lists or {}),
+                version=str(version),
+                retry_safe=retry_safe,
+                description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+            )
+            fn.__playline_tool__ = spec  # type: ignore[attr-defined]
+            self._specs[id] = spec
+            return fn
+
+        return decorate
+
+    def specs(self) -> Iterable[ToolSpec]:
+        return self._specs.values()
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self._specs
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+default_registry = ToolRegistry()
+
+def tool(
+    id: str,
+    *,
+    rate: Rate | None = None,
+    cost: Cost | float | None = None,
+    batch: Batch | None = None,
+    outputs: Mapping[str, str | Sequence[str]] | None = None,
+    lists: Mapping[str, str] | None = None,
+    version: str = "1",
+    retry_safe: bool = False,
+    description: str | None = None,
+) -> Callable[[F], F]:
+    """Define a local tool: ``fn(input) -> dict | None`` (None means "not found").
+
+    With ``batch=pl.Batch(max_size=N)`` the function takes a list of inputs and returns an
+    aligned list. The tool is registered for every run of this process; pass it in
+    ``pl.run(..., tools=[fn])`` to use it alone.
+    """
+    return default_registry.tool(
+        id,
+        rate=rate,
+        cost=cost,
+        batch=batch,
+        outputs=outputs,
+        lists=lists,
+        version=version,
+        retry_safe=retry_safe,
+        description=description,
+    )

@@ -1,0 +1,140 @@
+"""How a tool is described: its rate, cost, batching and outputs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..errors import PlayDefinitionError
+
+__all__ = ["Batch", "Cost", "Rate", "ToolSpec", "Transport"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rate:
+    """How fast a tool may be called: requests per second, burst size, calls in flight."""
+
+    per_second: float | None = None
+    burst: int | None = None
+    concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.per_second is not None and not (
+            math.isfinite(self.per_second) and self.per_second > 0
+        ):
+            raise PlayDefinitionError(
+                f"Rate(per_second={self.per_second!r}) must be a positive number; "
+                "leave it unset for no limit."
+            )
+        for name in ("burst", "concurrency"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise PlayDefinitionError(
+                    f"Rate({name}={value!r}) must be a whole number >= 1; leave it unset for "
+                    "the default."
+                )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Credits a call costs: ``charge="per_call"`` always, ``"on_hit"`` only when found."""
+
+    credits: float = 0.0
+    charge: Literal["per_call", "on_hit"] = "per_call"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.credits, int | float) and math.isfinite(self.credits)) or (
+            self.credits < 0
+        ):
+            raise PlayDefinitionError(f"Cost({self.credits!r}) must be a number >= 0.")
+        if self.charge not in ("per_call", "on_hit"):
+            raise PlayDefinitionError(
+                f'Cost(charge={self.charge!r}) must be "per_call" or "on_hit".'
+            )
+
+    def charged(self, found: bool) -> float:
+        return float(self.credits) if found or self.charge == "per_call" else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """Calls to this tool are sent in bulk, ``max_size`` inputs at a time.
+
+    Without ``via`` the tool's own function takes a list of inputs and returns an aligned
+    list; with ``via`` the bulk call goes through that other (batch) tool.
+    """
+
+    max_size: int
+    via: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_size, int) or self.max_size < 1:
+            raise PlayDefinitionError(
+                f"Batch(max_size={self.max_size!r}) must be a whole number >= 1."
+            )
+
+
+class Transport(Protocol):
+    """Sends one call (a chunk of inputs) to where a tool runs.
+
+    Returns one raw result per input, aligned with ``inputs``: the result's JSON data, or
+    None for "not found". Raises ``ToolError`` when the call as a whole failed.
+    """
+
+    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """Everything the engine needs to call a tool."""
+
+    id: str
+    transport: Transport = field(repr=False, compare=False)
+    rate: Rate = Rate()
+    cost: Cost = Cost()
+    batch: Batch | None = None
+    outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    lists: Mapping[str, str] = field(default_factory=dict)
+    version: str = "1"
+    retry_safe: bool = False
+    auth_scope: str = "local"
+    description: str = ""
+
+    @property
+    def max_batch(self) -> int:
+        return self.batch.max_size if self.batch else 1
+
+    def describe(self) -> dict[str, Any]:
+        """The tool's metadata as JSON (the gateway's metadata shape)."""
+        return {
+            "id": self.id,
+            "description": self.description,
+            "rate": {"per_second": self.rate.per_second, "burst": self.rate.burst},
+            "concurrency": self.rate.concurrency,
+            "cost": {"credits": self.cost.credits, "charge": self.cost.charge},
+            "batch": (
+                {"operation": self.batch.via or self.id, "max_size": self.batch.max_size}
+                if self.batch
+                else None
+            ),
+            "outputs": {k: list(v) for k, v in self.outputs.items()},
+            "lists": dict(self.lists),
+            "version": self.version,
+            "retry_safe": self.retry_safe,
+        }
+
+
+def normalise_outputs(outputs: Mapping[str, str | Sequence[str]] | None) -> dict[str, tuple[str, ...]]:
+    result: dict[str, tuple[str, ...]] = {}
+    for name, paths in (outputs or {}).items():
+        if isinstance(paths, str):
+            paths = (paths,)
+        if not paths or not all(isinstance(p, str) and p for p in paths):
+            raise PlayDefinitionError(
+                f"outputs[{name!r}] must be a dotted path or a list of them, e.g. "
+                '{"domain": ["domain", "company.domain"]}.'
+            )
+        result[str(name)] = tuple(paths)
+    return result
