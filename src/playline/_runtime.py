@@ -68,6 +68,13 @@ class Runtime:
         )
         self.dispatcher = Dispatcher(self.executor, spawn)
         self.datasets: dict[str, DatasetStats | None] = {}
+        self._auth_scopes: dict[str, str] = {}
+
+    def _auth(self, spec: ToolSpec) -> str:
+        scope = self._auth_scopes.get(spec.id)
+        if scope is None:
+            scope = self._auth_scopes[spec.id] = auth_scope(self.org, spec.auth_scope, spec.id)
+        return scope
 
     def claim_dataset_name(self, name: str) -> None:
         if name in self.datasets:
@@ -115,7 +122,7 @@ class Runtime:
             org=self.org,
             tool=spec.id,
             input=payload,
-            auth=auth_scope(self.org, spec.auth_scope, spec.id),
+            auth=self._auth(spec),
             version=spec.version,
             bucket=stale_bucket(stale, self.clock.now()),
         )

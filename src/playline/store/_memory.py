@@ -148,7 +148,9 @@ class MemoryStore:
 
     # events
     def append_events(self, events: Sequence[Event]) -> None:
-        self._events.extend(replace(e, seq=next(self._seq)) for e in events)
+        for event in events:
+            event.seq = next(self._seq)
+        self._events.extend(events)
 
     def read_events(
         self, run_id: str, *, after_seq: int = 0, kinds: Sequence[str] | None = None

@@ -100,7 +100,7 @@ class RowRecord:
     updated_at: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Event:
     """A change: of a cell, a row, a dataset, a tool batch, the run; or a log line."""
 
@@ -115,7 +115,7 @@ class Event:
     error: str | None = None
     preview: str | None = None
     data: dict[str, Any] | None = None
-    seq: int = 0  # assigned by the store: monotonically increasing, store-wide
+    seq: int = 0  # set by the store when written: monotonically increasing, store-wide
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,1 @@
+"""Benchmarks: each measures Playline against a reference in the same run (BENCHMARKS.md)."""

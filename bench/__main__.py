@@ -1,0 +1,26 @@
+"""``python -m bench [NAME ...]``: run benchmarks, one JSON object per line."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import orjson
+
+BENCHMARKS = ["bookkeeping", "pure_map"]
+
+
+def main(argv: list[str]) -> int:
+    names = argv or BENCHMARKS
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
+        return 2
+    for name in names:
+        result = importlib.import_module(f"bench.{name}").main()
+        print(orjson.dumps(result).decode(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,170 @@
+"""The SQLite schema, as an ordered list of migrations applied in one transaction on open.
+
+Migration ``i`` (0-based) brings a database from version ``i`` to ``i + 1``; the version is
+kept in ``meta.schema_version``. Add a migration at the end; never edit a shipped one. Each
+migration is a tuple of single statements because ``executescript`` would commit on its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..errors import StoreError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+
+_V1 = (
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        play TEXT NOT NULL,
+        status TEXT NOT NULL,
+        input TEXT,
+        output TEXT,
+        error TEXT,
+        stats TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        parent_run_id TEXT,
+        waiting TEXT
+    )""",
+    "CREATE INDEX runs_created_at ON runs (created_at)",
+    """CREATE TABLE receipts (
+        key TEXT PRIMARY KEY,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        lease_until REAL,
+        result BLOB,
+        error TEXT,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE rows (
+        run_id TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        key TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        "values" TEXT NOT NULL,
+        cells TEXT NOT NULL,
+        error TEXT,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (run_id, dataset, key)
+    )""",
+    "CREATE INDEX rows_order ON rows (run_id, dataset, idx)",
+    """CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        at REAL NOT NULL,
+        dataset TEXT,
+        row_key TEXT,
+        "column" TEXT,
+        status TEXT,
+        provider TEXT,
+        error TEXT,
+        preview TEXT,
+        data TEXT
+    )""",
+    "CREATE INDEX events_run ON events (run_id, seq)",
+    """CREATE TABLE ledger (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        receipt_key TEXT NOT NULL,
+        credits REAL NOT NULL,
+        found INTEGER NOT NULL,
+        at REAL NOT NULL,
+        dataset TEXT,
+        row_key TEXT
+    )""",
+    "CREATE INDEX ledger_run ON ledger (run_id)",
+    # Reserved for durable steps, sleeps and event waits; a later migration extends it.
+    """CREATE TABLE boundaries (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        output BLOB,
+        wake_at REAL,
+        updated_at REAL NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_OURS = frozenset(
+    {"meta", "runs", "receipts", "rows", "events", "ledger", "boundaries", "sqlite_sequence"}
+)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The version recorded in ``meta``; 0 for a database Playline never initialised."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> int:
+    """Bring the database at ``path`` to ``SCHEMA_VERSION``; return the version found.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Raises ``StoreError`` for a
+    database written by a newer Playline or a SQLite file that belongs to something else.
+    """
+    found = schema_version(conn)
+    _refuse_newer(found, path)
+    if found == SCHEMA_VERSION:
+        return found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated while we waited for the write lock.
+        found = schema_version(conn)
+        _refuse_newer(found, path)
+        if found == 0:
+            _refuse_foreign(conn, path)
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for statements in MIGRATIONS[found:]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def _refuse_newer(found: int, path: str) -> None:
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"The store {path} has schema version {found}, newer than this Playline knows "
+            f"({SCHEMA_VERSION}): it was written by a newer Playline. Upgrade playline "
+            "(pip install -U playline) to open it."
+        )
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
+    tables = {
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    foreign = sorted(tables - _OURS)
+    if foreign:
+        raise StoreError(
+            f"{path} is a SQLite database that is not a Playline store (it has tables "
+            f"{', '.join(foreign)}). Choose another path for the store; Playline leaves this "
+            "file untouched."
+        )
