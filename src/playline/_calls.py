@@ -7,7 +7,7 @@ single direct call) and settles every call's future; it never raises for a faile
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ from ._clock import Clock
 from ._events import EventLog
 from ._json import dumps, loads
 from ._ledger import Ledger
-from ._limits import ToolGates
+from ._limits import Governor, ToolGates
 from ._scope import RowScope
 from .errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
 from .store import Claim, ClaimOutcome, ReceiptStatus, Store
@@ -24,6 +24,8 @@ from .tools import Execution, ToolResult, ToolSpec
 __all__ = ["CallExecutor", "CallStats", "ToolCall"]
 
 LEASE_SECONDS = 300.0
+MAX_ATTEMPTS = 3  # for errors a tool declares safe to retry
+BACKOFF = 0.25  # seconds before the first retry; doubles each time
 
 
 @dataclass(slots=True, eq=False)
@@ -35,6 +37,8 @@ class ToolCall:
     label: str | None = None
     force: bool = False
     scope: RowScope | None = None
+    followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
+    on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
 
 
 @dataclass(slots=True)
@@ -61,6 +65,7 @@ class CallExecutor:
         store: Store,
         clock: Clock,
         gates: ToolGates,
+        governor: Governor,
         ledger: Ledger,
         events: EventLog,
         tools: Mapping[str, ToolSpec],
@@ -71,55 +76,57 @@ class CallExecutor:
         self._store = store
         self._clock = clock
         self._gates = gates
+        self._governor = governor
         self._ledger = ledger
         self._events = events
         self._tools = tools
         self._run_id = run_id
         self._owner = owner
         self._receipt_wait = receipt_wait
-        self._in_flight: dict[str, asyncio.Future[ToolResult]] = {}
+        self._in_flight: dict[str, ToolCall] = {}
         self.stats = CallStats()
 
     async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
         owners: dict[str, ToolCall] = {}
-        followers: dict[str, list[ToolCall]] = {}
         for call in calls:
-            running = None if call.force else self._in_flight.get(call.key)
+            running = None if call.force else (owners.get(call.key) or self._in_flight.get(call.key))
             if running is not None:
-                self._follow(running, call)
-            elif call.key in owners and not call.force:
-                followers[call.key].append(call)
+                running.followers.append(call)
             else:
                 owners[call.key] = call
-                followers.setdefault(call.key, [])
         if not owners:
             return
-        for key, call in owners.items():
-            self._in_flight[key] = call.future
-            for follower in followers[key]:
-                self._follow(call.future, follower)
+        self._in_flight.update(owners)
         try:
             await self._claim_and_run(spec, list(owners.values()))
         finally:
             for key, call in owners.items():
-                if self._in_flight.get(key) is call.future:
+                if self._in_flight.get(key) is call:
                     del self._in_flight[key]
                 if not call.future.done():  # cancelled before it could settle
-                    call.future.cancel()
+                    self._settle(call, None, asyncio.CancelledError())
 
-    def _follow(self, source: asyncio.Future[ToolResult], call: ToolCall) -> None:
-        def relay(done: asyncio.Future[ToolResult]) -> None:
-            if call.future.done():
-                return
-            if done.cancelled():
-                call.future.cancel()
-            elif (error := done.exception()) is not None:
-                call.future.set_exception(error)
-            else:
-                self.stats.count(call.spec.id, "in_flight")
-                call.future.set_result(done.result().with_source("in_flight", cost=0.0))
-
-        source.add_done_callback(relay)
+    def _settle(
+        self, call: ToolCall, result: ToolResult | None, error: BaseException | None = None
+    ) -> None:
+        """Settle a call and, synchronously, its followers (so batching counts stay exact)."""
+        if call.future.done():
+            return
+        if error is None:
+            assert result is not None
+            call.future.set_result(result)
+            source = result.execution.source
+            self.stats.count(call.spec.id, "cached" if source == "cache" else source)
+        elif isinstance(error, asyncio.CancelledError):
+            call.future.cancel()
+        else:
+            call.future.set_exception(error)
+            self.stats.count(call.spec.id, "failed")
+        if call.on_settle is not None:
+            call.on_settle()
+        for follower in call.followers:
+            shared = None if result is None else result.with_source("in_flight", cost=0.0)
+            self._settle(follower, shared, error)
 
     async def _claim_and_run(self, spec: ToolSpec, owners: list[ToolCall]) -> None:
         now = self._clock.now()
@@ -150,9 +157,7 @@ class CallExecutor:
         result = ToolResult.from_json(
             loads(stored), outputs=call.spec.outputs, lists=call.spec.lists
         ).with_source("cache", cost=0.0)
-        self.stats.count(call.spec.id, "cached")
-        if not call.future.done():
-            call.future.set_result(result)
+        self._settle(call, result)
 
     async def _wait_for_receipt(self, call: ToolCall) -> None:
         """Another live worker owns this call: wait for its result, or take over if it dies."""
@@ -171,14 +176,15 @@ class CallExecutor:
             if (receipt.lease_until or 0) <= self._clock.now():
                 break
         else:
-            if not call.future.done():
-                call.future.set_exception(
-                    ReceiptWaitTimeout(
+            self._settle(
+                call,
+                None,
+                ReceiptWaitTimeout(
                         f"Tool {call.spec.id}: another worker has been executing the same call "
                         f"for over {self._receipt_wait:g}s. Nothing was written; run again "
                         "once it has finished, or stop the other worker."
-                    )
-                )
+                ),
+            )
             return
         await self._claim_and_run(call.spec, [call])
 
@@ -189,34 +195,59 @@ class CallExecutor:
         except PlaylineError as exc:
             self._store.release_receipts([c.key for c in chunk], owner=self._owner)
             for call in chunk:
-                if not call.future.done():
-                    call.future.set_exception(exc)
+                self._settle(call, None, exc)
             return
-        sent = False
         try:
-            async with self._gates[target].slot():
-                sent = True
-                self.stats.requests += 1
-                self._events.emit(
-                    "batch", provider=target.id, data={"tool": spec.id, "size": len(chunk)}
-                )
-                raws = await target.transport.call(target, [c.input for c in chunk])
+            raws = await self._send(spec, target, chunk)
+        except ToolError as exc:
+            self._ledger.settle(reserved, [])
+            self._fail(spec, chunk, exc)
+            return
+        except BaseException as exc:
+            self._ledger.settle(reserved, [])
+            self._store.release_receipts([c.key for c in chunk], owner=self._owner)
+            if isinstance(exc, PlaylineError):  # e.g. the retry budget: fails these calls
+                for call in chunk:
+                    self._settle(call, None, exc)
+                return
+            raise
+        self._complete(spec, chunk, raws, reserved)
+
+    async def _send(self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]) -> list[Any]:
+        """One call through the tool's gate, retried as SEMANTICS.md 25 says.
+
+        A 429 waits for Retry-After (the gate pauses for every caller of the tool) and retries;
+        a retryable error (5xx of a retry-safe tool) is retried with backoff, 3 attempts in
+        all. Every retry counts against the governance retry budget.
+        """
+        gate = self._gates[target]
+        failures = 0
+        while True:
+            try:
+                async with gate.slot():
+                    self.stats.requests += 1
+                    self._events.emit(
+                        "batch", provider=target.id, data={"tool": spec.id, "size": len(chunk)}
+                    )
+                    raws = await target.transport.call(target, [c.input for c in chunk])
+            except ToolError as exc:
+                if exc.status == 429:
+                    self._governor.spend("retries")
+                    gate.pause(exc.retry_after if exc.retry_after is not None else 1.0)
+                    continue
+                failures += 1
+                if exc.retryable and failures < MAX_ATTEMPTS:
+                    self._governor.spend("retries")
+                    await self._clock.sleep(BACKOFF * 2 ** (failures - 1))
+                    continue
+                raise
             if len(raws) != len(chunk):
                 raise ToolError(
                     spec.id,
                     f"returned {len(raws)} results for {len(chunk)} inputs",
                     code="misaligned_batch",
                 )
-        except ToolError as exc:
-            self._ledger.settle(reserved, [])
-            self._fail(spec, chunk, exc)
-            return
-        except BaseException:
-            self._ledger.settle(reserved, [])
-            if not sent:
-                self._store.release_receipts([c.key for c in chunk], owner=self._owner)
-            raise
-        self._complete(spec, chunk, raws, reserved)
+            return raws
 
     def _complete(
         self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: float
@@ -254,22 +285,16 @@ class CallExecutor:
         if failures:
             self._store.fail_receipts(failures, owner=self._owner, now=now)
         for call, outcome in settled:
-            if call.future.done():
-                continue
             if isinstance(outcome, ToolError):
-                self.stats.count(spec.id, "failed")
-                call.future.set_exception(outcome)
+                self._settle(call, None, outcome)
             elif call.key in kept:
                 self._settle_cached(call, kept[call.key])
             else:
-                self.stats.count(spec.id, "live")
-                call.future.set_result(outcome)
+                self._settle(call, outcome)
 
     def _fail(self, spec: ToolSpec, chunk: list[ToolCall], error: ToolError) -> None:
         self._store.fail_receipts(
             [(c.key, str(error)) for c in chunk], owner=self._owner, now=self._clock.now()
         )
         for call in chunk:
-            if not call.future.done():
-                self.stats.count(spec.id, "failed")
-                call.future.set_exception(error)
+            self._settle(call, None, error)

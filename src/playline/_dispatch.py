@@ -44,8 +44,8 @@ class Dispatcher:
         scope.pending += 1
         if scope.pending == 1:
             self.blocked_rows += 1
-        # runs before the row itself resumes, so counts are right when the row goes on
-        call.future.add_done_callback(lambda _: self._unblock(scope))
+        # called as the call settles, before any row resumes: counts are exact when rows go on
+        call.on_settle = lambda: self._unblock(scope)
         self._queues.setdefault(call.spec.id, []).append(call)
         if len(self._queues[call.spec.id]) >= call.spec.max_batch:
             self._flush_full(call.spec.id)

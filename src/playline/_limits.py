@@ -14,6 +14,9 @@ from .tools import ToolSpec
 __all__ = ["Governor", "Limits", "RateLimiter", "ToolGate", "ToolGates"]
 
 DEFAULT_CONCURRENCY = 8
+LEARN_START = 50.0  # requests/s a tool without a declared rate is assumed to take at first
+LEARN_FLOOR = 0.1
+LEARN_STRETCH = 20  # calls without a 429 before the learned rate is raised
 
 
 class RateLimiter:
@@ -66,9 +69,12 @@ class ToolGate:
 
     def __init__(self, spec: ToolSpec, clock: Clock) -> None:
         rate = spec.rate
+        self._clock = clock
         self.limiter = (
             RateLimiter(clock, rate.per_second, rate.burst) if rate.per_second else None
         )
+        self._learning = False
+        self._clean = 0
         self.concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = asyncio.Semaphore(self.concurrency)
         self.in_flight = 0
@@ -76,6 +82,25 @@ class ToolGate:
     @property
     def waiting(self) -> int:
         return self.limiter.waiting if self.limiter else 0
+
+    def pause(self, seconds: float) -> None:
+        """The provider said to slow down (a 429): hold every caller of this tool for
+        ``seconds``. A tool without a declared rate learns one: halved on each 429, raised
+        by a tenth after each clean stretch of calls."""
+        if self.limiter is None:
+            self.limiter = RateLimiter(self._clock, LEARN_START, 1)
+            self._learning = True
+        if self._learning:
+            self.limiter.per_second = max(LEARN_FLOOR, self.limiter.per_second / 2)
+            self._clean = 0
+        self.limiter.pause(seconds)
+
+    def _succeeded(self) -> None:
+        if self._learning and self.limiter is not None:
+            self._clean += 1
+            if self._clean >= LEARN_STRETCH:
+                self._clean = 0
+                self.limiter.per_second *= 1.1
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -87,6 +112,7 @@ class ToolGate:
                 yield
             finally:
                 self.in_flight -= 1
+            self._succeeded()
 
 
 class ToolGates:

@@ -63,7 +63,7 @@ class Runtime:
         self.org = org
         self.row_window = row_window
         self.executor = CallExecutor(
-            store=store, clock=clock, gates=gates, ledger=ledger, events=events, tools=tools,
+            store=store, clock=clock, gates=gates, governor=self.governor, ledger=ledger, events=events, tools=tools,
             run_id=run_id, owner=owner,
         )
         self.dispatcher = Dispatcher(self.executor, spawn)

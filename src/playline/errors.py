@@ -6,6 +6,7 @@ Every error Playline raises is a ``PlaylineError``; catch that to catch them all
      ├── PlayDefinitionError      misuse of the API, raised at once, says what to do instead
      │    └── SecretLeakError     a secret value was about to be stored, logged or emitted
      ├── ToolError                a tool call failed (tool id, HTTP status, code, request id)
+     ├── GatewayError             a gateway's tool list could not be fetched
      ├── BudgetExceeded           a credit budget would be exceeded; raised before the call
      ├── GovernanceError          a governance counter (depth, recursion, counts) hit its limit
      ├── ReceiptWaitTimeout       another worker holds a receipt longer than we may wait
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceeded",
+    "GatewayError",
     "GovernanceError",
     "PlayDefinitionError",
     "PlaylineError",
@@ -57,8 +59,10 @@ class ToolError(PlaylineError):
         code: str | None = None,
         request_id: str | None = None,
         retryable: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         self.tool = tool
+        self.retry_after = retry_after
         self.status = status
         self.code = code
         self.request_id = request_id
@@ -73,6 +77,10 @@ class ToolError(PlaylineError):
         if request_id:
             text += f" request_id={request_id}"
         super().__init__(text)
+
+
+class GatewayError(PlaylineError):
+    """A gateway could not be reached or answered its tool list with something unusable."""
 
 
 class BudgetExceeded(PlaylineError):

@@ -1,5 +1,6 @@
-"""The tool layer: specs, local tools, results (and, later, the gateway transport)."""
+"""The tool layer: specs, local tools, results and the gateway transport."""
 
+from ._gateway import Gateway, parse_retry_after
 from ._registry import LocalTransport, ToolRegistry, ToolSource, default_registry, tool
 from ._result import Execution, ToolResult, dotted, is_value
 from ._spec import Batch, Cost, Rate, ToolSpec, Transport
@@ -8,6 +9,7 @@ __all__ = [
     "Batch",
     "Cost",
     "Execution",
+    "Gateway",
     "LocalTransport",
     "Rate",
     "ToolRegistry",
@@ -18,5 +20,6 @@ __all__ = [
     "default_registry",
     "dotted",
     "is_value",
+    "parse_retry_after",
     "tool",
 ]

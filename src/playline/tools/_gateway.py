@@ -1,0 +1,210 @@
+"""Remote tools over HTTP: the gateway protocol (SIMULATOR.md), client side.
+
+``Gateway(url, token)`` lists its tools from ``GET /api/v2/integrations`` and calls them with
+``POST /api/v2/integrations/{id}/execute``. Bulk operations and async jobs (submit, then
+poll) are handled here; rate pacing and retries are the engine's (``_calls.py``), driven by
+the ``ToolError`` this raises (``status``, ``retry_after``, ``retryable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from .._json import digest
+from ..errors import GatewayError, ToolError
+from ._spec import Batch, Cost, Rate, ToolSpec
+
+__all__ = ["Gateway", "parse_retry_after"]
+
+_PREFIX = "/api/v2/integrations"
+POLL_INTERVAL = 0.05
+MAX_POLLS = 600
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float:
+    """Seconds to wait from a ``Retry-After`` header: seconds or an HTTP date; 1 when absent."""
+    if not value:
+        return 1.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return 1.0
+    return max(0.001, when - (time.time() if now is None else now))
+
+
+class Gateway:
+    """A source of remote tools. ``token`` is sent as a bearer token."""
+
+    def __init__(self, url: str, token: str = "", *, timeout: float = 30.0) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise GatewayError(
+                f"Gateway URL {url!r} must start with http:// or https://, e.g. "
+                "pl.Gateway('http://127.0.0.1:8765', token='dev')."
+            )
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._timeout = timeout
+        self._account = digest("gateway", self.url, token)[:16]
+        self._specs: list[ToolSpec] | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"Gateway({self.url!r})"
+
+    # listing
+    def specs(self) -> list[ToolSpec]:
+        if self._specs is None:
+            self._specs = [self._spec(meta) for meta in self._fetch_metadata()]
+        return self._specs
+
+    def _fetch_metadata(self) -> list[dict[str, Any]]:
+        try:
+            response = httpx.get(
+                self.url + _PREFIX, headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). Start "
+                "it (`playline sim` for the simulator) or fix --gateway / PLAYLINE_GATEWAY_URL."
+            ) from None
+        if response.status_code != 200:
+            raise GatewayError(
+                f"The gateway at {self.url} answered {response.status_code} to its tool list: "
+                f"{response.text[:200]}. Check the token (PLAYLINE_GATEWAY_TOKEN)."
+            )
+        try:
+            tools = response.json()["tools"]
+        except (ValueError, KeyError, TypeError):
+            raise GatewayError(
+                f"The gateway at {self.url} sent a tool list that is not "
+                '{"tools": [...]} JSON.'
+            ) from None
+        return [t for t in tools if isinstance(t, dict) and "id" in t and "bulk_of" not in t
+                and "poll_of" not in t]
+
+    def _spec(self, meta: Mapping[str, Any]) -> ToolSpec:
+        rate = meta.get("rate") or {}
+        cost = meta.get("cost") or {}
+        batch = meta.get("batch")
+        return ToolSpec(
+            id=str(meta["id"]),
+            transport=_GatewayTransport(
+                self,
+                bulk=batch["operation"] if batch else None,
+                poll=(meta.get("async") or {}).get("poll"),
+            ),
+            rate=Rate(
+                per_second=rate.get("per_second"),
+                burst=rate.get("burst"),
+                concurrency=meta.get("concurrency"),
+            ),
+            cost=Cost(float(cost.get("credits", 0)), cost.get("charge", "per_call")),
+            batch=Batch(max_size=int(batch["max_size"])) if batch else None,
+            outputs={k: tuple(v) for k, v in (meta.get("outputs") or {}).items()},
+            lists=dict(meta.get("lists") or {}),
+            version=str(meta.get("version", "1")),
+            retry_safe=bool(meta.get("retry_safe", False)),
+            auth_scope=self._account,
+            description=str(meta.get("description", "")),
+        )
+
+    # calling
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = httpx.AsyncClient(
+                base_url=self.url,
+                headers=self._headers,
+                timeout=self._timeout,
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
+            )
+            self._clients[loop] = client
+        return client
+
+    async def execute(self, spec: ToolSpec, tool: str, payload: Any) -> tuple[str, Any]:
+        """One request; returns (status, result) or raises ``ToolError``."""
+        try:
+            response = await self._client().post(
+                f"{_PREFIX}/{tool}/execute", json={"payload": payload}
+            )
+        except httpx.TimeoutException:
+            raise ToolError(
+                spec.id, f"timed out after {self._timeout:g}s", code="timeout",
+                retryable=spec.retry_safe,
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ToolError(
+                spec.id, f"{type(exc).__name__}: {exc} (is the gateway at {self.url} up?)",
+                code="connection_error", retryable=spec.retry_safe,
+            ) from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        request_id = response.headers.get("x-request-id")
+        if response.status_code != 200 or not isinstance(body, dict):
+            info = body if isinstance(body, dict) else {}
+            status = response.status_code
+            raise ToolError(
+                spec.id,
+                str(info.get("message") or response.text[:200] or response.reason_phrase)
+                if status != 200
+                else "the gateway's answer was not JSON",
+                status=status,
+                code=info.get("code") or ("bad_response" if status == 200 else None),
+                request_id=info.get("request_id") or request_id,
+                retryable=status == 429 or (status >= 500 and spec.retry_safe),
+                retry_after=(
+                    parse_retry_after(response.headers.get("retry-after"))
+                    if status == 429
+                    else None
+                ),
+            )
+        return str(body.get("status", "completed")), body.get("result")
+
+
+class _GatewayTransport:
+    def __init__(self, gateway: Gateway, *, bulk: str | None, poll: str | None) -> None:
+        self._gateway = gateway
+        self._bulk = bulk
+        self._poll = poll
+
+    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+        if self._bulk is not None and len(inputs) > 1:
+            status, result = await self._gateway.execute(
+                spec, self._bulk, {"items": [dict(i) for i in inputs]}
+            )
+            results = result.get("results") if isinstance(result, dict) else None
+            if not isinstance(results, list) or len(results) != len(inputs):
+                raise ToolError(
+                    spec.id, f"bulk answer did not hold {len(inputs)} aligned results",
+                    code="misaligned_batch",
+                )
+            return results
+        return [await self._one(spec, dict(i)) for i in inputs]
+
+    async def _one(self, spec: ToolSpec, payload: dict[str, Any]) -> Any:
+        status, result = await self._gateway.execute(spec, spec.id, payload)
+        polls = 0
+        while status == "pending" and self._poll is not None:
+            job = result.get("job_id") if isinstance(result, dict) else None
+            if not job or polls >= MAX_POLLS:
+                raise ToolError(spec.id, "async job did not finish", code="job_timeout")
+            await asyncio.sleep(POLL_INTERVAL)
+            polls += 1
+            status, result = await self._gateway.execute(spec, self._poll, {"job_id": job})
+        return result if status == "completed" else None
