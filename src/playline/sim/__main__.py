@@ -1,0 +1,16 @@
+"""``python -m playline.sim [--port 8765] [--seed 7] [--host 127.0.0.1]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._run import main
+
+parser = argparse.ArgumentParser(prog="python -m playline.sim", description=main.__doc__)
+parser.add_argument("--port", type=int, default=8765)
+parser.add_argument("--seed", type=int, default=7)
+parser.add_argument("--host", default="127.0.0.1")
+parser.add_argument("--token", default="dev")
+parser.add_argument("--latency-ms", type=float, default=None)
+args = parser.parse_args()
+main(args.port, args.seed, args.host, token=args.token, latency_ms=args.latency_ms)
