@@ -25,14 +25,18 @@ def echo(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def bookkeeping(ctx: pl.Context, input: dict[str, Any]) -> int:
     ds = await (
         ctx.dataset("rows", ({"n": i, "salt": input["salt"]} for i in range(input["rows"])))
-        .with_column("echo", lambda row, ctx: ctx.tool("bench.echo", {"n": row["n"], "s": row["salt"]}))
+        .with_column(
+            "echo", lambda row, ctx: ctx.tool("bench.echo", {"n": row["n"], "s": row["salt"]})
+        )
         .run()
     )
     return len(ds)
 
 
 def _run(store: str, salt: str) -> tuple[float, pl.RunResult]:
-    return timed(lambda: pl.run(bookkeeping, {"rows": ROWS, "salt": salt}, store=store, tools=[echo]))
+    return timed(
+        lambda: pl.run(bookkeeping, {"rows": ROWS, "salt": salt}, store=store, tools=[echo])
+    )
 
 
 def main() -> dict[str, Any]:
@@ -46,7 +50,13 @@ def main() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             durable_s, durable = _run(f"sqlite:///{tmp}/bench.db", "d")
     except pl.StoreError as exc:  # SQLite store not built yet
-        return {"bench": "bookkeeping", "ratio": None, "goal": "<= 1.5", "note": str(exc), **figures}
+        return {
+            "bench": "bookkeeping",
+            "ratio": None,
+            "goal": "<= 1.5",
+            "note": str(exc),
+            **figures,
+        }
     assert durable.status == "completed", durable.error
     return {
         "bench": "bookkeeping",

@@ -71,7 +71,9 @@ def playline_child(store_kind: str) -> None:
         store = "memory://" if store_kind == "memory" else f"sqlite:///{tmp}/pure.db"
         seconds, result = timed(lambda: pl.run(pure, store=store, tools=[]))
     assert result.status == "completed", result.error
-    print(orjson.dumps({"seconds": seconds, "rss_mb": peak_rss_mb(), "rows": result.output}).decode())
+    print(
+        orjson.dumps({"seconds": seconds, "rss_mb": peak_rss_mb(), "rows": result.output}).decode()
+    )
 
 
 def main() -> dict[str, Any]:

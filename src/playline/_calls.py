@@ -89,7 +89,9 @@ class CallExecutor:
     async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
         owners: dict[str, ToolCall] = {}
         for call in calls:
-            running = None if call.force else (owners.get(call.key) or self._in_flight.get(call.key))
+            running = (
+                None if call.force else (owners.get(call.key) or self._in_flight.get(call.key))
+            )
             if running is not None:
                 running.followers.append(call)
             else:
@@ -180,9 +182,9 @@ class CallExecutor:
                 call,
                 None,
                 ReceiptWaitTimeout(
-                        f"Tool {call.spec.id}: another worker has been executing the same call "
-                        f"for over {self._receipt_wait:g}s. Nothing was written; run again "
-                        "once it has finished, or stop the other worker."
+                    f"Tool {call.spec.id}: another worker has been executing the same call "
+                    f"for over {self._receipt_wait:g}s. Nothing was written; run again "
+                    "once it has finished, or stop the other worker."
                 ),
             )
             return
@@ -190,28 +192,30 @@ class CallExecutor:
 
     async def _run_chunk(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
         target = self._tools[spec.batch.via] if spec.batch and spec.batch.via else spec
-        try:
-            reserved = self._ledger.reserve(spec, len(chunk))
-        except PlaylineError as exc:
-            self._store.release_receipts([c.key for c in chunk], owner=self._owner)
-            for call in chunk:
-                self._settle(call, None, exc)
-            return
+        allowed = self._ledger.reserve(spec, len(chunk))
+        if allowed < len(chunk):
+            refused, chunk = chunk[allowed:], chunk[:allowed]
+            self._store.release_receipts([c.key for c in refused], owner=self._owner)
+            error = self._ledger.exceeded(spec, len(refused))
+            for call in refused:
+                self._settle(call, None, error)
+            if not chunk:
+                return
         try:
             raws = await self._send(spec, target, chunk)
         except ToolError as exc:
-            self._ledger.settle(reserved, [])
+            self._ledger.settle(spec, allowed, [])
             self._fail(spec, chunk, exc)
             return
         except BaseException as exc:
-            self._ledger.settle(reserved, [])
+            self._ledger.settle(spec, allowed, [])
             self._store.release_receipts([c.key for c in chunk], owner=self._owner)
             if isinstance(exc, PlaylineError):  # e.g. the retry budget: fails these calls
                 for call in chunk:
                     self._settle(call, None, exc)
                 return
             raise
-        self._complete(spec, chunk, raws, reserved)
+        self._complete(spec, chunk, raws, allowed)
 
     async def _send(self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]) -> list[Any]:
         """One call through the tool's gate, retried as SEMANTICS.md 25 says.
@@ -250,7 +254,7 @@ class CallExecutor:
             return raws
 
     def _complete(
-        self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: float
+        self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: int
     ) -> None:
         completions: list[tuple[str, bytes]] = []
         settled: list[tuple[ToolCall, ToolResult | ToolError]] = []
@@ -274,13 +278,17 @@ class CallExecutor:
             scope = call.scope
             entries.append(
                 self._ledger.entry(
-                    spec, call.key, result.cost, result.found,
-                    scope.dataset if scope else None, scope.row_key if scope else None,
+                    spec,
+                    call.key,
+                    result.cost,
+                    result.found,
+                    scope.dataset if scope else None,
+                    scope.row_key if scope else None,
                 )
             )
         now = self._clock.now()
         kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
-        self._ledger.settle(reserved, entries)
+        self._ledger.settle(spec, reserved, entries)
         failures = [(c.key, str(r)) for c, r in settled if isinstance(r, ToolError)]
         if failures:
             self._store.fail_receipts(failures, owner=self._owner, now=now)

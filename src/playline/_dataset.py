@@ -13,10 +13,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._taskgroups import unwrapped
 from ._events import preview
 from ._rows import KeySpec, as_row, row_key_function
 from ._scope import RowScope, current_row
+from ._taskgroups import unwrapped
 from .errors import PlayDefinitionError, PlaylineError, ToolError
 from .store import RowRecord, Store
 from .tools import ToolResult
@@ -80,9 +80,7 @@ def _arity(fn: Callable[..., Any], what: str) -> int:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return 1
-    positional = [
-        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
     if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2 > len(required):
         return 2
@@ -141,7 +139,9 @@ class DatasetBuilder:
             when=when,
             else_value=else_value,
         )
-        return DatasetBuilder(self._runtime, self.name, self._rows, self._key, (*self._columns, column))
+        return DatasetBuilder(
+            self._runtime, self.name, self._rows, self._key, (*self._columns, column)
+        )
 
     async def run(
         self, *, description: str | None = None, on_row_error: OnRowError = "record"
@@ -184,7 +184,9 @@ class _DatasetRun:
     async def execute(self, items: Iterable[Any], description: str | None) -> Dataset:
         rt = self.rt
         rt.events.emit(
-            "dataset", dataset=self.name, status="running",
+            "dataset",
+            dataset=self.name,
+            status="running",
             data={"description": description, "columns": [c.name for c in self.columns]},
         )
         seen: set[str] = set()
@@ -215,13 +217,13 @@ class _DatasetRun:
             rt.events.log(
                 f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
             )
-        rt.events.emit(
-            "dataset", dataset=self.name, status="completed", data=self.stats.to_dict()
-        )
+        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
         rt.dataset_finished(self.name, self.stats)
         return Dataset(rt.store, rt.run_id, self.name, self.stats)
 
-    async def _start(self, tg: asyncio.TaskGroup, index: int, key: str, row: dict[str, Any]) -> None:
+    async def _start(
+        self, tg: asyncio.TaskGroup, index: int, key: str, row: dict[str, Any]
+    ) -> None:
         scope = RowScope(dataset=self.name, row_key=key)
         cells: dict[str, dict[str, Any]] = {}
         self.stats.rows_executed += 1
@@ -249,10 +251,10 @@ class _DatasetRun:
         view = MappingProxyType(row)
         for position, column in enumerate(self.columns):
             scope.column = column.name
-            if column.when is not None and not self._guard(scope, column, row, view, cells):
+            if not self._guard(column, row, view, cells):
                 continue
             try:
-                value = column.resolver(view, self.rt.ctx) if column.takes_ctx else column.resolver(view)
+                value = self._resolve(column, view)
             except Exception as exc:
                 self._failed(scope, column, row, cells, exc)
                 return None
@@ -263,14 +265,13 @@ class _DatasetRun:
 
     def _guard(
         self,
-        scope: RowScope,
         column: Column,
         row: dict[str, Any],
         view: Mapping[str, Any],
         cells: dict[str, dict[str, Any]],
     ) -> bool:
-        assert column.when is not None
-        if column.when(view):
+        """Whether the column runs for this row; if not, its cell is skipped."""
+        if column.when is None or column.when(view):
             return True
         row[column.name] = column.else_value
         cells[column.name] = {"status": "skipped"}
@@ -283,28 +284,25 @@ class _DatasetRun:
         row: dict[str, Any],
         cells: dict[str, dict[str, Any]],
         position: int,
-        pending: Awaitable[Any],
+        first: Awaitable[Any],
     ) -> None:
         view = MappingProxyType(row)
+        pending: Awaitable[Any] | None = first  # the awaitable the fast path stopped at
         try:
             for column in self.columns[position:]:
                 scope.column = column.name
-                if pending is None:
-                    if column.when is not None and not self._guard(scope, column, row, view, cells):
-                        continue
+                if pending is None and not self._guard(column, row, view, cells):
+                    continue
                 self.rt.events.emit(
-                    "cell", dataset=self.name, row_key=scope.row_key, column=column.name,
+                    "cell",
+                    dataset=self.name,
+                    row_key=scope.row_key,
+                    column=column.name,
                     status="running",
                 )
                 try:
-                    if pending is None:
-                        value = (
-                            column.resolver(view, self.rt.ctx)
-                            if column.takes_ctx
-                            else column.resolver(view)
-                        )
-                    else:
-                        value, pending = pending, None  # type: ignore[assignment]
+                    value = pending if pending is not None else self._resolve(column, view)
+                    pending = None
                     if inspect.isawaitable(value):
                         value = await value
                 except Exception as exc:
@@ -315,6 +313,9 @@ class _DatasetRun:
             self.rt.dispatcher.exit_row()
             self._window.release()
             self._finish(index, scope, row, cells)
+
+    def _resolve(self, column: Column, view: Mapping[str, Any]) -> Any:
+        return column.resolver(view, self.rt.ctx) if column.takes_ctx else column.resolver(view)
 
     def _set(
         self,
@@ -345,8 +346,13 @@ class _DatasetRun:
         cells[column.name] = meta
         if not column.name.startswith("_"):
             self.rt.events.emit(
-                "cell", dataset=self.name, row_key=scope.row_key, column=column.name,
-                status=meta["status"], provider=meta.get("provider"), preview=preview(value),
+                "cell",
+                dataset=self.name,
+                row_key=scope.row_key,
+                column=column.name,
+                status=meta["status"],
+                provider=meta.get("provider"),
+                preview=preview(value),
             )
 
     def _failed(
@@ -366,15 +372,23 @@ class _DatasetRun:
         meta: dict[str, Any] = {"status": "failed", "error": str(error) or type(error).__name__}
         if isinstance(error, ToolError):
             meta.update(
-                tool=error.tool, provider=error.tool, http_status=error.status, code=error.code,
+                tool=error.tool,
+                provider=error.tool,
+                http_status=error.status,
+                code=error.code,
                 request_id=error.request_id,
             )
         row[column.name] = None
         cells[column.name] = meta
         scope.column = None
         self.rt.events.emit(
-            "cell", dataset=self.name, row_key=scope.row_key, column=column.name,
-            status="failed", provider=meta.get("provider"), error=meta["error"],
+            "cell",
+            dataset=self.name,
+            row_key=scope.row_key,
+            column=column.name,
+            status="failed",
+            provider=meta.get("provider"),
+            error=meta["error"],
         )
 
     def _finish(
@@ -387,8 +401,12 @@ class _DatasetRun:
         values = {k: _plain(v) for k, v in row.items() if not k.startswith("_")}
         self._pending_writes.append(
             RowRecord(
-                run_id=self.rt.run_id, dataset=self.name, key=scope.row_key, index=index,
-                status=status, values=values,
+                run_id=self.rt.run_id,
+                dataset=self.name,
+                key=scope.row_key,
+                index=index,
+                status=status,
+                values=values,
                 cells={c: m for c, m in cells.items() if not c.startswith("_")},
                 error=cells[failed]["error"] if failed else None,
                 updated_at=self.rt.clock.now(),
@@ -458,9 +476,13 @@ class Dataset:
                 if meta.get("status") == "failed":
                     found.append(
                         CellError(
-                            row_key=record.key, column=column, message=meta.get("error", ""),
-                            tool=meta.get("tool"), status=meta.get("http_status"),
-                            code=meta.get("code"), request_id=meta.get("request_id"),
+                            row_key=record.key,
+                            column=column,
+                            message=meta.get("error", ""),
+                            tool=meta.get("tool"),
+                            status=meta.get("http_status"),
+                            code=meta.get("code"),
+                            request_id=meta.get("request_id"),
                         )
                     )
         return found
@@ -480,7 +502,9 @@ class Dataset:
             writer.writeheader()
             for row in itertools.chain([first], rows):
                 writer.writerow(
-                    {k: v if v is None or isinstance(v, str | int | float) else canonical(v)
-                     for k, v in row.items()}
+                    {
+                        k: v if v is None or isinstance(v, str | int | float) else canonical(v)
+                        for k, v in row.items()
+                    }
                 )
         return out

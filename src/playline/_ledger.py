@@ -20,7 +20,12 @@ class Ledger:
     """
 
     def __init__(
-        self, store: Store, run_id: str, clock: Clock, *, max_credits: float | None = None,
+        self,
+        store: Store,
+        run_id: str,
+        clock: Clock,
+        *,
+        max_credits: float | None = None,
         spent: float = 0.0,
     ) -> None:
         self._store = store
@@ -31,25 +36,33 @@ class Ledger:
         self.reserved = 0.0
         self.by_tool: dict[str, float] = defaultdict(float)
 
-    def reserve(self, spec: ToolSpec, calls: int) -> float:
-        worst = spec.cost.credits * calls
-        if self.max_credits is not None and worst > 0:
-            if self.spent + self.reserved + worst > self.max_credits + 1e-9:
-                raise BudgetExceeded(
-                    f"Budget of {self.max_credits:g} credits would be exceeded: "
-                    f"{self.spent:g} spent, {self.reserved:g} in flight, and {calls} call(s) "
-                    f"to {spec.id} may cost {worst:g}. Everything paid for so far is kept; "
-                    "raise max_credits and resume the run to go on.",
-                    spent=self.spent,
-                    limit=self.max_credits,
-                    tool=spec.id,
-                )
-        self.reserved += worst
-        return worst
+    def reserve(self, spec: ToolSpec, calls: int) -> int:
+        """Reserve the worst-case cost of as many of ``calls`` as the budget allows; returns
+        how many may be sent (the rest must not be)."""
+        each = spec.cost.credits
+        allowed = calls
+        if self.max_credits is not None and each > 0:
+            room = self.max_credits - self.spent - self.reserved
+            allowed = max(0, min(calls, int((room + 1e-9) // each)))
+        self.reserved += each * allowed
+        return allowed
 
-    def settle(self, reserved: float, entries: list[LedgerEntry]) -> None:
-        """Replace a reservation by the entries charged; they are written at once."""
-        self.reserved -= reserved
+    def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
+        limit = self.max_credits or 0.0
+        return BudgetExceeded(
+            f"Budget of {limit:g} credits would be exceeded: {self.spent:g} spent, "
+            f"{self.reserved:g} in flight, and {calls} more call(s) to {spec.id} may cost "
+            f"{spec.cost.credits * calls:g}. Everything paid for so far is kept; raise "
+            "max_credits and resume the run to go on.",
+            spent=self.spent,
+            limit=limit,
+            tool=spec.id,
+        )
+
+    def settle(self, spec: ToolSpec, reserved: int, entries: list[LedgerEntry]) -> None:
+        """Replace the reservation of ``reserved`` calls by the entries charged; the entries
+        are written at once."""
+        self.reserved -= spec.cost.credits * reserved
         for entry in entries:
             self.spent += entry.credits
             self.by_tool[entry.tool] += entry.credits
@@ -57,10 +70,21 @@ class Ledger:
             self._store.append_ledger(entries)
 
     def entry(
-        self, spec: ToolSpec, key: str, credits: float, found: bool,
-        dataset: str | None, row_key: str | None,
+        self,
+        spec: ToolSpec,
+        key: str,
+        credits: float,
+        found: bool,
+        dataset: str | None,
+        row_key: str | None,
     ) -> LedgerEntry:
         return LedgerEntry(
-            run_id=self._run_id, tool=spec.id, receipt_key=key, credits=credits, found=found,
-            at=self._clock.now(), dataset=dataset, row_key=row_key,
+            run_id=self._run_id,
+            tool=spec.id,
+            receipt_key=key,
+            credits=credits,
+            found=found,
+            at=self._clock.now(),
+            dataset=dataset,
+            row_key=row_key,
         )

@@ -70,9 +70,7 @@ class ToolGate:
     def __init__(self, spec: ToolSpec, clock: Clock) -> None:
         rate = spec.rate
         self._clock = clock
-        self.limiter = (
-            RateLimiter(clock, rate.per_second, rate.burst) if rate.per_second else None
-        )
+        self.limiter = RateLimiter(clock, rate.per_second, rate.burst) if rate.per_second else None
         self._learning = False
         self._clean = 0
         self.concurrency = rate.concurrency or DEFAULT_CONCURRENCY

@@ -21,7 +21,7 @@ class Play:
     fn: PlayFn = field(repr=False)
     name: str
     max_credits: float | None = None
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
 
     async def __call__(self, ctx: Any, input: Any = None) -> Any:
         return await self.fn(ctx, input)
@@ -65,7 +65,9 @@ def _make(fn: PlayFn, name: str | None, max_credits: float | None, limits: Any) 
 def play(fn: PlayFn, /) -> Play: ...
 @overload
 def play(
-    *, name: str | None = None, max_credits: float | None = None,
+    *,
+    name: str | None = None,
+    max_credits: float | None = None,
     limits: Limits | Mapping[str, int | None] | None = None,
 ) -> Callable[[PlayFn], Play]: ...
 def play(
@@ -100,9 +102,11 @@ def get_play(ref: Play | PlayFn | str) -> Play:
             )
         return found
     if callable(ref):
-        return Play(fn=ref, name=getattr(ref, "__name__", "play").replace("_", "-")) if (
-            inspect.iscoroutinefunction(ref)
-        ) else _make(ref, None, None, None)
+        return (
+            Play(fn=ref, name=getattr(ref, "__name__", "play").replace("_", "-"))
+            if (inspect.iscoroutinefunction(ref))
+            else _make(ref, None, None, None)
+        )
     raise PlayDefinitionError(f"{ref!r} is not a play; decorate an async function with @pl.play.")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -74,7 +74,7 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
         sources = [default_registry]
         url = os.environ.get("PLAYLINE_GATEWAY_URL")
         if url:
-            from .tools import Gateway  # type: ignore[attr-defined]
+            from .tools import Gateway
 
             sources.append(Gateway(url, token=os.environ.get("PLAYLINE_GATEWAY_TOKEN", "")))
     else:
@@ -148,8 +148,12 @@ async def arun(
     if existing is None:
         db.create_run(
             RunRecord(
-                run_id=run_id, play=target.name, status=RunStatus.RUNNING,
-                input=_json_or_error(input, "The play input"), created_at=now, updated_at=now,
+                run_id=run_id,
+                play=target.name,
+                status=RunStatus.RUNNING,
+                input=_json_or_error(input, "The play input"),
+                created_at=now,
+                updated_at=now,
             )
         )
     else:
@@ -166,9 +170,18 @@ async def arun(
     try:
         async with asyncio.TaskGroup() as tg:
             runtime = Runtime(
-                store=db, run_id=run_id, play_name=target.name, clock=clock, tools=table,
-                gates=_gates(clock), events=events, ledger=ledger, limits=target.limits,
-                owner=owner, resuming=existing is not None, spawn=tg.create_task,
+                store=db,
+                run_id=run_id,
+                play_name=target.name,
+                clock=clock,
+                tools=table,
+                gates=_gates(clock),
+                events=events,
+                ledger=ledger,
+                limits=target.limits,
+                owner=owner,
+                resuming=existing is not None,
+                spawn=tg.create_task,
                 row_window=row_window,
             )
             runtime.ctx = Context(runtime)
@@ -196,12 +209,20 @@ async def arun(
     events.emit("run", status=status, error=message, data=stats.to_dict())
     events.flush()
     db.update_run(
-        run_id, status=RunStatus(status), output=stored_output, error=message,
-        stats=stats.to_dict(), updated_at=clock.now(),
+        run_id,
+        status=RunStatus(status),
+        output=stored_output,
+        error=message,
+        stats=stats.to_dict(),
+        updated_at=clock.now(),
     )
     return RunResult(
-        run_id=run_id, status=status, output=output if error is None else None, stats=stats,
-        error=message, exception=error,
+        run_id=run_id,
+        status=status,
+        output=output if error is None else None,
+        stats=stats,
+        error=message,
+        exception=error,
     )
 
 

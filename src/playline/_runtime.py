@@ -63,8 +63,15 @@ class Runtime:
         self.org = org
         self.row_window = row_window
         self.executor = CallExecutor(
-            store=store, clock=clock, gates=gates, governor=self.governor, ledger=ledger, events=events, tools=tools,
-            run_id=run_id, owner=owner,
+            store=store,
+            clock=clock,
+            gates=gates,
+            governor=self.governor,
+            ledger=ledger,
+            events=events,
+            tools=tools,
+            run_id=run_id,
+            owner=owner,
         )
         self.dispatcher = Dispatcher(self.executor, spawn)
         self.datasets: dict[str, DatasetStats | None] = {}
@@ -109,7 +116,9 @@ class Runtime:
         stale_after: int | None = None,
     ) -> ToolResult:
         if not isinstance(tool, str) or not tool:
-            raise PlayDefinitionError("ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...}).")
+            raise PlayDefinitionError(
+                "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
+            )
         if not isinstance(input, Mapping):
             raise PlayDefinitionError(
                 f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
@@ -128,8 +137,13 @@ class Runtime:
         )
         scope = current_row.get()
         call = ToolCall(
-            spec=spec, input=payload, key=key, future=asyncio.get_running_loop().create_future(),
-            label=label, force=bool(force), scope=scope,
+            spec=spec,
+            input=payload,
+            key=key,
+            future=asyncio.get_running_loop().create_future(),
+            label=label,
+            force=bool(force),
+            scope=scope,
         )
         if scope is None:
             await self.executor.execute(spec, [call])

@@ -94,14 +94,15 @@ class MemoryStore:
             )
         return kept
 
-    def fail_receipts(
-        self, failures: Sequence[tuple[str, str]], *, owner: str, now: float
-    ) -> None:
+    def fail_receipts(self, failures: Sequence[tuple[str, str]], *, owner: str, now: float) -> None:
         for key, error in failures:
             current = self._receipts[key]
             if current.owner == owner and current.status is ReceiptStatus.RUNNING:
                 self._receipts[key] = replace(
-                    current, status=ReceiptStatus.FAILED, error=error, lease_until=None,
+                    current,
+                    status=ReceiptStatus.FAILED,
+                    error=error,
+                    lease_until=None,
                     updated_at=now,
                 )
 
@@ -128,15 +129,20 @@ class MemoryStore:
     def _row(self, run_id: str, dataset: str, key: str, index: int, blob: bytes) -> RowRecord:
         status, values, cells, error, updated_at = loads(blob)
         return RowRecord(
-            run_id=run_id, dataset=dataset, key=key, index=index, status=status,
-            values=values, cells=cells, error=error, updated_at=updated_at,
+            run_id=run_id,
+            dataset=dataset,
+            key=key,
+            index=index,
+            status=status,
+            values=values,
+            cells=cells,
+            error=error,
+            updated_at=updated_at,
         )
 
     def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
         table = self._rows.get((run_id, dataset), {})
-        return {
-            k: self._row(run_id, dataset, k, *table[k]) for k in keys if k in table
-        }
+        return {k: self._row(run_id, dataset, k, *table[k]) for k in keys if k in table}
 
     def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
         table = self._rows.get((run_id, dataset), {})
@@ -156,7 +162,8 @@ class MemoryStore:
         self, run_id: str, *, after_seq: int = 0, kinds: Sequence[str] | None = None
     ) -> list[Event]:
         return [
-            e for e in self._events
+            e
+            for e in self._events
             if e.run_id == run_id and e.seq > after_seq and (kinds is None or e.kind in kinds)
         ]
 

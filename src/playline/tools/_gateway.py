@@ -72,9 +72,7 @@ class Gateway:
 
     def _fetch_metadata(self) -> list[dict[str, Any]]:
         try:
-            response = httpx.get(
-                self.url + _PREFIX, headers=self._headers, timeout=self._timeout
-            )
+            response = httpx.get(self.url + _PREFIX, headers=self._headers, timeout=self._timeout)
         except httpx.HTTPError as exc:
             raise GatewayError(
                 f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). Start "
@@ -89,11 +87,13 @@ class Gateway:
             tools = response.json()["tools"]
         except (ValueError, KeyError, TypeError):
             raise GatewayError(
-                f"The gateway at {self.url} sent a tool list that is not "
-                '{"tools": [...]} JSON.'
+                f'The gateway at {self.url} sent a tool list that is not {{"tools": [...]}} JSON.'
             ) from None
-        return [t for t in tools if isinstance(t, dict) and "id" in t and "bulk_of" not in t
-                and "poll_of" not in t]
+        return [
+            t
+            for t in tools
+            if isinstance(t, dict) and "id" in t and "bulk_of" not in t and "poll_of" not in t
+        ]
 
     def _spec(self, meta: Mapping[str, Any]) -> ToolSpec:
         rate = meta.get("rate") or {}
@@ -143,13 +143,17 @@ class Gateway:
             )
         except httpx.TimeoutException:
             raise ToolError(
-                spec.id, f"timed out after {self._timeout:g}s", code="timeout",
+                spec.id,
+                f"timed out after {self._timeout:g}s",
+                code="timeout",
                 retryable=spec.retry_safe,
             ) from None
         except httpx.HTTPError as exc:
             raise ToolError(
-                spec.id, f"{type(exc).__name__}: {exc} (is the gateway at {self.url} up?)",
-                code="connection_error", retryable=spec.retry_safe,
+                spec.id,
+                f"{type(exc).__name__}: {exc} (is the gateway at {self.url} up?)",
+                code="connection_error",
+                retryable=spec.retry_safe,
             ) from None
         try:
             body = response.json()
@@ -185,13 +189,14 @@ class _GatewayTransport:
 
     async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
         if self._bulk is not None and len(inputs) > 1:
-            status, result = await self._gateway.execute(
+            _, result = await self._gateway.execute(
                 spec, self._bulk, {"items": [dict(i) for i in inputs]}
             )
             results = result.get("results") if isinstance(result, dict) else None
             if not isinstance(results, list) or len(results) != len(inputs):
                 raise ToolError(
-                    spec.id, f"bulk answer did not hold {len(inputs)} aligned results",
+                    spec.id,
+                    f"bulk answer did not hold {len(inputs)} aligned results",
                     code="misaligned_batch",
                 )
             return results

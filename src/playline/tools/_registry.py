@@ -15,11 +15,13 @@ __all__ = ["LocalTransport", "ToolRegistry", "ToolSource", "default_registry", "
 F = TypeVar("F", bound=Callable[..., Any])
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
 
+
 @runtime_checkable
 class ToolSource(Protocol):
     """Anything that can list tool specs: a registry, a gateway."""
 
     def specs(self) -> Iterable[ToolSpec]: ...
+
 
 class LocalTransport:
     """Calls a Python function in-process: ``fn(input)`` or, for batch tools, ``fn(inputs)``."""
@@ -56,6 +58,7 @@ class LocalTransport:
             )
         return results
 
+
 class ToolRegistry:
     """A set of tools by id. ``@registry.tool(...)`` registers a function in it."""
 
@@ -68,7 +71,7 @@ class ToolRegistry:
         spec = item if isinstance(item, ToolSpec) else getattr(item, "__playline_tool__", None)
         if not isinstance(spec, ToolSpec):
             raise PlayDefinitionError(
-                f"{item!r} is not a tool; decorate it with @pl.tool(\"vendor.name\") first."
+                f'{item!r} is not a tool; decorate it with @pl.tool("vendor.name") first.'
             )
         self._specs[spec.id] = spec
 
@@ -125,7 +128,9 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._specs)
 
+
 default_registry = ToolRegistry()
+
 
 def tool(
     id: str,

@@ -126,7 +126,9 @@ class ToolSpec:
         }
 
 
-def normalise_outputs(outputs: Mapping[str, str | Sequence[str]] | None) -> dict[str, tuple[str, ...]]:
+def normalise_outputs(
+    outputs: Mapping[str, str | Sequence[str]] | None,
+) -> dict[str, tuple[str, ...]]:
     result: dict[str, tuple[str, ...]] = {}
     for name, paths in (outputs or {}).items():
         if isinstance(paths, str):
