@@ -268,14 +268,8 @@ class CallExecutor:
                 lists=spec.lists,
             )
             result.cost = spec.cost.charged(result.found)
-            try:
-                stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
-            except PlayDefinitionError as exc:
-                settled.append((call, ToolError(spec.id, str(exc), code="invalid_result")))
-                continue
-            completions.append((call.key, stored))
-            settled.append((call, result))
             scope = call.scope
+            # the provider was called: the ledger records it even if the result is unusable
             entries.append(
                 self._ledger.entry(
                     spec,
@@ -286,6 +280,13 @@ class CallExecutor:
                     scope.row_key if scope else None,
                 )
             )
+            try:
+                stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
+            except PlayDefinitionError as exc:
+                settled.append((call, ToolError(spec.id, str(exc), code="invalid_result")))
+                continue
+            completions.append((call.key, stored))
+            settled.append((call, result))
         now = self._clock.now()
         kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
         self._ledger.settle(spec, reserved, entries)

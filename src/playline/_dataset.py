@@ -288,6 +288,7 @@ class _DatasetRun:
     ) -> None:
         view = MappingProxyType(row)
         pending: Awaitable[Any] | None = first  # the awaitable the fast path stopped at
+        finished = False  # a row stopped by the run's end (a budget, a cancel) stays pending
         try:
             for column in self.columns[position:]:
                 scope.column = column.name
@@ -307,12 +308,14 @@ class _DatasetRun:
                         value = await value
                 except Exception as exc:
                     self._failed(scope, column, row, cells, exc)
-                    return
+                    break
                 self._set(scope, column, row, cells, value)
+            finished = True
         finally:
             self.rt.dispatcher.exit_row()
             self._window.release()
-            self._finish(index, scope, row, cells)
+            if finished:
+                self._finish(index, scope, row, cells)
 
     def _resolve(self, column: Column, view: Mapping[str, Any]) -> Any:
         return column.resolver(view, self.rt.ctx) if column.takes_ctx else column.resolver(view)
@@ -326,8 +329,8 @@ class _DatasetRun:
         value: Any,
     ) -> None:
         results, scope.results = scope.results, []
-        if isinstance(value, ToolResult):
-            results.append(value)
+        if isinstance(value, ToolResult) and not any(r is value for r in results):
+            results.append(value)  # a result the resolver got without ctx.tool in this row
         meta: dict[str, Any]
         if results:
             cost = sum(r.cost for r in results)

@@ -178,9 +178,11 @@ class SQLiteStore:
             conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
+            # Migrate (which refuses a foreign or newer database) before switching to WAL, so a
+            # refused file is left exactly as it was.
+            self.schema_version_found = migrate(conn, self.path)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            self.schema_version_found = migrate(conn, self.path)
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
