@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import string
+
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
 from playline.sim._inputs import canonical_json, normalize_domain, normalize_text
 
-words = st.lists(st.text(st.characters(categories=["L", "N"]), min_size=1), min_size=1)
+# ASCII only: Unicode case is not a round trip ("ı".upper().casefold() == "i").
+words = st.lists(
+    st.text(st.sampled_from(string.ascii_letters + string.digits), min_size=1), min_size=1
+)
 spaces = st.text(" \t\n", min_size=1)
 
 
