@@ -251,9 +251,9 @@ class _DatasetRun:
         view = MappingProxyType(row)
         for position, column in enumerate(self.columns):
             scope.column = column.name
-            if not self._guard(column, row, view, cells):
-                continue
             try:
+                if not self._guard(scope.row_key, column, row, view, cells):
+                    continue
                 value = self._resolve(column, view)
             except Exception as exc:
                 self._failed(scope, column, row, cells, exc)
@@ -265,6 +265,7 @@ class _DatasetRun:
 
     def _guard(
         self,
+        row_key: str,
         column: Column,
         row: dict[str, Any],
         view: Mapping[str, Any],
@@ -274,7 +275,11 @@ class _DatasetRun:
         if column.when is None or column.when(view):
             return True
         row[column.name] = column.else_value
-        cells[column.name] = {"status": "skipped"}
+        cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
+        if not column.name.startswith("_"):
+            self.rt.events.emit(
+                "cell", dataset=self.name, row_key=row_key, column=column.name, status="skipped"
+            )
         return False
 
     async def _run_async(
@@ -292,16 +297,17 @@ class _DatasetRun:
         try:
             for column in self.columns[position:]:
                 scope.column = column.name
-                if pending is None and not self._guard(column, row, view, cells):
-                    continue
-                self.rt.events.emit(
-                    "cell",
-                    dataset=self.name,
-                    row_key=scope.row_key,
-                    column=column.name,
-                    status="running",
-                )
                 try:
+                    if pending is None and not self._guard(scope.row_key, column, row, view, cells):
+                        continue
+                    if not column.name.startswith("_"):
+                        self.rt.events.emit(
+                            "cell",
+                            dataset=self.name,
+                            row_key=scope.row_key,
+                            column=column.name,
+                            status="running",
+                        )
                     value = pending if pending is not None else self._resolve(column, view)
                     pending = None
                     if inspect.isawaitable(value):
@@ -345,6 +351,7 @@ class _DatasetRun:
                 meta["cost"] = cost
         else:
             meta = {"status": "completed"}
+        meta["updated_at"] = self.rt.clock.now()
         row[column.name] = value
         cells[column.name] = meta
         if not column.name.startswith("_"):
@@ -372,7 +379,11 @@ class _DatasetRun:
             raise error  # budgets, governance and misuse stop the run whatever on_row_error says
         if self.on_row_error == "raise":
             raise RowFailed(self.name, scope.row_key, column.name, error) from error
-        meta: dict[str, Any] = {"status": "failed", "error": str(error) or type(error).__name__}
+        meta: dict[str, Any] = {
+            "status": "failed",
+            "error": str(error) or type(error).__name__,
+            "updated_at": self.rt.clock.now(),
+        }
         if isinstance(error, ToolError):
             meta.update(
                 tool=error.tool,

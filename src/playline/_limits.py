@@ -14,6 +14,7 @@ from .tools import ToolSpec
 __all__ = ["Governor", "Limits", "RateLimiter", "ToolGate", "ToolGates"]
 
 DEFAULT_CONCURRENCY = 8
+_EPSILON = 1e-6
 LEARN_START = 50.0  # requests/s a tool without a declared rate is assumed to take at first
 LEARN_FLOOR = 0.1
 LEARN_STRETCH = 20  # calls without a 429 before the learned rate is raised
@@ -51,10 +52,10 @@ class RateLimiter:
                         await self._clock.sleep(pause)
                         continue
                     self._refill()
-                    if self._tokens >= 1:
-                        self._tokens -= 1
+                    if self._tokens >= 1 - _EPSILON:  # float time at epoch scale is coarse
+                        self._tokens = max(0.0, self._tokens - 1)
                         return
-                    await self._clock.sleep((1 - self._tokens) / self.per_second)
+                    await self._clock.sleep(max((1 - self._tokens) / self.per_second, 1e-4))
         finally:
             self.waiting -= 1
 

@@ -68,7 +68,10 @@ def row_key_function(
         return by_column
 
     if callable(key):
-        takes_index = len(inspect.signature(key).parameters) >= 2
+        try:
+            takes_index = len(inspect.signature(key).parameters) >= 2
+        except (TypeError, ValueError):  # a builtin such as operator.itemgetter: fn(row)
+            takes_index = False
 
         def by_function(row: dict[str, Any], index: int) -> str:
             value = key(row, index) if takes_index else key(row)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -27,8 +28,11 @@ __all__ = ["RunResult", "RunStats", "arun", "resolve_tools", "run"]
 
 Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
 
-# Rate limiters are per process: every run of this process shares one gate per tool.
-_gates_by_clock: dict[int, ToolGates] = {}
+# Every run on one event loop (and clock) shares one gate per tool; asyncio primitives
+# cannot outlive their loop, so each loop has its own.
+_gates_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, ToolGates]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,9 +110,10 @@ def _new_run_id(clock: Clock) -> str:
 
 
 def _gates(clock: Clock) -> ToolGates:
-    gates = _gates_by_clock.get(id(clock))
+    by_clock = _gates_by_loop.setdefault(asyncio.get_running_loop(), {})
+    gates = by_clock.get(id(clock))
     if gates is None:
-        gates = _gates_by_clock[id(clock)] = ToolGates(clock)
+        gates = by_clock[id(clock)] = ToolGates(clock)
     return gates
 
 

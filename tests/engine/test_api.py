@@ -1,0 +1,257 @@
+"""The public facade (API.md): names, errors, running, results."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import inspect
+import uuid
+
+import pytest
+
+import playline as pl
+import playline.errors
+
+from .helpers import call_tool, dataset_play, rows_of, run_dataset, run_play
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+# --- the facade -------------------------------------------------------------------------
+
+
+def test_all_is_sorted_unique_and_every_name_exists():
+    assert pl.__all__ == sorted(set(pl.__all__))
+    missing = [name for name in pl.__all__ if not hasattr(pl, name)]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "play",
+        "run",
+        "arun",
+        "tool",
+        "Context",
+        "Rate",
+        "Cost",
+        "Batch",
+        "ToolRegistry",
+        "ToolResult",
+        "Dataset",
+        "RunResult",
+        "ManualClock",
+        "PlaylineError",
+        "PlayDefinitionError",
+        "ToolError",
+        "BudgetExceeded",
+        "GovernanceError",
+        "StoreError",
+    ],
+)
+def test_the_contract_names_are_exported(name):
+    assert name in pl.__all__
+
+
+def exception_classes():
+    namespaces = (vars(pl), vars(playline.errors))
+    found = {v for ns in namespaces for v in ns.values() if inspect.isclass(v)}
+    return sorted((c for c in found if issubclass(c, BaseException)), key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("error", exception_classes(), ids=lambda c: c.__name__)
+def test_every_error_is_a_playline_error(error):
+    assert issubclass(error, pl.PlaylineError)
+
+
+def test_a_tool_error_carries_its_context():
+    error = pl.ToolError("t.x", "slow down", status=429, code="rate", request_id="req-1")
+
+    assert (error.tool, error.status, error.code, error.request_id) == ("t.x", 429, "rate", "req-1")
+    assert all(part in str(error) for part in ("t.x", "429", "slow down", "rate", "req-1"))
+
+
+# --- running ----------------------------------------------------------------------------
+
+
+async def trivial(ctx, input):
+    return {"echo": input}
+
+
+def test_run_refuses_a_running_event_loop():
+    async def inside():
+        with pytest.raises(pl.PlayDefinitionError, match=r"await pl\.arun"):
+            pl.run(trivial, 1, store="memory://", tools=[])
+
+    asyncio.run(inside())
+
+
+@pytest.mark.anyio
+async def test_arun_is_the_async_twin():
+    result = await pl.arun(trivial, 1, store="memory://", tools=[], clock=pl.ManualClock())
+
+    assert (result.status, result.output) == ("completed", {"echo": 1})
+
+
+def test_a_run_result_reports_its_run():
+    result = run_play(trivial, {"a": 1}, tools=[])
+
+    assert result.ok
+    assert result.run_id.startswith("run_")
+    assert (result.status, result.output, result.error) == ("completed", {"echo": {"a": 1}}, None)
+    for name in (
+        "rows",
+        "rows_executed",
+        "rows_reused",
+        "rows_failed",
+        "tool_calls_live",
+        "tool_calls_cached",
+        "tool_calls_in_flight",
+        "credits",
+    ):
+        assert result.stats[name] == 0
+
+
+def test_a_play_that_raises_fails_its_run():
+    async def broken(ctx, input):
+        raise ValueError("bad input")
+
+    result = run_play(broken, tools=[])
+
+    assert not result.ok
+    assert (result.status, result.output) == ("failed", None)
+    assert result.error == "ValueError: bad input"
+    assert isinstance(result.exception, ValueError)
+
+
+def test_a_return_value_that_is_not_json_fails_the_run(store):
+    async def returns_a_set(ctx, input):
+        return {1, 2}
+
+    result = run_play(returns_a_set, tools=[], store=store)
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert store.get_run(result.run_id).status == "failed"
+
+
+def test_a_play_is_named_after_its_function_and_runs_by_name():
+    @pl.play
+    async def enrich_leads_for_api_test(ctx, input):
+        return ctx.play_name
+
+    assert enrich_leads_for_api_test.name == "enrich-leads-for-api-test"
+    result = run_play("enrich-leads-for-api-test", tools=[])
+    assert result.output == "enrich-leads-for-api-test"
+
+
+def test_a_play_must_be_async():
+    with pytest.raises(pl.PlayDefinitionError, match="async def"):
+
+        @pl.play
+        def not_async(ctx, input):
+            return None
+
+
+def test_resuming_a_run_of_another_play_is_refused(store):
+    async def other(ctx, input):
+        return None
+
+    first = run_play(trivial, tools=[], store=store)
+
+    with pytest.raises(pl.PlayDefinitionError, match="belongs to play"):
+        run_play(other, tools=[], store=store, run_id=first.run_id)
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"store": "nosuch://x"}, pl.StoreError),
+        ({"row_window": 0}, pl.PlayDefinitionError),
+        ({"run_id": "  "}, pl.PlayDefinitionError),
+        ({"tools": [object()]}, pl.PlayDefinitionError),
+    ],
+    ids=["store-url", "row-window", "run-id", "tools"],
+)
+def test_bad_run_options_are_refused(options, error):
+    with pytest.raises(error):
+        run_play(trivial, **{"tools": [], **options})
+
+
+# --- tools ------------------------------------------------------------------------------
+
+
+def test_pl_tool_defines_a_tool_usable_in_tools():
+    tool_id = f"t.global-{uuid.uuid4().hex[:8]}"
+
+    @pl.tool(tool_id, cost=2)
+    def lookup(input):
+        return {"v": input["x"]}
+
+    async def play(ctx, input):
+        result = await ctx.tool(tool_id, {"x": 3})
+        return [result.data, result.cost]
+
+    assert run_play(play, tools=[lookup]).output == [{"v": 3}, 2.0]
+
+
+def test_an_unknown_tool_names_the_close_matches(registry):
+    @registry.tool("t.company")
+    def company(input):
+        return {}
+
+    async def play(ctx, input):
+        await ctx.tool("t.compnay", {})
+
+    result = run_play(play, tools=[registry])
+
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "t.company" in result.error
+
+
+def test_a_tool_input_must_be_a_dict(registry):
+    @registry.tool("t.any")
+    def any_(input):
+        return {}
+
+    async def play(ctx, input):
+        await ctx.tool("t.any", ["not", "a", "dict"])
+
+    result = run_play(play, tools=[registry])
+
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+
+
+# --- datasets ---------------------------------------------------------------------------
+
+
+def test_a_dataset_is_sized_iterable_and_exportable(tmp_path):
+    result = run_dataset(rows_of(3), {"tags": lambda row: ["a", row["x"]]}, tools=[])
+    ds = result.output
+
+    assert len(ds) == 3
+    assert list(ds) == ds.to_list() == [{"x": i, "tags": ["a", i]} for i in range(3)]
+    assert ds.stats.rows_executed == 3
+    assert ds.errors == []
+    path = ds.to_csv(tmp_path / "out.csv")
+    with path.open(newline="") as handle:
+        assert list(csv.DictReader(handle)) == [
+            {"x": str(i), "tags": f'["a",{i}]'} for i in range(3)
+        ]
+
+
+def test_dataset_errors_carry_tool_details(registry):
+    @registry.tool("t.remote")
+    def remote(input):
+        raise pl.ToolError("t.remote", "quota", status=402, code="payment", request_id="r-9")
+
+    result = run_play(dataset_play(rows_of(1), {"y": call_tool("t.remote")}), tools=[registry])
+
+    (error,) = result.output.errors
+    assert (error.column, error.tool) == ("y", "t.remote")
+    assert (error.status, error.code, error.request_id) == (402, "payment", "r-9")
+    assert "quota" in error.message

@@ -1,0 +1,200 @@
+"""Batching (SEMANTICS 2-4): calls queued by rows go out together, per tool, in sized batches."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import playline as pl
+
+from .helpers import call_tool, rows_of, run_dataset, run_play
+
+
+def echo_batch_tool(registry: pl.ToolRegistry, tool_id: str, calls: list[Any], *, max_size: int):
+    """A batch tool answering ``{"double": 2x}`` per input; every transport call is recorded."""
+
+    @registry.tool(tool_id, batch=pl.Batch(max_size=max_size))
+    def bulk(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        calls.append([i["x"] for i in inputs])
+        return [{"double": 2 * i["x"]} for i in inputs]
+
+
+def test_rows_calling_the_same_tool_share_one_batch_call(registry):
+    calls: list[Any] = []
+    echo_batch_tool(registry, "t.echo", calls, max_size=10)
+
+    result = run_dataset(rows_of(2), {"out": call_tool("t.echo")}, tools=[registry])
+
+    assert result.status == "completed"
+    assert len(calls) == 1
+    assert sorted(calls[0]) == [0, 1]
+    assert result.stats.tool_requests == 1
+    assert [row["out"] for row in result.output] == [{"double": 0}, {"double": 2}]
+
+
+def test_a_tool_without_a_batch_operation_gets_one_call_per_input(registry):
+    seen: list[int] = []
+
+    @registry.tool("t.single")
+    def single(input: dict[str, Any]) -> dict[str, Any]:
+        seen.append(input["x"])
+        return {"double": 2 * input["x"]}
+
+    result = run_dataset(rows_of(5), {"out": call_tool("t.single")}, tools=[registry])
+
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+    assert result.stats.tool_requests == 5  # a tool without a batch operation: one call each
+    assert [row["out"] for row in result.output] == [{"double": 2 * x} for x in range(5)]
+
+
+def two_tool_column():
+    async def resolve(row, ctx):
+        await ctx.tool("t.a", {"x": row["x"]})
+        return (await ctx.tool("t.b", {"x": row["x"]})).data
+
+    return resolve
+
+
+def two_batch_tools(registry, order: list[str]) -> None:
+    for tool_id in ("t.a", "t.b"):
+
+        @registry.tool(tool_id, batch=pl.Batch(max_size=100))
+        def bulk(inputs, tool_id=tool_id):
+            order.extend(tool_id for _ in inputs)
+            return [{"x": i["x"]} for i in inputs]
+
+
+def test_a_column_calling_a_then_b_takes_two_dispatch_passes(registry):
+    order: list[str] = []
+    two_batch_tools(registry, order)
+
+    result = run_dataset(rows_of(3), {"out": two_tool_column()}, tools=[registry])
+
+    assert result.status == "completed"
+    assert order == ["t.a"] * 3 + ["t.b"] * 3  # every a call went out before any b call
+    assert result.stats.dispatch_passes == 2
+    assert result.stats.tool_requests == 2  # one batch call per tool
+    assert [row["out"] for row in result.output] == [{"x": 0}, {"x": 1}, {"x": 2}]
+
+
+def test_batches_are_cut_at_max_size_and_results_go_back_to_their_rows(registry):
+    calls: list[Any] = []
+    echo_batch_tool(registry, "t.echo", calls, max_size=100)
+
+    result = run_dataset(rows_of(250), {"out": call_tool("t.echo")}, tools=[registry])
+
+    assert [len(c) for c in calls] == [100, 100, 50]
+    assert sorted(x for c in calls for x in c) == list(range(250))
+    rows = result.output.to_list()
+    assert len(rows) == 250
+    assert all(row["out"] == {"double": 2 * row["x"]} for row in rows)
+
+
+def test_identical_calls_in_one_batch_execute_once(registry):
+    calls: list[Any] = []
+    echo_batch_tool(registry, "t.echo", calls, max_size=10)
+
+    async def source(row, ctx):
+        return (await ctx.tool("t.echo", {"x": 7})).execution.source
+
+    rows = [{"id": n} for n in "abc"]
+    result = run_dataset(rows, {"source": source}, key="id", tools=[registry])
+
+    assert calls == [[7]]
+    assert result.stats.tool_calls_live == 1
+    assert result.stats.tool_calls_in_flight == 2
+    assert Counter(row["source"] for row in result.output) == {"live": 1, "in_flight": 2}
+
+
+def test_a_batch_result_of_none_gives_every_member_no_result(registry, store):
+    @registry.tool("t.nothing", batch=pl.Batch(max_size=10))
+    def nothing(inputs):
+        return None
+
+    statuses: list[str] = []
+
+    async def resolve(row, ctx):
+        result = await ctx.tool("t.nothing", {"x": row["x"]})
+        statuses.append(result.status)
+        return result
+
+    result = run_dataset(rows_of(3), {"out": resolve}, tools=[registry], store=store)
+
+    assert result.status == "completed"
+    assert statuses == ["no_result"] * 3
+    records = list(store.iter_rows(result.run_id, "rows"))
+    assert [r.cells["out"]["status"] for r in records] == ["not_found"] * 3
+    assert [r.values["out"] for r in records] == [None] * 3
+
+
+def test_a_misaligned_batch_result_fails_every_member(registry):
+    @registry.tool("t.short", batch=pl.Batch(max_size=10))
+    def short(inputs):
+        return [{"x": 1}]
+
+    result = run_dataset(rows_of(3), {"out": call_tool("t.short")}, tools=[registry])
+
+    assert result.stats.rows_failed == 3
+    assert {e.code for e in result.output.errors} == {"misaligned_batch"}
+
+
+def test_a_failed_batch_call_fails_every_member_and_other_rows_finish(registry, store):
+    @registry.tool("t.bad", batch=pl.Batch(max_size=10))
+    def bad(inputs):
+        raise ValueError("provider exploded")
+
+    async def resolve(row, ctx):
+        if not row["call"]:
+            return "no call"
+        return await ctx.tool("t.bad", {"x": row["x"]})
+
+    rows = [{"x": 1, "call": True}, {"x": 2, "call": True}, {"x": 3, "call": False}]
+    result = run_dataset(rows, {"out": resolve}, tools=[registry], store=store)
+
+    assert result.status == "completed_with_errors"
+    assert result.stats.rows_failed == 2
+    assert result.stats.tool_calls_failed == 2
+    errors = result.output.errors
+    assert len(errors) == 2
+    assert {e.column for e in errors} == {"out"}
+    assert {e.tool for e in errors} == {"t.bad"}
+    assert all("provider exploded" in e.message for e in errors)
+    by_x = {r.values["x"]: r for r in store.iter_rows(result.run_id, "rows")}
+    assert [by_x[x].cells["out"]["status"] for x in (1, 2)] == ["failed", "failed"]
+    assert by_x[3].status == "completed"
+    assert by_x[3].values["out"] == "no call"
+
+
+def test_single_calls_can_be_sent_in_bulk_via_another_tool(registry):
+    bulk_calls: list[Any] = []
+    single_calls: list[Any] = []
+    echo_batch_tool(registry, "t.bulk", bulk_calls, max_size=100)
+
+    @registry.tool("t.one", batch=pl.Batch(max_size=50, via="t.bulk"))
+    def one(input):
+        single_calls.append(input)
+        return {"double": -1}
+
+    async def resolve(row, ctx):
+        result = await ctx.tool("t.one", {"x": row["x"]})
+        return {"tool": result.tool, **result.data}
+
+    result = run_dataset(rows_of(120), {"out": resolve}, tools=[registry])
+
+    assert single_calls == []
+    assert [len(c) for c in bulk_calls] == [50, 50, 20]
+    assert all(row["out"] == {"tool": "t.one", "double": 2 * row["x"]} for row in result.output)
+
+
+def test_a_bulk_route_to_a_tool_that_is_not_a_batch_tool_is_refused(registry):
+    @registry.tool("t.one", batch=pl.Batch(max_size=50, via="t.missing"))
+    def one(input):
+        return {}
+
+    async def play(ctx, input):
+        return None
+
+    with pytest.raises(pl.PlayDefinitionError, match=r"t\.missing"):
+        run_play(play, tools=[registry])

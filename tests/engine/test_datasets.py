@@ -1,0 +1,506 @@
+"""Datasets (SEMANTICS 1, 5, 6, 16-19): rows, columns, identity, errors, streaming, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import playline as pl
+from playline._rows import row_key_function
+
+from .helpers import (
+    Gauge,
+    dataset_play,
+    json_text,
+    json_values,
+    rows_of,
+    run_dataset,
+    run_play,
+    yield_a_few_times,
+)
+
+
+def row_keys(store, result: pl.RunResult, dataset: str = "rows") -> list[str]:
+    return [record.key for record in store.iter_rows(result.run_id, dataset)]
+
+
+# --- rows and columns -------------------------------------------------------------------
+
+
+def test_rows_run_concurrently():
+    active = Gauge()
+
+    async def resolve(row):
+        with active:
+            await yield_a_few_times()
+        return row["x"]
+
+    result = run_dataset(rows_of(5), {"y": resolve}, tools=[])
+
+    assert result.status == "completed"
+    assert active.peak == 5
+
+
+def test_a_rows_columns_run_in_order_and_each_sees_the_earlier_ones():
+    seen: dict[str, list[str]] = {}
+
+    def column(name, value):
+        def resolve(row):
+            seen.setdefault(name, sorted(row))
+            return value(row)
+
+        return resolve
+
+    columns = {
+        "a": column("a", lambda row: row["x"] + 1),
+        "b": column("b", lambda row: row["a"] * 10),
+        "c": column("c", lambda row: f"{row['x']}-{row['a']}-{row['b']}"),
+    }
+    result = run_dataset([{"x": 1}, {"x": 2}], columns, tools=[])
+
+    assert seen == {"a": ["x"], "b": ["a", "x"], "c": ["a", "b", "x"]}
+    assert result.output.to_list() == [
+        {"x": 1, "a": 2, "b": 20, "c": "1-2-20"},
+        {"x": 2, "a": 3, "b": 30, "c": "2-3-30"},
+    ]
+
+
+def sync_row(row):
+    return row["x"] + 1
+
+
+def sync_row_ctx(row, ctx):
+    return f"{ctx.play_name}:{row['x'] + 1}"
+
+
+async def async_row(row):
+    await asyncio.sleep(0)
+    return row["x"] + 1
+
+
+async def async_row_ctx(row, ctx):
+    await asyncio.sleep(0)
+    return f"{ctx.play_name}:{row['x'] + 1}"
+
+
+@pytest.mark.parametrize(
+    ("resolver", "expected"),
+    [
+        (sync_row, 2),
+        (sync_row_ctx, "play:2"),
+        (async_row, 2),
+        (async_row_ctx, "play:2"),
+        (lambda row, ctx=None: row["x"] + 1 if ctx is None else "got ctx", "got ctx"),
+    ],
+    ids=["sync", "sync-ctx", "async", "async-ctx", "optional-ctx"],
+)
+def test_resolvers_take_row_or_row_and_ctx_sync_or_async(resolver, expected):
+    result = run_dataset([{"x": 1}], {"y": resolver}, tools=[])
+
+    assert result.output.to_list() == [{"x": 1, "y": expected}]
+
+
+def test_resolvers_get_the_runs_context():
+    run_ids: list[str] = []
+    result = run_dataset([{"x": 1}], {"y": lambda row, ctx: run_ids.append(ctx.run_id)}, tools=[])
+
+    assert run_ids == [result.run_id]
+
+
+def test_the_row_a_resolver_gets_is_read_only():
+    outcomes: list[str] = []
+
+    def resolve(row):
+        try:
+            row["x"] = 99
+        except TypeError:
+            outcomes.append("TypeError")
+        else:
+            outcomes.append("assigned")
+        return row["x"]
+
+    result = run_dataset([{"x": 1}], {"y": resolve}, tools=[])
+
+    assert outcomes == ["TypeError"]
+    assert result.output.to_list() == [{"x": 1, "y": 1}]
+
+
+def test_hidden_columns_are_seen_by_later_columns_but_left_out_of_the_output(store):
+    columns = {"_secret": lambda row: row["x"] * 7, "shown": lambda row: row["_secret"] + 1}
+
+    result = run_dataset([{"x": 1}], columns, tools=[], store=store)
+
+    assert result.output.to_list() == [{"x": 1, "shown": 8}]
+    (record,) = store.iter_rows(result.run_id, "rows")
+    assert set(record.cells) == {"shown"}
+
+
+def test_items_that_are_not_dicts_become_value_rows():
+    result = run_dataset(["a", 2, None], {"y": lambda row: repr(row["value"])}, tools=[])
+
+    assert result.output.to_list() == [
+        {"value": "a", "y": "'a'"},
+        {"value": 2, "y": "2"},
+        {"value": None, "y": "None"},
+    ]
+
+
+def test_when_false_skips_the_cell_with_its_else_value_and_never_calls_the_resolver(store):
+    called: list[Any] = []
+
+    def resolve(row):
+        called.append(row["x"])
+        return "computed"
+
+    async def play(ctx, input):
+        return await (
+            ctx.dataset("rows", rows_of(2))
+            .with_column("y", resolve, when=lambda row: row["x"] > 0, else_value="fallback")
+            .run()
+        )
+
+    result = run_play(play, tools=[], store=store)
+
+    assert called == [1]
+    assert result.output.to_list() == [{"x": 0, "y": "fallback"}, {"x": 1, "y": "computed"}]
+    statuses = [r.cells["y"]["status"] for r in store.iter_rows(result.run_id, "rows")]
+    assert statuses == ["skipped", "completed"]
+
+
+def test_a_when_predicate_that_raises_is_a_row_error():
+    async def play(ctx, input):
+        return await (
+            ctx.dataset("rows", [{"flag": True}, {"other": 1}])
+            .with_column("y", lambda row: "ran", when=lambda row: row["flag"])
+            .run(on_row_error="record")
+        )
+
+    result = run_play(play, tools=[])
+
+    assert result.status == "completed_with_errors"
+    assert result.stats.rows_failed == 1
+
+
+# --- row identity -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("email", ["a@x.io", "b@x.io"]),
+        (["email", "n"], ['["a@x.io",1]', '["b@x.io",2]']),
+        (lambda row, index: f"{index}:{row['n']}", ["0:1", "1:2"]),
+        (lambda row: row["email"].upper(), ["A@X.IO", "B@X.IO"]),
+    ],
+    ids=["column", "columns", "fn-row-index", "fn-row"],
+)
+def test_explicit_keys_name_the_rows(store, key, expected):
+    rows = [{"email": "a@x.io", "n": 1}, {"email": "b@x.io", "n": 2}]
+
+    result = run_dataset(rows, {"y": lambda row: 1}, key=key, tools=[], store=store)
+
+    assert result.status == "completed"
+    assert row_keys(store, result) == expected
+
+
+def test_a_builtin_callable_is_a_valid_key(store):
+    rows = [{"email": "a@x.io"}]
+    key = operator.itemgetter("email")
+
+    result = run_dataset(rows, {"y": lambda row: 1}, key=key, tools=[], store=store)
+
+    assert row_keys(store, result) == ["a@x.io"]
+
+
+def test_without_a_key_a_row_is_named_by_its_input_content(store):
+    first = run_dataset([{"a": 1, "b": "x"}], {"out": lambda row: 1}, tools=[], store=store)
+    reordered = run_dataset([{"b": "x", "a": 1}], {"out": lambda row: 1}, tools=[], store=store)
+    other = run_dataset([{"a": 2, "b": "x"}], {"out": lambda row: 1}, tools=[], store=store)
+
+    assert row_keys(store, first) == row_keys(store, reordered)
+    assert row_keys(store, first) != row_keys(store, other)
+
+
+def test_a_row_that_already_holds_an_output_column_keeps_its_identity(store):
+    fresh = run_dataset([{"a": 1}], {"out": lambda row: 1}, tools=[], store=store)
+    exported = run_dataset([{"a": 1, "out": 1}], {"out": lambda row: 1}, tools=[], store=store)
+
+    assert row_keys(store, fresh) == row_keys(store, exported)
+
+
+@given(row=st.dictionaries(json_text, json_values, max_size=5))
+def test_content_identity_ignores_key_order_and_output_columns(row):
+    row = {k: v for k, v in row.items() if k != "out"}
+    key_of = row_key_function("rows", None, ["out"])
+
+    key = key_of(dict(row), 0)
+
+    assert key_of(dict(reversed(list(row.items()))), 5) == key
+    assert key_of({**row, "out": "anything"}, 0) == key
+
+
+def test_duplicate_keys_execute_once_and_are_counted():
+    called: list[str] = []
+    rows = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "a"}]
+
+    result = run_dataset(rows, {"y": lambda row: called.append(row["id"])}, key="id", tools=[])
+
+    assert sorted(called) == ["a", "b"]
+    assert result.stats.rows == 2
+    assert result.stats.rows_duplicate == 2
+    assert result.output.stats.rows_duplicate == 2
+    assert len(result.output) == 2
+
+
+# --- definition errors ------------------------------------------------------------------
+
+
+async def dataset_in_a_column(ctx, input):
+    def resolve(row, ctx):
+        ctx.dataset("inner", [{"a": 1}])
+
+    return await ctx.dataset("outer", [{"a": 1}]).with_column("c", resolve).run()
+
+
+async def empty_dataset_name(ctx, input):
+    return await ctx.dataset(" ", [{"a": 1}]).run()
+
+
+async def reused_dataset_name(ctx, input):
+    await ctx.dataset("leads", [{"a": 1}]).run()
+    return await ctx.dataset("leads", [{"a": 2}]).run()
+
+
+def play_with(rows, *, key=None, resolver=lambda row: 1, on_row_error="record"):
+    return dataset_play(rows, {"c": resolver}, name="leads", key=key, on_row_error=on_row_error)
+
+
+@pytest.mark.parametrize(
+    ("play", "fragments"),
+    [
+        (dataset_in_a_column, ["'inner'", "inside a column"]),
+        (empty_dataset_name, ["non-empty name"]),
+        (reused_dataset_name, ["'leads'", "already ran"]),
+        (play_with([{"email": "a"}, {"name": "b"}], key="email"), ["'leads'", "row 1", "email"]),
+        (play_with([{"email": "a"}, {"email": "  "}], key="email"), ["'leads'", "row 1"]),
+        (play_with([{"a": 1}, {"a": 2}], key=lambda r: None), ["'leads'", "row 0"]),
+        (play_with([{"a": 1}], key=5), ["'leads'", "key=5"]),
+        (play_with([{"a": 1}], key=[]), ["'leads'", "key=[]"]),
+        (play_with([{"a": 1}], resolver="constant"), ["'leads'", "column 'c'", "function"]),
+        (play_with([{"a": 1}], resolver=lambda row, ctx, x: 1), ["'leads'", "3 arguments"]),
+        (play_with([{"a": 1}], on_row_error="ignore"), ["on_row_error='ignore'"]),
+    ],
+    ids=[
+        "dataset-in-column",
+        "empty-name",
+        "reused-name",
+        "missing-key",
+        "blank-key",
+        "key-fn-returns-none",
+        "key-not-a-key",
+        "key-empty-list",
+        "resolver-not-callable",
+        "resolver-three-args",
+        "bad-on-row-error",
+    ],
+)
+def test_misuse_fails_the_run_with_a_play_definition_error(play, fragments):
+    result = run_play(play, tools=[])
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    for fragment in fragments:
+        assert fragment in result.error
+
+
+def explode_on_b(row):
+    if row["id"] == "b":
+        raise ValueError("no good")
+    return "fine"
+
+
+def test_on_row_error_raise_fails_the_run_naming_dataset_row_and_column():
+    rows = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+
+    result = run_play(
+        play_with(rows, key="id", resolver=explode_on_b, on_row_error="raise"), tools=[]
+    )
+
+    assert result.status == "failed"
+    error = result.exception
+    assert isinstance(error, pl.RowFailed)
+    assert (error.dataset, error.row_key, error.column) == ("leads", "b", "c")
+    for fragment in ("'leads'", "'b'", "'c'", "no good"):
+        assert fragment in result.error
+
+
+def test_on_row_error_record_keeps_going_and_counts_the_failed_rows():
+    rows = [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+
+    result = run_play(play_with(rows, key="id", resolver=explode_on_b), tools=[])
+
+    assert result.status == "completed_with_errors"
+    assert result.stats.rows_failed == 1
+    assert [row["c"] for row in result.output] == ["fine", None, "fine"]
+    (error,) = result.output.errors
+    assert (error.row_key, error.column) == ("b", "c")
+    assert "no good" in error.message
+
+
+# --- persistence and resume (SEMANTICS 16-18) --------------------------------------------
+
+
+def test_rows_are_stored_with_values_and_cell_metadata(registry, store, clock):
+    @registry.tool("t.priced", cost=pl.Cost(2))
+    def priced(input):
+        return {"v": input["x"]}
+
+    async def resolve(row, ctx):
+        if row["x"] == 1:
+            raise ValueError("bad row")
+        return await ctx.tool("t.priced", {"x": row["x"]})
+
+    result = run_dataset(
+        rows_of(2),
+        {"half": lambda row: row["x"] / 2, "out": resolve},
+        key="x",
+        tools=[registry],
+        store=store,
+        clock=clock,
+    )
+
+    good, bad = store.iter_rows(result.run_id, "rows")
+    assert (good.status, good.values) == ("completed", {"x": 0, "half": 0, "out": {"v": 0}})
+    assert (
+        good.cells["out"].items()
+        >= {"status": "completed", "provider": "t.priced", "cost": 2}.items()
+    )
+    assert good.cells["out"]["updated_at"] == clock.now()
+    assert good.cells["half"]["status"] == "completed"
+    assert (bad.status, bad.values) == ("failed", {"x": 1, "half": 0.5, "out": None})
+    assert bad.cells["out"]["status"] == "failed"
+    assert "bad row" in bad.cells["out"]["error"]
+    assert "updated_at" in bad.cells["out"]
+    assert store.get_run(result.run_id).play == "play"
+
+
+def test_resuming_a_run_reuses_completed_rows_and_reexecutes_failed_ones(registry, store):
+    broken = {1}
+    calls: list[int] = []
+
+    @registry.tool("t.flaky")
+    def flaky(input):
+        calls.append(input["x"])
+        if input["x"] in broken:
+            raise RuntimeError("provider down")
+        return {"v": input["x"]}
+
+    play = dataset_play(rows_of(3), {"out": call_tool_x("t.flaky")}, key="x")
+    first = run_play(play, tools=[registry], store=store)
+    assert (first.status, first.stats.rows_failed) == ("completed_with_errors", 1)
+
+    broken.clear()
+    calls.clear()
+    resumed = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+
+    assert resumed.run_id == first.run_id
+    assert resumed.status == "completed"
+    assert calls == [1]
+    assert (resumed.stats.rows_reused, resumed.stats.rows_executed) == (2, 1)
+    assert [row["out"] for row in resumed.output] == [{"v": 0}, {"v": 1}, {"v": 2}]
+
+
+def test_rows_stopped_by_a_failing_run_are_executed_on_resume(store):
+    fail = {"on": True}
+
+    async def resolve(row):
+        await asyncio.sleep(0)
+        if fail["on"]:
+            if row["id"] == "bad":
+                raise ValueError("boom")
+            await asyncio.Event().wait()  # still busy when the run stops
+        return "ok"
+
+    play = play_with(
+        [{"id": "bad"}, {"id": "x"}, {"id": "y"}], key="id", resolver=resolve, on_row_error="raise"
+    )
+    first = run_play(play, tools=[], store=store)
+    assert first.status == "failed"
+
+    fail["on"] = False
+    resumed = run_play(play, tools=[], store=store, run_id=first.run_id)
+
+    assert resumed.status == "completed"
+    assert resumed.stats.rows_executed == 3
+    assert [row["c"] for row in resumed.output] == ["ok", "ok", "ok"]
+
+
+def call_tool_x(tool):
+    async def resolve(row, ctx):
+        return await ctx.tool(tool, {"x": row["x"]})
+
+    return resolve
+
+
+# --- streaming and the fast path (SEMANTICS 5, 6) ----------------------------------------
+
+
+def test_rows_stream_through_a_bounded_window():
+    active = Gauge()
+
+    async def resolve(row):
+        with active:
+            await yield_a_few_times()
+        return row["x"] * 2
+
+    result = run_dataset(rows_of(1000), {"y": resolve}, tools=[], row_window=10)
+
+    assert result.status == "completed"
+    assert active.peak == 10
+    assert len(result.output) == 1000
+
+
+def test_a_generator_of_rows_is_consumed_lazily():
+    window = 10
+    pulled = 0
+    pulled_at_first_resolve: list[int] = []
+
+    def generate() -> Iterator[dict[str, int]]:
+        nonlocal pulled
+        for i in range(500):
+            pulled += 1
+            yield {"x": i}
+
+    async def resolve(row):
+        if not pulled_at_first_resolve:
+            pulled_at_first_resolve.append(pulled)
+        return row["x"]
+
+    result = run_dataset(generate(), {"y": resolve}, tools=[], row_window=window)
+
+    assert result.stats.rows == 500
+    assert pulled_at_first_resolve[0] <= 2 * window
+
+
+def test_plain_sync_resolvers_take_the_fast_path_and_still_report_progress():
+    events: list[pl.Event] = []
+    n = 10_000
+    columns = {"double": lambda row: row["x"] * 2, "label": lambda row: f"#{row['double']}"}
+
+    result = run_dataset(rows_of(n), columns, tools=[], listeners=[events.append])
+
+    assert result.status == "completed"
+    assert result.stats.dispatch_passes == 0
+    rows = result.output.to_list()
+    assert len(rows) == n
+    assert all(row == {"x": i, "double": 2 * i, "label": f"#{2 * i}"} for i, row in enumerate(rows))
+    cells = [e for e in events if e.kind == "cell" and e.status == "completed"]
+    assert len(cells) == 2 * n
+    assert {e.column for e in cells} == {"double", "label"}
+    assert sum(e.kind == "row" and e.status == "completed" for e in events) == n

@@ -1,0 +1,156 @@
+"""Progress and observability (SEMANTICS 33, 34): events, logs, stats and the ledger."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import playline as pl
+
+from .helpers import call_tool, dataset_play, run_dataset, run_play
+
+
+@pytest.fixture
+def company_tool(registry):
+    @registry.tool("t.company", batch=pl.Batch(max_size=10), cost=pl.Cost(1.5))
+    def company(inputs):
+        return [{"domain": f"{i['x']}.io"} for i in inputs]
+
+    return registry
+
+
+def enrich_play():
+    async def play(ctx, input):
+        ctx.log("starting")
+
+        def plain(row, ctx):
+            ctx.log(f"row {row['x']}")
+            return row["x"].upper()
+
+        return await (
+            ctx.dataset("rows", [{"x": "a"}, {"x": "b"}], key="x")
+            .with_column("company", call_tool("t.company"))
+            .with_column("plain", plain)
+            .run()
+        )
+
+    return play
+
+
+@pytest.fixture
+def enriched(company_tool, store):
+    """One run of ``enrich_play`` and every event its listener saw."""
+    events: list[pl.Event] = []
+    result = run_play(enrich_play(), tools=[company_tool], store=store, listeners=[events.append])
+    assert result.status == "completed", result.error
+    return result, events
+
+
+def only(events, **fields):
+    return [e for e in events if all(getattr(e, k) == v for k, v in fields.items())]
+
+
+def test_listeners_see_every_cell_change(enriched):
+    result, events = enriched
+
+    (company,) = only(events, kind="cell", row_key="a", column="company", status="completed")
+    assert (company.run_id, company.dataset, company.provider) == (
+        result.run_id,
+        "rows",
+        "t.company",
+    )
+    assert "a.io" in company.preview
+    (plain,) = only(events, kind="cell", row_key="b", column="plain", status="completed")
+    assert plain.preview == "B"
+    assert only(events, kind="cell", row_key="a", column="company", status="running")
+
+
+def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
+    _, events = enriched
+
+    assert {e.row_key for e in only(events, kind="row", status="completed")} == {"a", "b"}
+    assert [e.status for e in only(events, kind="dataset", dataset="rows")] == [
+        "running",
+        "completed",
+    ]
+    (batch,) = only(events, kind="batch")
+    assert (batch.provider, batch.data) == ("t.company", {"tool": "t.company", "size": 2})
+    assert [e.status for e in only(events, kind="run")] == ["running", "completed"]
+    assert events[-1].data["rows"] == 2
+
+
+def test_events_are_stored_in_order(enriched, store):
+    result, events = enriched
+
+    stored = store.read_events(result.run_id)
+
+    assert [(e.kind, e.row_key, e.column, e.status) for e in stored] == [
+        (e.kind, e.row_key, e.column, e.status) for e in events
+    ]
+    seqs = [e.seq for e in stored]
+    assert all(a < b for a, b in itertools.pairwise(seqs))
+    assert store.read_events(result.run_id, after_seq=seqs[-2]) == stored[-1:]
+
+
+def test_log_lines_are_readable_after_the_run(enriched, store):
+    result, _ = enriched
+
+    logs = store.read_events(result.run_id, kinds=["log"])
+
+    assert [e.preview for e in logs[:1]] == ["starting"]
+    assert sorted((e.preview, (e.data or {}).get("row_key")) for e in logs[1:]) == [
+        ("row a", "a"),
+        ("row b", "b"),
+    ]
+
+
+def test_the_run_keeps_its_stats_and_ledger(enriched, store):
+    result, _ = enriched
+
+    record = store.get_run(result.run_id)
+    ledger = store.read_ledger(result.run_id)
+
+    assert record.status == "completed"
+    assert record.stats == result.stats.to_dict()
+    assert record.output == {"$dataset": "rows", "rows": 2}
+    assert sorted((e.tool, e.credits, e.dataset, e.row_key) for e in ledger) == [
+        ("t.company", 1.5, "rows", "a"),
+        ("t.company", 1.5, "rows", "b"),
+    ]
+    assert result.stats.credits == 3.0
+
+
+def test_a_failed_cell_event_carries_the_error():
+    events: list[pl.Event] = []
+
+    def explode(row):
+        raise ValueError("nope")
+
+    run_dataset([{"x": 1}], {"y": explode}, tools=[], listeners=[events.append])
+
+    (failed,) = only(events, kind="cell", status="failed")
+    assert failed.column == "y"
+    assert "nope" in failed.error
+    assert only(events, kind="row", status="failed")
+
+
+def test_a_skipped_cell_is_an_event():
+    events: list[pl.Event] = []
+
+    async def play(ctx, input):
+        builder = ctx.dataset("rows", [{"x": 1}]).with_column("y", lambda r: 1, when=lambda r: 0)
+        return await builder.run()
+
+    run_play(play, tools=[], listeners=[events.append])
+
+    assert only(events, kind="cell", column="y", status="skipped")
+
+
+def test_hidden_columns_make_no_cell_events(company_tool):
+    events: list[pl.Event] = []
+    play = dataset_play([{"x": "a"}], {"_company": call_tool("t.company"), "y": lambda r: 1})
+
+    run_play(play, tools=[company_tool], listeners=[events.append])
+
+    assert only(events, kind="cell", column="_company") == []

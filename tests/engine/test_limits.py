@@ -1,0 +1,175 @@
+"""Rate limits, concurrency caps and governance (SEMANTICS 24, 26)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import playline as pl
+
+from .helpers import (
+    Gauge,
+    LivelockGuardClock,
+    call_tool,
+    dataset_play,
+    rows_of,
+    run_dataset,
+    run_play,
+    yield_a_few_times,
+)
+
+
+def gauged_tool(registry, tool_id: str, gauge: Gauge, **options):
+    """An async tool that stays busy for a few scheduler turns while ``gauge`` counts it."""
+
+    @registry.tool(tool_id, **options)
+    async def busy(input):
+        with gauge:
+            await yield_a_few_times()
+        return {"x": input["x"]}
+
+
+# --- rates and concurrency --------------------------------------------------------------
+
+
+def test_a_rate_of_20_per_second_holds(registry):
+    clock = LivelockGuardClock()
+    times: list[float] = []
+
+    @registry.tool("t.paced", rate=pl.Rate(per_second=20, burst=1, concurrency=1))
+    def paced(input):
+        times.append(clock.now())
+        return {"x": input["x"]}
+
+    result = run_dataset(rows_of(60), {"out": call_tool("t.paced")}, tools=[registry], clock=clock)
+
+    assert result.status == "completed", result.error
+    assert len(times) == 60
+    # every window of (just under, for float rounding) one second holds at most 20 calls
+    assert max(sum(t <= u < t + 1 - 1e-6 for u in times) for t in times) <= 20
+    assert times[-1] - times[0] >= 2.9
+
+
+def test_a_concurrency_cap_is_never_exceeded(registry):
+    gauge = Gauge()
+    gauged_tool(registry, "t.busy", gauge, rate=pl.Rate(concurrency=2))
+
+    result = run_dataset(rows_of(10), {"out": call_tool("t.busy")}, tools=[registry])
+
+    assert result.status == "completed"
+    assert gauge.peak == 2
+
+
+def test_a_tools_cap_is_shared_by_every_dataset_of_a_run(registry):
+    gauge = Gauge()
+    gauged_tool(registry, "t.busy", gauge, rate=pl.Rate(concurrency=2))
+
+    async def play(ctx, input):
+        first = ctx.dataset("first", rows_of(5)).with_column("o", call_tool("t.busy"))
+        second = ctx.dataset("second", rows_of(5)).with_column("o", call_tool("t.busy"))
+        await asyncio.gather(first.run(), second.run())
+
+    result = run_play(play, tools=[registry])
+
+    assert result.status == "completed", result.error
+    assert gauge.peak == 2
+
+
+def test_a_tools_cap_is_shared_by_concurrent_runs_of_the_process(registry, clock):
+    gauge = Gauge()
+    gauged_tool(registry, "t.busy", gauge, rate=pl.Rate(concurrency=2))
+    play = dataset_play(rows_of(5), {"o": call_tool("t.busy")})
+
+    async def both():
+        options = {"tools": [registry], "store": "memory://", "clock": clock}
+        return await asyncio.gather(pl.arun(play, **options), pl.arun(play, **options))
+
+    results = asyncio.run(both())
+
+    assert [r.status for r in results] == ["completed", "completed"]
+    assert gauge.peak == 2
+
+
+def test_the_shared_gates_work_across_consecutive_runs(registry, clock):
+    gauge = Gauge()
+    gauged_tool(registry, "t.busy", gauge, rate=pl.Rate(concurrency=1))
+    play = dataset_play(rows_of(3), {"o": call_tool("t.busy")})
+
+    statuses = [run_play(play, tools=[registry], clock=clock).status for _ in range(2)]
+
+    assert statuses == ["completed", "completed"]
+
+
+# --- governance -------------------------------------------------------------------------
+
+
+def test_the_governance_defaults():
+    assert pl.Limits() == pl.Limits(
+        depth=6,
+        child_plays=32,
+        tool_calls=None,
+        retries=200,
+        descendants=64,
+        children_per_parent=16,
+        concurrent_child_plays=16,
+    )
+
+
+def limited_play(calls: int):
+    @pl.play(name="limited", limits={"tool_calls": 5})
+    async def limited(ctx, input):
+        return await ctx.dataset("rows", rows_of(calls)).with_column("o", call_tool("t.free")).run()
+
+    return limited
+
+
+@pytest.fixture
+def free_tool(registry):
+    calls: list[int] = []
+
+    @registry.tool("t.free")
+    def free(input):
+        calls.append(input["x"])
+        return {"x": input["x"]}
+
+    return calls
+
+
+def test_a_tool_call_budget_stops_the_run_naming_the_counter(registry, free_tool):
+    result = run_play(limited_play(10), tools=[registry])
+
+    assert result.status == "failed"
+    error = result.exception
+    assert isinstance(error, pl.GovernanceError)
+    assert (error.counter, error.limit) == ("tool_calls", 5)
+    assert "Tool-call budget exceeded (6/5)" in result.error
+    assert len(free_tool) <= 5
+
+
+def test_calls_within_the_budget_run(registry, free_tool):
+    result = run_play(limited_play(5), tools=[registry])
+
+    assert result.status == "completed"
+    assert sorted(free_tool) == [0, 1, 2, 3, 4]
+
+
+def test_the_budget_counts_direct_calls_too(registry, free_tool):
+    @pl.play(limits=pl.Limits(tool_calls=2))
+    async def direct(ctx, input):
+        for x in range(3):
+            await ctx.tool("t.free", {"x": x})
+
+    result = run_play(direct, tools=[registry])
+
+    assert isinstance(result.exception, pl.GovernanceError)
+    assert free_tool == [0, 1]
+
+
+@pytest.mark.parametrize("limits", [{"bogus": 1}, {"tool_calls": -1}, {"depth": 1.5}, "many"])
+def test_bad_limits_are_refused_when_the_play_is_defined(limits):
+    with pytest.raises(pl.PlayDefinitionError):
+
+        @pl.play(limits=limits)
+        async def play(ctx, input):
+            return None

@@ -1,0 +1,255 @@
+"""Receipts (SEMANTICS 7, 10, 12-14, 17): a call is keyed by its content and never paid twice."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import playline as pl
+from playline._receipts import auth_scope, receipt_key
+
+from .helpers import call_tool, dataset_play, json_ints, json_text, rows_of, run_play
+
+
+@pytest.fixture
+def counting_tool(registry):
+    """``t.count``: answers ``{"v": x, "n": <how many calls so far>}``; ``calls`` lists inputs."""
+    calls: list[dict[str, Any]] = []
+
+    @registry.tool("t.count")
+    def count(input):
+        calls.append(input)
+        return {"v": input.get("x"), "n": len(calls)}
+
+    return calls
+
+
+def top_level_call(**options: Any):
+    """A play making one call outside any column; it returns the result's data and source."""
+
+    async def play(ctx, input):
+        result = await ctx.tool("t.count", {"x": 1}, **options)
+        return {"data": result.data, "source": result.execution.source}
+
+    return play
+
+
+# --- across runs ------------------------------------------------------------------------
+
+
+def test_a_second_run_of_the_same_play_pays_nothing(registry, store, counting_tool):
+    play = dataset_play(rows_of(3), {"out": call_tool("t.count")})
+
+    first = run_play(play, tools=[registry], store=store)
+    second = run_play(play, tools=[registry], store=store)
+
+    assert len(counting_tool) == 3
+    assert (first.stats.tool_calls_live, first.stats.tool_calls_cached) == (3, 0)
+    assert (second.stats.tool_calls_live, second.stats.tool_calls_cached) == (0, 3)
+    assert second.stats.rows_executed == 3
+    cells = [r.cells["out"]["status"] for r in store.iter_rows(second.run_id, "rows")]
+    assert cells == ["cached"] * 3
+    assert second.output.to_list() == first.output.to_list()
+
+
+def test_a_named_memory_store_is_shared_and_a_bare_one_is_not(registry, counting_tool):
+    shared = f"memory://receipts-{uuid.uuid4().hex}"
+    play = top_level_call()
+
+    sources = [run_play(play, tools=[registry], store=shared).output["source"] for _ in range(2)]
+    fresh = [run_play(play, tools=[registry], store="memory://").output["source"] for _ in range(2)]
+
+    assert sources == ["live", "cache"]
+    assert fresh == ["live", "live"]
+
+
+def test_a_new_run_recomputes_edited_columns_from_receipts(registry, store, counting_tool):
+    first = run_play(
+        dataset_play(rows_of(2), {"out": call_tool("t.count")}), tools=[registry], store=store
+    )
+
+    async def edited(row, ctx):
+        return (await ctx.tool("t.count", {"x": row["x"]})).data["v"] * 100
+
+    second = run_play(dataset_play(rows_of(2), {"out": edited}), tools=[registry], store=store)
+
+    assert first.status == second.status == "completed"
+    assert len(counting_tool) == 2
+    assert second.stats.rows_executed == 2
+    assert second.stats.tool_calls_cached == 2
+    assert [row["out"] for row in second.output] == [0, 100]
+
+
+def test_a_failed_call_is_not_reused(registry, store):
+    attempts: list[int] = []
+
+    @registry.tool("t.once-broken")
+    def once_broken(input):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("flaky")
+        return {"ok": True}
+
+    async def play(ctx, input):
+        return (await ctx.tool("t.once-broken", {"x": 1})).data
+
+    first = run_play(play, tools=[registry], store=store)
+    second = run_play(play, tools=[registry], store=store)
+
+    assert first.status == "failed"
+    assert isinstance(first.exception, pl.ToolError)
+    assert (second.status, second.output) == ("completed", {"ok": True})
+    assert len(attempts) == 2
+
+
+# --- within a run -----------------------------------------------------------------------
+
+
+def test_a_repeated_call_in_one_run_comes_from_the_receipt(registry, counting_tool):
+    async def play(ctx, input):
+        first = await ctx.tool("t.count", {"x": 1})
+        again = await ctx.tool("t.count", {"x": 1})
+        return [first.execution.source, again.execution.source, again.data == first.data]
+
+    result = run_play(play, tools=[registry])
+
+    assert result.output == ["live", "cache", True]
+    assert len(counting_tool) == 1
+
+
+def test_the_label_is_not_part_of_the_receipt(registry, counting_tool):
+    async def play(ctx, input):
+        first = await ctx.tool("t.count", {"x": 1}, key="lookup-a")
+        again = await ctx.tool("t.count", {"x": 1}, key="lookup-b")
+        by_keywords = await ctx.tools.execute(id="lookup-c", tool="t.count", input={"x": 1})
+        return [r.execution.source for r in (first, again, by_keywords)]
+
+    result = run_play(play, tools=[registry])
+
+    assert result.output == ["live", "cache", "cache"]
+    assert len(counting_tool) == 1
+
+
+def test_force_executes_again_and_replaces_the_receipt(registry, store, counting_tool):
+    outputs = [
+        run_play(top_level_call(**options), tools=[registry], store=store).output
+        for options in ({}, {"force": True}, {})
+    ]
+
+    assert outputs == [
+        {"data": {"v": 1, "n": 1}, "source": "live"},
+        {"data": {"v": 1, "n": 2}, "source": "live"},
+        {"data": {"v": 1, "n": 2}, "source": "cache"},
+    ]
+
+
+def test_stale_after_reuses_within_a_bucket_and_executes_in_the_next(
+    registry, store, clock, counting_tool
+):
+    play = top_level_call(stale_after=60)  # the clock starts on a whole minute
+
+    def source() -> str:
+        return run_play(play, tools=[registry], store=store, clock=clock).output["source"]
+
+    sources = [source()]
+    clock.advance(59)
+    sources.append(source())
+    clock.advance(1)
+    sources.append(source())
+    sources.append(source())
+
+    assert sources == ["live", "cache", "live", "cache"]
+    assert len(counting_tool) == 2
+
+
+@pytest.mark.parametrize("stale_after", [0, -5, 1.5, True])
+def test_stale_after_must_be_a_positive_whole_number(registry, counting_tool, stale_after):
+    result = run_play(top_level_call(stale_after=stale_after), tools=[registry])
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "stale_after" in result.error
+    assert counting_tool == []
+
+
+# --- receipt keys -----------------------------------------------------------------------
+
+BASE = {
+    "org": "local",
+    "tool": "sim.email.alpha",
+    "input": {"first_name": "Ada", "last_name": "Lovelace", "domain": "acme.io"},
+    "auth": auth_scope("local", "local", "sim.email.alpha"),
+    "version": "1",
+    "bucket": "",
+}
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, "e163deee2d3a4ff7c68bbdf22c04d3bdd901f054a2733357356a719a5ed44024"),
+        (
+            {
+                "org": "acme",
+                "tool": "acme.company",
+                "input": {"domain": "acme.io"},
+                "auth": auth_scope("acme", "u1", "acme.company"),
+                "version": "2026-01",
+                "bucket": "86400:20454",
+            },
+            "adf218fe4a15866b5aaf1b077845f514dda5e7aa228210b43f0011a40629dfb4",
+        ),
+        (
+            {"tool": "t.x", "input": {}, "auth": ""},
+            "a06e5cb278c4c898092204448dfe35fc192fc2234d134b3b8872f3945aa48a8a",
+        ),
+    ],
+)
+def test_receipt_key_fixed_vectors(fields, expected):
+    assert receipt_key(**{**BASE, **fields}) == expected
+
+
+def test_auth_scope_fixed_vector():
+    expected = "5b9cb6fe6a3c097224bbe5474bcc8e08a9d5464de442c789c94f1fad7db80a9c"
+    assert auth_scope("local", "local", "sim.email.alpha") == expected
+
+
+@pytest.mark.parametrize(
+    ("field", "other"),
+    [
+        ("org", "acme"),
+        ("tool", "sim.email.beta"),
+        ("version", "2"),
+        ("auth", auth_scope("local", "someone-else", "sim.email.alpha")),
+        ("bucket", "60:1"),
+        ("input", {**BASE["input"], "domain": "acme.com"}),
+    ],
+)
+def test_every_part_of_the_content_changes_the_key(field, other):
+    assert receipt_key(**{**BASE, field: other}) != receipt_key(**BASE)
+
+
+inputs = st.dictionaries(
+    json_text,
+    json_text | json_ints | st.booleans(),
+    min_size=1,
+    max_size=6,
+)
+padding = st.text(alphabet=" \t\n", max_size=3)
+
+
+@given(input=inputs, left=padding, right=padding)
+def test_key_order_and_surrounding_whitespace_do_not_change_the_key(input, left, right):
+    reordered = dict(reversed(list(input.items())))
+    padded = {k: f"{left}{v}{right}" if isinstance(v, str) else v for k, v in reordered.items()}
+
+    assert receipt_key(**{**BASE, "input": padded}) == receipt_key(**{**BASE, "input": input})
+
+
+def test_a_null_field_asks_the_same_as_a_missing_one():
+    with_null = {**BASE["input"], "middle_name": None}
+    assert receipt_key(**{**BASE, "input": with_null}) == receipt_key(**BASE)
