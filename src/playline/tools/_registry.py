@@ -132,32 +132,7 @@ class ToolRegistry:
 default_registry = ToolRegistry()
 
 
-def tool(
-    id: str,
-    *,
-    rate: Rate | None = None,
-    cost: Cost | float | None = None,
-    batch: Batch | None = None,
-    outputs: Mapping[str, str | Sequence[str]] | None = None,
-    lists: Mapping[str, str] | None = None,
-    version: str = "1",
-    retry_safe: bool = False,
-    description: str | None = None,
-) -> Callable[[F], F]:
-    """Define a local tool: ``fn(input) -> dict | None`` (None means "not found").
-
-    With ``batch=pl.Batch(max_size=N)`` the function takes a list of inputs and returns an
-    aligned list. The tool is registered for every run of this process; pass it in
-    ``pl.run(..., tools=[fn])`` to use it alone.
-    """
-    return default_registry.tool(
-        id,
-        rate=rate,
-        cost=cost,
-        batch=batch,
-        outputs=outputs,
-        lists=lists,
-        version=version,
-        retry_safe=retry_safe,
-        description=description,
-    )
+tool = default_registry.tool
+"""Define a local tool for every run of this process (``ToolRegistry.tool`` on the default
+registry): ``fn(input) -> dict | None`` (None means "not found"), or with
+``batch=pl.Batch(max_size=N)`` ``fn(inputs) -> list`` aligned with the inputs."""
