@@ -117,6 +117,8 @@ class CallExecutor:
         if error is None:
             assert result is not None
             call.future.set_result(result)
+            if call.scope is not None:  # the cell that asked gets its cost and provider
+                call.scope.results.append(result)
             source = result.execution.source
             self.stats.count(call.spec.id, "cached" if source == "cache" else source)
         elif isinstance(error, asyncio.CancelledError):

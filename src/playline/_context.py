@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._dataset import DatasetBuilder
@@ -23,7 +23,7 @@ class Tools:
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
 
-    async def execute(
+    def execute(
         self,
         *,
         tool: str,
@@ -32,8 +32,8 @@ class Tools:
         force: bool = False,
         stale_after: int | None = None,
         description: str | None = None,
-    ) -> ToolResult:
-        return await self._rt.call_tool(
+    ) -> Awaitable[ToolResult]:
+        return self._rt.call_tool(
             tool, input, label=id or description, force=force, stale_after=stale_after
         )
 
@@ -73,7 +73,7 @@ class Context:
             )
         return DatasetBuilder(self._rt, name, rows, key)
 
-    async def tool(
+    def tool(
         self,
         tool: str,
         input: Mapping[str, Any],
@@ -82,9 +82,9 @@ class Context:
         force: bool = False,
         stale_after: int | None = None,
         description: str | None = None,
-    ) -> ToolResult:
-        """Call a tool. In a column the call is batched with other rows' calls."""
-        return await self._rt.call_tool(
+    ) -> Awaitable[ToolResult]:
+        """Call a tool; await the result. In a column the call is batched with other rows'."""
+        return self._rt.call_tool(
             tool, input, label=key or description, force=force, stale_after=stale_after
         )
 

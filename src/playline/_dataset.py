@@ -2,54 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import csv
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ._events import preview
-from ._rows import KeySpec, as_row, row_key_function
-from ._scope import RowScope, current_row
-from ._taskgroups import unwrapped
-from .errors import PlayDefinitionError, PlaylineError, ToolError
-from .store import RowRecord, Store
-from .tools import ToolResult
+from ._rowrun import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
+from ._rows import KeySpec
+from ._scope import current_row
+from .errors import PlayDefinitionError
+from .store import Store
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "RowFailed"]
-
-OnRowError = Literal["record", "raise"]
-_WRITE_EVERY = 1000
-
-
-class RowFailed(PlaylineError):
-    """A row failed and the dataset was run with ``on_row_error="raise"``."""
-
-    def __init__(self, dataset: str, row_key: str, column: str, error: BaseException) -> None:
-        self.dataset = dataset
-        self.row_key = row_key
-        self.column = column
-        super().__init__(
-            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: {error}. "
-            'Use on_row_error="record" to record failed rows and let the others finish.'
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    name: str
-    resolver: Callable[..., Any]
-    takes_ctx: bool
-    when: Callable[[Mapping[str, Any]], Any] | None
-    else_value: Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,18 +31,6 @@ class CellError:
     status: int | None = None
     code: str | None = None
     request_id: str | None = None
-
-
-@dataclass(kw_only=True)
-class DatasetStats:
-    rows: int = 0
-    rows_executed: int = 0
-    rows_reused: int = 0
-    rows_failed: int = 0
-    rows_duplicate: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 def _arity(fn: Callable[..., Any], what: str) -> int:
@@ -157,306 +115,10 @@ class DatasetBuilder:
                 "nested: flatten the work into columns of one dataset, or run it before."
             )
         self._runtime.claim_dataset_name(self.name)
-        run = _DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
-        return await run.execute(self._rows, description)
-
-
-class _DatasetRun:
-    """One execution of a dataset: feeds rows through the window and records them."""
-
-    def __init__(
-        self,
-        runtime: Runtime,
-        name: str,
-        columns: tuple[Column, ...],
-        key: KeySpec,
-        on_row_error: OnRowError,
-    ) -> None:
-        self.rt = runtime
-        self.name = name
-        self.columns = columns
-        self.on_row_error = on_row_error
-        self.key_of = row_key_function(name, key, [c.name for c in columns])
-        self.stats = DatasetStats()
-        self._pending_writes: list[RowRecord] = []
-        self._window = asyncio.Semaphore(runtime.row_window)
-
-    async def execute(self, items: Iterable[Any], description: str | None) -> Dataset:
-        rt = self.rt
-        rt.events.emit(
-            "dataset",
-            dataset=self.name,
-            status="running",
-            data={"description": description, "columns": [c.name for c in self.columns]},
-        )
-        seen: set[str] = set()
-        try:
-            async with unwrapped(), asyncio.TaskGroup() as tg:
-                for chunk in _chunks(_keyed(items, self.key_of), rt.row_window):
-                    fresh = []
-                    for index, key, row in chunk:
-                        if key in seen:
-                            self.stats.rows_duplicate += 1
-                            continue
-                        seen.add(key)
-                        fresh.append((index, key, row))
-                    done = (
-                        rt.store.load_rows(rt.run_id, self.name, [k for _, k, _ in fresh])
-                        if rt.resuming
-                        else {}
-                    )
-                    for index, key, row in fresh:
-                        self.stats.rows += 1
-                        if key in done and done[key].status == "completed":
-                            self.stats.rows_reused += 1
-                            continue
-                        await self._start(tg, index, key, row)
-        finally:
-            self._write(force=True)
-        if self.stats.rows_duplicate:
-            rt.events.log(
-                f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
-            )
-        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
-        rt.dataset_finished(self.name, self.stats)
-        return Dataset(rt.store, rt.run_id, self.name, self.stats)
-
-    async def _start(
-        self, tg: asyncio.TaskGroup, index: int, key: str, row: dict[str, Any]
-    ) -> None:
-        scope = RowScope(dataset=self.name, row_key=key)
-        cells: dict[str, dict[str, Any]] = {}
-        self.stats.rows_executed += 1
-        token = current_row.set(scope)
-        try:
-            rest = self._run_sync(scope, row, cells)
-        finally:
-            current_row.reset(token)
-        if rest is None:
-            self._finish(index, scope, row, cells)
-            return
-        await self._window.acquire()
-        self.rt.dispatcher.enter_row()
-        context = contextvars.copy_context()
-        context.run(current_row.set, scope)
-        tg.create_task(self._run_async(index, scope, row, cells, *rest), context=context)
-
-    def _run_sync(
-        self, scope: RowScope, row: dict[str, Any], cells: dict[str, dict[str, Any]]
-    ) -> tuple[int, Awaitable[Any]] | None:
-        """Run columns in this call while they return plain values (the fast path).
-
-        Returns where to go on asynchronously when a resolver returned an awaitable.
-        """
-        view = MappingProxyType(row)
-        for position, column in enumerate(self.columns):
-            scope.column = column.name
-            try:
-                if not self._guard(scope.row_key, column, row, view, cells):
-                    continue
-                value = self._resolve(column, view)
-            except Exception as exc:
-                self._failed(scope, column, row, cells, exc)
-                return None
-            if inspect.isawaitable(value):
-                return position, value
-            self._set(scope, column, row, cells, value)
-        return None
-
-    def _guard(
-        self,
-        row_key: str,
-        column: Column,
-        row: dict[str, Any],
-        view: Mapping[str, Any],
-        cells: dict[str, dict[str, Any]],
-    ) -> bool:
-        """Whether the column runs for this row; if not, its cell is skipped."""
-        if column.when is None or column.when(view):
-            return True
-        row[column.name] = column.else_value
-        cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
-        if not column.name.startswith("_"):
-            self.rt.events.emit(
-                "cell", dataset=self.name, row_key=row_key, column=column.name, status="skipped"
-            )
-        return False
-
-    async def _run_async(
-        self,
-        index: int,
-        scope: RowScope,
-        row: dict[str, Any],
-        cells: dict[str, dict[str, Any]],
-        position: int,
-        first: Awaitable[Any],
-    ) -> None:
-        view = MappingProxyType(row)
-        pending: Awaitable[Any] | None = first  # the awaitable the fast path stopped at
-        finished = False  # a row stopped by the run's end (a budget, a cancel) stays pending
-        try:
-            for column in self.columns[position:]:
-                scope.column = column.name
-                try:
-                    if pending is None and not self._guard(scope.row_key, column, row, view, cells):
-                        continue
-                    if not column.name.startswith("_"):
-                        self.rt.events.emit(
-                            "cell",
-                            dataset=self.name,
-                            row_key=scope.row_key,
-                            column=column.name,
-                            status="running",
-                        )
-                    value = pending if pending is not None else self._resolve(column, view)
-                    pending = None
-                    if inspect.isawaitable(value):
-                        value = await value
-                except Exception as exc:
-                    self._failed(scope, column, row, cells, exc)
-                    break
-                self._set(scope, column, row, cells, value)
-            finished = True
-        finally:
-            self.rt.dispatcher.exit_row()
-            self._window.release()
-            if finished:
-                self._finish(index, scope, row, cells)
-
-    def _resolve(self, column: Column, view: Mapping[str, Any]) -> Any:
-        return column.resolver(view, self.rt.ctx) if column.takes_ctx else column.resolver(view)
-
-    def _set(
-        self,
-        scope: RowScope,
-        column: Column,
-        row: dict[str, Any],
-        cells: dict[str, dict[str, Any]],
-        value: Any,
-    ) -> None:
-        results, scope.results = scope.results, []
-        if isinstance(value, ToolResult) and not any(r is value for r in results):
-            results.append(value)  # a result the resolver got without ctx.tool in this row
-        meta: dict[str, Any]
-        if results:
-            cost = sum(r.cost for r in results)
-            if isinstance(value, ToolResult) and not value.found:
-                status = "not_found"
-            elif all(r.execution.cached for r in results):
-                status = "cached"
-            else:
-                status = "completed"
-            meta = {"status": status, "provider": results[-1].tool}
-            if cost:
-                meta["cost"] = cost
-        else:
-            meta = {"status": "completed"}
-        meta["updated_at"] = self.rt.clock.now()
-        row[column.name] = value
-        cells[column.name] = meta
-        if not column.name.startswith("_"):
-            self.rt.events.emit(
-                "cell",
-                dataset=self.name,
-                row_key=scope.row_key,
-                column=column.name,
-                status=meta["status"],
-                provider=meta.get("provider"),
-                preview=preview(value),
-            )
-
-    def _failed(
-        self,
-        scope: RowScope,
-        column: Column,
-        row: dict[str, Any],
-        cells: dict[str, dict[str, Any]],
-        error: Exception,
-    ) -> None:
-        """Record a failed cell; raise when the error must stop the run."""
-        scope.results = []
-        if isinstance(error, PlaylineError) and not isinstance(error, ToolError):
-            raise error  # budgets, governance and misuse stop the run whatever on_row_error says
-        if self.on_row_error == "raise":
-            raise RowFailed(self.name, scope.row_key, column.name, error) from error
-        meta: dict[str, Any] = {
-            "status": "failed",
-            "error": str(error) or type(error).__name__,
-            "updated_at": self.rt.clock.now(),
-        }
-        if isinstance(error, ToolError):
-            meta.update(
-                tool=error.tool,
-                provider=error.tool,
-                http_status=error.status,
-                code=error.code,
-                request_id=error.request_id,
-            )
-        row[column.name] = None
-        cells[column.name] = meta
-        scope.column = None
-        self.rt.events.emit(
-            "cell",
-            dataset=self.name,
-            row_key=scope.row_key,
-            column=column.name,
-            status="failed",
-            provider=meta.get("provider"),
-            error=meta["error"],
-        )
-
-    def _finish(
-        self, index: int, scope: RowScope, row: dict[str, Any], cells: dict[str, dict[str, Any]]
-    ) -> None:
-        failed = next((c for c, m in cells.items() if m["status"] == "failed"), None)
-        status = "failed" if failed else "completed"
-        if failed:
-            self.stats.rows_failed += 1
-        values = {k: _plain(v) for k, v in row.items() if not k.startswith("_")}
-        self._pending_writes.append(
-            RowRecord(
-                run_id=self.rt.run_id,
-                dataset=self.name,
-                key=scope.row_key,
-                index=index,
-                status=status,
-                values=values,
-                cells={c: m for c, m in cells.items() if not c.startswith("_")},
-                error=cells[failed]["error"] if failed else None,
-                updated_at=self.rt.clock.now(),
-            )
-        )
-        self.rt.events.emit("row", dataset=self.name, row_key=scope.row_key, status=status)
-        self._write()
-
-    def _write(self, *, force: bool = False) -> None:
-        if self._pending_writes and (force or len(self._pending_writes) >= _WRITE_EVERY):
-            rows, self._pending_writes = self._pending_writes, []
-            self.rt.store.save_rows(rows)
-
-
-def _plain(value: Any) -> Any:
-    """A cell value as stored and exported: a tool result is its data."""
-    return value.data if isinstance(value, ToolResult) else value
-
-
-def _keyed(
-    items: Iterable[Any], key_of: Callable[[dict[str, Any], int], str]
-) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    for index, item in enumerate(items):
-        row = as_row(item)
-        yield index, key_of(row, index), row
-
-
-def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        run = DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
+        stats = await run.execute(self._rows, description)
+        self._runtime.dataset_finished(self.name, stats)
+        return Dataset(self._runtime.store, self._runtime.run_id, self.name, stats)
 
 
 @dataclass

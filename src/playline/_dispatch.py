@@ -39,18 +39,19 @@ class Dispatcher:
         self.active_rows -= 1
         self._check()
 
-    async def submit(self, call: ToolCall, scope: RowScope) -> ToolResult:
-        """Queue a call made by a row and wait for its result."""
+    def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
+        """Queue a call made by a row; the returned future settles with its result."""
         scope.pending += 1
         if scope.pending == 1:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
         call.on_settle = lambda: self._unblock(scope)
-        self._queues.setdefault(call.spec.id, []).append(call)
-        if len(self._queues[call.spec.id]) >= call.spec.max_batch:
+        queue = self._queues.setdefault(call.spec.id, [])
+        queue.append(call)
+        if len(queue) >= call.spec.max_batch:
             self._flush_full(call.spec.id)
         self._check()
-        return await call.future
+        return call.future
 
     def _unblock(self, scope: RowScope) -> None:
         scope.pending -= 1

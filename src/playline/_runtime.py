@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._calls import CallExecutor, ToolCall
@@ -21,7 +21,7 @@ from .tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from ._context import Context
-    from ._dataset import DatasetStats
+    from ._rowrun import DatasetStats
 
 __all__ = ["Runtime"]
 
@@ -106,7 +106,7 @@ class Runtime:
             )
         return spec
 
-    async def call_tool(
+    def call_tool(
         self,
         tool: str,
         input: Mapping[str, Any],
@@ -114,7 +114,12 @@ class Runtime:
         label: str | None = None,
         force: bool = False,
         stale_after: int | None = None,
-    ) -> ToolResult:
+    ) -> Awaitable[ToolResult]:
+        """Queue (inside a column) or prepare (outside) a tool call; await the result.
+
+        Inside a column the call joins the dispatcher's queue at once, so several calls a
+        resolver makes (``asyncio.gather``) go out in the same pass.
+        """
         if not isinstance(tool, str) or not tool:
             raise PlayDefinitionError(
                 "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
@@ -146,8 +151,9 @@ class Runtime:
             scope=scope,
         )
         if scope is None:
-            await self.executor.execute(spec, [call])
-            return await call.future
-        result = await self.dispatcher.submit(call, scope)
-        scope.results.append(result)
-        return result
+            return self._direct(call)
+        return self.dispatcher.submit(call, scope)
+
+    async def _direct(self, call: ToolCall) -> ToolResult:
+        await self.executor.execute(call.spec, [call])
+        return await call.future

@@ -1,9 +1,14 @@
-"""Which row and column the running code belongs to (a context variable, set per row task)."""
+"""The row in flight: which row and column running code belongs to, and the row's state.
+
+A context variable holds it while a row's resolvers run, so ``ctx.tool`` knows to queue its
+call with the other rows' calls instead of executing it at once.
+"""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from .tools import ToolResult
 
@@ -14,9 +19,14 @@ __all__ = ["RowScope", "current_row"]
 class RowScope:
     dataset: str
     row_key: str
+    index: int = 0
+    values: dict[str, Any] = field(default_factory=dict)  # input + columns computed so far
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> metadata
     column: str | None = None
     pending: int = 0  # calls this row has queued and not yet got back
     results: list[ToolResult] = field(default_factory=list)  # tool results of the column
+    unreported: list[str] = field(default_factory=list)  # cells set since the last event
+    waited: bool = False  # whether the row has waited on a call (its cells get own events)
 
 
 current_row: ContextVar[RowScope | None] = ContextVar("playline_row", default=None)

@@ -63,7 +63,7 @@ def test_listeners_see_every_cell_change(enriched):
     assert "a.io" in company.preview
     (plain,) = only(events, kind="cell", row_key="b", column="plain", status="completed")
     assert plain.preview == "B"
-    assert only(events, kind="cell", row_key="a", column="company", status="running")
+    assert only(events, kind="cell", row_key="a", column="company", status="queued")
 
 
 def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
@@ -129,10 +129,9 @@ def test_a_failed_cell_event_carries_the_error():
 
     run_dataset([{"x": 1}], {"y": explode}, tools=[], listeners=[events.append])
 
-    (failed,) = only(events, kind="cell", status="failed")
-    assert failed.column == "y"
-    assert "nope" in failed.error
-    assert only(events, kind="row", status="failed")
+    (row,) = only(events, kind="row", status="failed")
+    assert row.data == {"cells": {"y": "failed"}}
+    assert "nope" in row.error
 
 
 def test_a_skipped_cell_is_an_event():
@@ -144,7 +143,8 @@ def test_a_skipped_cell_is_an_event():
 
     run_play(play, tools=[], listeners=[events.append])
 
-    assert only(events, kind="cell", column="y", status="skipped")
+    (row,) = only(events, kind="row")
+    assert row.data == {"cells": {"y": "skipped"}}
 
 
 def test_hidden_columns_make_no_cell_events(company_tool):

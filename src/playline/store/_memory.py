@@ -87,7 +87,7 @@ class MemoryStore:
             self._receipts[key] = replace(
                 current,
                 status=ReceiptStatus.COMPLETED,
-                result=result,
+                result=bytes(memoryview(result)),  # exact size (see save_rows)
                 error=None,
                 lease_until=None,
                 updated_at=now,
@@ -123,7 +123,10 @@ class MemoryStore:
     # rows
     def save_rows(self, rows: Sequence[RowRecord]) -> None:
         for row in rows:
-            blob = dumps([row.status, row.values, row.cells, row.error, row.updated_at])
+            # orjson's bytes carry a ~4 KB allocation each; keep an exact-size copy
+            blob = bytes(
+                memoryview(dumps([row.status, row.values, row.cells, row.error, row.updated_at]))
+            )
             self._rows.setdefault((row.run_id, row.dataset), {})[row.key] = (row.index, blob)
 
     def _row(self, run_id: str, dataset: str, key: str, index: int, blob: bytes) -> RowRecord:

@@ -1,0 +1,409 @@
+"""How a dataset's rows run: streamed through a bounded window, column by column.
+
+A row runs its columns in one synchronous step for as long as resolvers return plain values
+(the fast path: no task, no coroutine). When a resolver returns a queued tool call (a
+future), the row parks on that future and goes on from a callback when it settles; any other
+awaitable (an ``async def`` resolver) gets a task. So a million pure rows cost a loop, and a
+row waiting on a batched call costs a callback, not a task.
+
+Events: a row that waits reports each of its cells as an event (``queued`` when it parks on a
+call, then the cell's final status); a row that finishes in one step, never waiting, reports
+its cells in its row event (``data["cells"]``): nobody could have seen them change apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._events import preview
+from ._rows import KeySpec, as_row, row_key_function
+from ._scope import RowScope, current_row
+from ._taskgroups import unwrapped
+from .errors import PlaylineError, ToolError
+from .store import RowRecord
+from .tools import ToolResult
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = ["Column", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
+
+OnRowError = Literal["record", "raise"]
+_WRITE_EVERY = 1000
+
+
+class RowFailed(PlaylineError):
+    """A row failed and the dataset was run with ``on_row_error="raise"``."""
+
+    def __init__(self, dataset: str, row_key: str, column: str, error: BaseException) -> None:
+        self.dataset = dataset
+        self.row_key = row_key
+        self.column = column
+        super().__init__(
+            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: {error}. "
+            'Use on_row_error="record" to record failed rows and let the others finish.'
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    resolver: Callable[..., Any]
+    takes_ctx: bool
+    when: Callable[[Mapping[str, Any]], Any] | None
+    else_value: Any
+
+    @property
+    def hidden(self) -> bool:
+        return self.name.startswith("_")
+
+
+@dataclass(kw_only=True)
+class DatasetStats:
+    rows: int = 0
+    rows_executed: int = 0
+    rows_reused: int = 0
+    rows_failed: int = 0
+    rows_duplicate: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class DatasetRun:
+    """One execution of a dataset: feeds rows through the window and records them."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        name: str,
+        columns: tuple[Column, ...],
+        key: KeySpec,
+        on_row_error: OnRowError,
+    ) -> None:
+        self.rt = runtime
+        self.name = name
+        self.columns = columns
+        self.on_row_error = on_row_error
+        self.key_of = row_key_function(name, key, [c.name for c in columns])
+        self.stats = DatasetStats()
+        self._writes: list[RowRecord] = []
+        self._active = 0  # rows started and not finished
+        self._wakeup: asyncio.Future[None] | None = None
+        self._fatal: BaseException | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._hidden_columns = any(c.hidden for c in columns)
+
+    async def execute(self, items: Iterable[Any], description: str | None) -> DatasetStats:
+        rt = self.rt
+        rt.events.emit(
+            "dataset",
+            dataset=self.name,
+            status="running",
+            data={"description": description, "columns": [c.name for c in self.columns]},
+        )
+        # The feeder counts as a busy row while it admits rows, so the dispatcher does not
+        # flush a batch of one for each row it starts.
+        rt.dispatcher.enter_row()
+        feeding = True
+        try:
+            async with unwrapped(), asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                seen: set[str] = set()
+                for chunk in _chunks(_keyed(items, self.key_of), rt.row_window):
+                    fresh = []
+                    for index, key, values in chunk:
+                        if key in seen:
+                            self.stats.rows_duplicate += 1
+                        else:
+                            seen.add(key)
+                            fresh.append((index, key, values))
+                    done = (
+                        rt.store.load_rows(rt.run_id, self.name, [k for _, k, _ in fresh])
+                        if rt.resuming
+                        else {}
+                    )
+                    for index, key, values in fresh:
+                        self.stats.rows += 1
+                        if key in done and done[key].status == "completed":
+                            self.stats.rows_reused += 1
+                            continue
+                        if self._active >= rt.row_window:
+                            rt.dispatcher.exit_row()
+                            await self._until(lambda: self._active < rt.row_window)
+                            rt.dispatcher.enter_row()
+                        self._check_fatal()
+                        self._start(index, key, values)
+                feeding = False
+                rt.dispatcher.exit_row()
+                await self._until(lambda: self._active == 0)
+                self._check_fatal()
+        finally:
+            if feeding:
+                rt.dispatcher.exit_row()
+            self._write(force=True)
+        if self.stats.rows_duplicate:
+            rt.events.log(
+                f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
+            )
+        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
+        return self.stats
+
+    # waiting for rows, without polling
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        while not ready() and self._fatal is None:
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _check_fatal(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _abort(self, error: BaseException) -> None:
+        """An error that stops the run, raised where no caller can take it (a callback)."""
+        if self._fatal is None:
+            self._fatal = error
+        self._wake()
+
+    # one row
+    def _start(self, index: int, key: str, values: dict[str, Any]) -> None:
+        self.stats.rows_executed += 1
+        self._active += 1
+        self.rt.dispatcher.enter_row()
+        self._advance(RowScope(dataset=self.name, row_key=key, index=index, values=values), 0)
+
+    def _advance(self, row: RowScope, start: int) -> None:
+        """Run the row's columns from ``start`` until it waits or finishes."""
+        token = current_row.set(row)
+        try:
+            view = MappingProxyType(row.values)
+            for position, column in enumerate(self.columns[start:], start):
+                row.column = column.name
+                try:
+                    if not self._runs(row, column, view):
+                        continue
+                    value = (
+                        column.resolver(view, self.rt.ctx)
+                        if column.takes_ctx
+                        else column.resolver(view)
+                    )
+                except Exception as exc:
+                    self._failed(row, column, exc)
+                    break
+                if hasattr(type(value), "__await__") or inspect.isawaitable(value):
+                    self._report_cells(row)
+                    if not column.hidden:
+                        self.rt.events.emit(
+                            "cell",
+                            dataset=self.name,
+                            row_key=row.row_key,
+                            column=column.name,
+                            status="queued",
+                        )
+                    if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
+                        value.add_done_callback(functools.partial(self._resume, row, position))
+                    else:
+                        assert self._tasks is not None
+                        self._tasks.create_task(self._await(row, position, value))
+                    return
+                self._set(row, column, value)
+            self._finish(row)
+        finally:
+            current_row.reset(token)
+
+    def _resume(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            return  # the run is stopping; the row stays pending for a resume
+        try:
+            self._settled(row, position, done.exception(), done.result)
+        except BaseException as exc:
+            self._abort(exc)
+
+    async def _await(self, row: RowScope, position: int, awaitable: Awaitable[Any]) -> None:
+        token = current_row.set(row)
+        try:
+            try:
+                value = await awaitable
+            except Exception as exc:
+                self._settled(row, position, exc, None)
+            else:
+                self._settled(row, position, None, lambda: value)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._abort(exc)
+        finally:
+            current_row.reset(token)
+
+    def _settled(
+        self,
+        row: RowScope,
+        position: int,
+        error: BaseException | None,
+        value: Callable[[], Any] | None,
+    ) -> None:
+        column = self.columns[position]
+        if error is not None:
+            if not isinstance(error, Exception):
+                raise error
+            self._failed(row, column, error)
+            self._finish(row)
+            return
+        assert value is not None
+        self._set(row, column, value())
+        self._advance(row, position + 1)
+
+    def _runs(self, row: RowScope, column: Column, view: Mapping[str, Any]) -> bool:
+        """Whether the column runs for this row; if not, its cell is skipped."""
+        if column.when is None or column.when(view):
+            return True
+        row.values[column.name] = column.else_value
+        row.cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
+        if not column.hidden:
+            row.unreported.append(column.name)
+        return False
+
+    def _set(self, row: RowScope, column: Column, value: Any) -> None:
+        results = row.results
+        if results:
+            row.results = []
+        if isinstance(value, ToolResult) and not any(r is value for r in results):
+            results = [*results, value]  # a result the resolver got without ctx.tool here
+        meta: dict[str, Any]
+        if results:
+            if isinstance(value, ToolResult) and not value.found:
+                status = "not_found"
+            elif all(r.execution.cached for r in results):
+                status = "cached"
+            else:
+                status = "completed"
+            meta = {"status": status, "provider": results[-1].tool}
+            cost = sum(r.cost for r in results)
+            if cost:
+                meta["cost"] = cost
+        else:
+            meta = {"status": "completed"}
+        meta["updated_at"] = self.rt.clock.now()
+        row.values[column.name] = value
+        row.cells[column.name] = meta
+        if not column.hidden:
+            row.unreported.append(column.name)
+
+    def _failed(self, row: RowScope, column: Column, error: Exception) -> None:
+        """Record a failed cell; raise when the error must stop the run."""
+        row.results = []
+        if isinstance(error, PlaylineError) and not isinstance(error, ToolError):
+            raise error  # budgets, governance and misuse stop the run whatever on_row_error says
+        if self.on_row_error == "raise":
+            raise RowFailed(self.name, row.row_key, column.name, error) from error
+        meta: dict[str, Any] = {
+            "status": "failed",
+            "error": str(error) or type(error).__name__,
+            "updated_at": self.rt.clock.now(),
+        }
+        if isinstance(error, ToolError):
+            meta.update(
+                tool=error.tool,
+                provider=error.tool,
+                http_status=error.status,
+                code=error.code,
+                request_id=error.request_id,
+            )
+        row.values[column.name] = None
+        row.cells[column.name] = meta
+        if not column.hidden:
+            row.unreported.append(column.name)
+
+    def _report_cells(self, row: RowScope) -> None:
+        """Report the cells set since the last report as cell events (the row waits)."""
+        row.waited = True
+        for name in row.unreported:
+            meta = row.cells[name]
+            self.rt.events.emit(
+                "cell",
+                dataset=self.name,
+                row_key=row.row_key,
+                column=name,
+                status=meta["status"],
+                provider=meta.get("provider"),
+                error=meta.get("error"),
+                preview=preview(row.values[name]),
+            )
+        row.unreported.clear()
+
+    def _finish(self, row: RowScope) -> None:
+        cells = row.cells
+        if self._hidden_columns:
+            cells = {c: m for c, m in cells.items() if c[0] != "_"}
+        error = None
+        for meta in cells.values():
+            if meta["status"] == "failed":
+                error = meta["error"]
+                self.stats.rows_failed += 1
+                break
+        status = "completed" if error is None else "failed"
+        values = {
+            k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
+        }
+        self._writes.append(
+            RowRecord(
+                run_id=self.rt.run_id,
+                dataset=self.name,
+                key=row.row_key,
+                index=row.index,
+                status=status,
+                values=values,
+                cells=cells,
+                error=error,
+                updated_at=self.rt.clock.now(),
+            )
+        )
+        if row.waited:
+            self._report_cells(row)
+        self.rt.events.emit(
+            "row",
+            dataset=self.name,
+            row_key=row.row_key,
+            status=status,
+            error=error,
+            data=None if row.waited else {"cells": {c: cells[c]["status"] for c in row.unreported}},
+        )
+        if len(self._writes) >= _WRITE_EVERY:
+            self._write()
+        self._active -= 1
+        self.rt.dispatcher.exit_row()
+        self._wake()
+
+    def _write(self, *, force: bool = False) -> None:
+        if self._writes:
+            rows, self._writes = self._writes, []
+            self.rt.store.save_rows(rows)
+
+
+def _keyed(
+    items: Iterable[Any], key_of: Callable[[dict[str, Any], int], str]
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    for index, item in enumerate(items):
+        values = as_row(item)
+        yield index, key_of(values, index), values
+
+
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
