@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ._dataset import DatasetBuilder
 from ._rows import KeySpec
 from ._scope import current_row
+from ._secrets import Secrets
 from .errors import PlayDefinitionError
 from .tools import ToolResult
 
@@ -44,6 +45,7 @@ class Context:
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
         self.tools = Tools(runtime)
+        self.secrets = Secrets()
 
     @property
     def run_id(self) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._clock import Clock
+from ._secrets import check_no_secret
 from .store import Event, Store
 
 __all__ = ["EventLog", "Listener", "preview"]
@@ -36,6 +37,8 @@ class EventLog:
         self._buffer: list[Event] = []
 
     def emit(self, kind: str, **fields: Any) -> None:
+        check_no_secret(fields.get("preview"), "A log line or cell preview")
+        check_no_secret(fields.get("error"), "An error message")
         event = Event(kind=kind, run_id=self._run_id, at=self._clock.now(), **fields)
         self._buffer.append(event)
         for listener in self._listeners:

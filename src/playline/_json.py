@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from ._secrets import Secret, check_no_secret
 from .errors import PlayDefinitionError
 
 __all__ = ["canonical", "digest", "dumps", "loads", "normalise_input"]
@@ -20,12 +21,14 @@ def dumps(value: Any, *, what: str = "value") -> bytes:
     Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable.
     """
     try:
-        return orjson.dumps(value, option=_OPTIONS)
+        data = orjson.dumps(value, option=_OPTIONS)
     except TypeError as exc:
         raise PlayDefinitionError(
             f"{what} is not JSON-serialisable ({exc}). Return plain dicts, lists, strings, "
             "numbers, booleans or None."
         ) from None
+    check_no_secret(data, what)
+    return data
 
 
 def canonical(value: Any, *, what: str = "value") -> str:
@@ -51,8 +54,10 @@ def normalise_input(value: Any) -> Any:
 
     Strings are stripped and inner runs of whitespace collapsed; keys whose value is None are
     dropped (a missing and a null field ask the provider the same thing). Case is kept: it is
-    meaningful for some providers.
+    meaningful for some providers. A secret is replaced by its digest.
     """
+    if isinstance(value, Secret):  # keys see a digest of a secret, never the secret
+        return {"$secret": digest("secret", value)}
     if isinstance(value, str):
         return " ".join(value.split())
     if isinstance(value, dict):

@@ -1,0 +1,116 @@
+"""SEMANTICS 15: values from ctx.secrets never reach the store, a log or an event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import playline as pl
+from playline.store import open_store
+
+SECRET = "sk-live-7f3a9c"
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAYLINE_SECRET_API_KEY", SECRET)
+
+
+def _store_text(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+def test_a_secret_used_as_a_tool_input_is_never_stored(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    @pl.tool("t.authed", batch=pl.Batch(max_size=10))
+    def authed(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen.extend(i["key"] for i in inputs)
+        return [{"ok": i["x"]} for i in inputs]
+
+    @pl.play(name="secret-input")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        ctx.log(f"using a key of {len(key)} characters")
+        return await (
+            ctx.dataset("rows", [{"x": i} for i in range(3)], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool("t.authed", {"x": row["x"], "key": key}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    first = pl.run(play, store=f"sqlite:///{db}", tools=[authed])
+    second = pl.run(play, store=f"sqlite:///{db}", tools=[authed])
+
+    assert first.status == second.status == "completed"
+    assert seen == [SECRET] * 3  # the tool got it; the second run was answered from receipts
+    assert second.stats.tool_calls_cached == 3
+    open_store(f"sqlite:///{db}").close()
+    assert SECRET.encode() not in _store_text(db)
+
+
+def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Path) -> None:
+    @pl.tool("t.echo_key")
+    def echo_key(input: dict[str, Any]) -> dict[str, Any]:
+        return {"echo": input["key"]}
+
+    @pl.play(name="secret-echo")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool("t.echo_key", {"key": key}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[echo_key])
+
+    assert result.status == "completed_with_errors"
+    (error,) = result.output.errors
+    assert "secret" in error.message
+    assert SECRET.encode() not in _store_text(db)
+
+
+@pytest.mark.parametrize(
+    "misuse",
+    [
+        lambda ctx, key: ctx.log(f"the key is {key}"),
+        lambda ctx, key: key,  # returned as the play's output
+    ],
+    ids=["log", "output"],
+)
+def test_logging_or_returning_a_secret_raises(tmp_path: Path, misuse: Any) -> None:
+    @pl.play(name="secret-misuse")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return misuse(ctx, ctx.secrets.get("API_KEY"))
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[])
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.SecretLeakError)
+    assert SECRET.encode() not in _store_text(db)
+
+
+def test_a_missing_secret_says_how_to_set_it() -> None:
+    @pl.play(name="secret-missing")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return ctx.secrets.get("NOT_THERE_XYZ")
+
+    result = pl.run(play, store="memory://", tools=[])
+
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "PLAYLINE_SECRET_NOT_THERE_XYZ" in str(result.exception)
+
+
+def test_a_secret_does_not_show_in_its_repr() -> None:
+    @pl.play(name="secret-repr")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return repr(ctx.secrets.get("API_KEY"))
+
+    result = pl.run(play, store="memory://", tools=[])
+
+    assert result.output == "Secret('***')"
