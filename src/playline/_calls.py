@@ -19,7 +19,7 @@ from ._limits import Governor, ToolGates
 from ._scope import RowScope
 from .errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
 from .store import Claim, ClaimOutcome, ReceiptStatus, Store
-from .tools import Execution, ToolResult, ToolSpec
+from .tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 
 __all__ = ["CallExecutor", "CallStats", "ToolCall"]
 
@@ -39,6 +39,7 @@ class ToolCall:
     scope: RowScope | None = None
     followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
     on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
+    job: bytes | None = None  # an async tool's submitted job, from the receipt
 
 
 @dataclass(slots=True)
@@ -149,6 +150,7 @@ class CallExecutor:
             elif claim.outcome is ClaimOutcome.HELD:
                 waits.append(self._wait_for_receipt(call))
             else:
+                call.job = claim.receipt.job
                 to_run.append(call)
         chunks = [to_run[i : i + spec.max_batch] for i in range(0, len(to_run), spec.max_batch)]
         async with asyncio.TaskGroup() as tg:
@@ -230,12 +232,12 @@ class CallExecutor:
         failures = 0
         while True:
             try:
-                async with gate.slot():
-                    self.stats.requests += 1
-                    self._events.emit(
-                        "batch", provider=target.id, data={"tool": spec.id, "size": len(chunk)}
-                    )
-                    raws = await target.transport.call(target, [c.input for c in chunk])
+                if target.jobs is not None:
+                    raws = [await self._run_job(spec, target, target.jobs, chunk[0])]
+                else:
+                    async with gate.slot():
+                        self._sent(spec, target, len(chunk))
+                        raws = await target.transport.call(target, [c.input for c in chunk])
             except ToolError as exc:
                 if exc.status == 429:
                     self._governor.spend("retries")
@@ -254,6 +256,26 @@ class CallExecutor:
                     code="misaligned_batch",
                 )
             return raws
+
+    def _sent(self, spec: ToolSpec, target: ToolSpec, size: int) -> None:
+        self.stats.requests += 1
+        self._events.emit("batch", provider=target.id, data={"tool": spec.id, "size": size})
+
+    async def _run_job(self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall) -> Any:
+        """An async tool call: submit it (once: the job is kept on the receipt), then poll."""
+        if call.job is not None:  # submitted by an earlier attempt: poll it, do not pay again
+            state = JobState(done=False, job=loads(call.job))
+        else:
+            async with self._gates[target].slot():
+                self._sent(spec, target, 1)
+                state = await jobs.submit(target, call.input)
+            if not state.done:
+                call.job = dumps(state.job, what=f"The job of tool {spec.id}")
+                self._store.save_jobs([(call.key, call.job)], owner=self._owner)
+        while not state.done:
+            await self._clock.sleep(jobs.poll_interval)
+            state = await jobs.poll(target, state.job)
+        return state.result
 
     def _complete(
         self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: int

@@ -89,6 +89,26 @@ def test_wal_mode_and_schema_version(db_url: str, tmp_path: Path) -> None:
         conn.close()
 
 
+def test_a_version_1_store_is_migrated_and_keeps_its_receipts(tmp_path: Path) -> None:
+    from playline.store._schema import MIGRATIONS
+
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn.execute(
+            "INSERT INTO receipts VALUES ('k', 't', 'completed', 'o', 'r', 1, NULL, ?, NULL, 1.0)",
+            (b"{}",),
+        )
+    store = SQLiteStore(f"sqlite:///{path}")
+    assert store.schema_version_found == 1
+    receipt = store.get_receipts(["k"])["k"]
+    assert (receipt.status, receipt.result, receipt.job) == (ReceiptStatus.COMPLETED, b"{}", None)
+    store.close()
+
+
 def test_future_schema_version_is_refused(db_url: str, tmp_path: Path) -> None:
     SQLiteStore(db_url).close()
     conn = sqlite3.connect(tmp_path / "playline.db")

@@ -250,6 +250,18 @@ def test_release(store: Store) -> None:
     assert again.outcome is ClaimOutcome.OWNED and again.receipt.attempt == 1
 
 
+def test_a_submitted_job_is_kept_through_release_and_reclaim(store: Store) -> None:
+    claim(store, "job", "other-owner")
+    store.save_jobs([("job", b'"job_1"'), ("other-owner", b'"job_2"')], owner=ME)
+    store.save_jobs([("other-owner", b'"job_x"')], owner=OTHER)  # not its receipt: ignored
+    assert store.get_receipts(["job"])["job"].job == b'"job_1"'
+    store.release_receipts(["job"], owner=ME)  # paid for at submission: never forgotten
+    [again] = claim(store, "job", owner=OTHER, now=NOW + 1)
+    assert again.outcome is ClaimOutcome.OWNED
+    assert again.receipt.job == b'"job_1"'
+    assert store.get_receipts(["other-owner"])["other-owner"].job == b'"job_2"'
+
+
 def test_get_receipts_skips_missing_and_keeps_order(store: Store) -> None:
     claim(store, "a", "b", "c")
     assert list(store.get_receipts(["c", "missing", "a"])) == ["c", "a"]

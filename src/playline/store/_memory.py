@@ -106,11 +106,17 @@ class MemoryStore:
                     updated_at=now,
                 )
 
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes]], *, owner: str) -> None:
+        for key, job in jobs:
+            current = self._receipts.get(key)
+            if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
+                self._receipts[key] = replace(current, job=bytes(memoryview(job)))
+
     def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
         for key in keys:
             current = self._receipts.get(key)
             if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
-                if current.attempt == 1 and current.result is None:
+                if current.attempt == 1 and current.result is None and current.job is None:
                     del self._receipts[key]
                 else:
                     self._receipts[key] = replace(

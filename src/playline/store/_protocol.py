@@ -57,8 +57,14 @@ class Store(Protocol):
         self, failures: Sequence[tuple[str, str]], *, owner: str, now: float
     ) -> None: ...
 
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes]], *, owner: str) -> None:
+        """Record the job an async tool call submitted, on receipts ``owner`` holds: a resumed
+        run then polls that job instead of submitting (and paying) again."""
+        ...
+
     def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
-        """Drop claims whose calls were never sent (a budget stop, a shutdown)."""
+        """Drop claims whose calls were never sent (a budget stop, a shutdown); a receipt
+        with a submitted job is kept, as failed, so its job can still be polled."""
         ...
 
     def get_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]: ...

@@ -65,6 +65,7 @@ class Receipt:
     result: bytes | None = None  # canonical JSON of the ToolResult
     error: str | None = None
     updated_at: float = 0.0
+    job: bytes | None = None  # an async tool's submitted job (JSON), so a resume polls it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -92,7 +92,10 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+# v2: an async tool's submitted job is kept on its receipt, so a resumed run polls it.
+_V2 = ("ALTER TABLE receipts ADD COLUMN job BLOB",)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(

@@ -51,7 +51,7 @@ _RUN_COLUMNS = (
     "parent_run_id, waiting"
 )
 _RECEIPT_COLUMNS = (
-    "key, tool, status, owner, run_id, attempt, lease_until, result, error, updated_at"
+    "key, tool, status, owner, run_id, attempt, lease_until, result, error, updated_at, job"
 )
 _ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
 _EVENT_COLUMNS = (
@@ -67,11 +67,11 @@ _UPSERT_RUN = (
     "parent_run_id = excluded.parent_run_id, waiting = excluded.waiting"
 )
 _UPSERT_RECEIPT = (
-    f"INSERT INTO receipts ({_RECEIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO receipts ({_RECEIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET tool = excluded.tool, status = excluded.status, "
     "owner = excluded.owner, run_id = excluded.run_id, attempt = excluded.attempt, "
     "lease_until = excluded.lease_until, result = excluded.result, error = excluded.error, "
-    "updated_at = excluded.updated_at"
+    "updated_at = excluded.updated_at, job = excluded.job"
 )
 _UPSERT_ROW = (
     'INSERT INTO rows (run_id, dataset, key, idx, status, "values", cells, error, updated_at) '
@@ -382,6 +382,7 @@ class SQLiteStore:
                             r.result,
                             r.error,
                             r.updated_at,
+                            r.job,
                         )
                         for r in owned.values()
                     ],
@@ -438,6 +439,15 @@ class SQLiteStore:
                 [(error, now, key, owner) for key, error in failures],
             )
 
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes]], *, owner: str) -> None:
+        if not jobs:
+            return
+        with self._writing(f"record {len(jobs)} submitted jobs") as conn:
+            conn.executemany(
+                "UPDATE receipts SET job = ? WHERE key = ? AND owner = ? AND status = 'running'",
+                [(job, key, owner) for key, job in jobs],
+            )
+
     def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
         if not keys:
             return
@@ -446,7 +456,7 @@ class SQLiteStore:
             # Never executed anywhere: forget it. Executed before: keep its history, as failed.
             conn.executemany(
                 "DELETE FROM receipts WHERE key = ? AND owner = ? AND status = 'running' "
-                "AND attempt = 1 AND result IS NULL",
+                "AND attempt = 1 AND result IS NULL AND job IS NULL",
                 params,
             )
             conn.executemany(
@@ -467,7 +477,19 @@ class SQLiteStore:
     def _select_receipts(conn: sqlite3.Connection, keys: list[str]) -> dict[str, Receipt]:
         found: dict[str, Receipt] = {}
         for chunk in _chunks(keys):
-            for key, tool, status, owner, run_id, attempt, lease, result, error, at in conn.execute(
+            for (
+                key,
+                tool,
+                status,
+                owner,
+                run_id,
+                attempt,
+                lease,
+                result,
+                error,
+                at,
+                job,
+            ) in conn.execute(
                 f"SELECT {_RECEIPT_COLUMNS} FROM receipts WHERE key IN ({_marks(len(chunk))})",
                 chunk,
             ):
@@ -482,6 +504,7 @@ class SQLiteStore:
                     result=result,
                     error=error,
                     updated_at=at,
+                    job=job,
                 )
         return found
 

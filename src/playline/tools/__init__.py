@@ -3,13 +3,15 @@
 from ._gateway import Gateway, parse_retry_after
 from ._registry import LocalTransport, ToolRegistry, ToolSource, default_registry, tool
 from ._result import Execution, ToolResult, dotted, is_value
-from ._spec import Batch, Cost, Rate, ToolSpec, Transport
+from ._spec import Batch, Cost, Jobs, JobState, Rate, ToolSpec, Transport
 
 __all__ = [
     "Batch",
     "Cost",
     "Execution",
     "Gateway",
+    "JobState",
+    "Jobs",
     "LocalTransport",
     "Rate",
     "ToolRegistry",

@@ -19,13 +19,11 @@ import httpx
 
 from .._json import digest
 from ..errors import GatewayError, ToolError
-from ._spec import Batch, Cost, Rate, ToolSpec
+from ._spec import Batch, Cost, JobState, Rate, ToolSpec
 
 __all__ = ["Gateway", "parse_retry_after"]
 
 _PREFIX = "/api/v2/integrations"
-POLL_INTERVAL = 0.05
-MAX_POLLS = 600
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float:
@@ -46,7 +44,9 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float:
 class Gateway:
     """A source of remote tools. ``token`` is sent as a bearer token."""
 
-    def __init__(self, url: str, token: str = "", *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, token: str = "", *, timeout: float = 30.0, poll_interval: float = 0.05
+    ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise GatewayError(
                 f"Gateway URL {url!r} must start with http:// or https://, e.g. "
@@ -55,6 +55,7 @@ class Gateway:
         self.url = url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         self._timeout = timeout
+        self.poll_interval = poll_interval
         self._account = digest("gateway", self.url, token)[:16]
         self._specs: list[ToolSpec] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
@@ -99,13 +100,12 @@ class Gateway:
         rate = meta.get("rate") or {}
         cost = meta.get("cost") or {}
         batch = meta.get("batch")
+        poll = (meta.get("async") or {}).get("poll")
+        transport = _GatewayTransport(self, bulk=batch["operation"] if batch else None, poll=poll)
         return ToolSpec(
             id=str(meta["id"]),
-            transport=_GatewayTransport(
-                self,
-                bulk=batch["operation"] if batch else None,
-                poll=(meta.get("async") or {}).get("poll"),
-            ),
+            transport=transport,
+            jobs=transport if poll else None,
             rate=Rate(
                 per_second=rate.get("per_second"),
                 burst=rate.get("burst"),
@@ -182,10 +182,13 @@ class Gateway:
 
 
 class _GatewayTransport:
+    """Calls one gateway tool: single, bulk (``items``), or async (submit, then poll)."""
+
     def __init__(self, gateway: Gateway, *, bulk: str | None, poll: str | None) -> None:
         self._gateway = gateway
         self._bulk = bulk
         self._poll = poll
+        self.poll_interval = gateway.poll_interval
 
     async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
         if self._bulk is not None and len(inputs) > 1:
@@ -200,16 +203,27 @@ class _GatewayTransport:
                     code="misaligned_batch",
                 )
             return results
-        return [await self._one(spec, dict(i)) for i in inputs]
+        results = []
+        for payload in inputs:
+            state = await self.submit(spec, payload)
+            while not state.done:
+                await asyncio.sleep(self.poll_interval)
+                state = await self.poll(spec, state.job)
+            results.append(state.result)
+        return results
 
-    async def _one(self, spec: ToolSpec, payload: dict[str, Any]) -> Any:
-        status, result = await self._gateway.execute(spec, spec.id, payload)
-        polls = 0
-        while status == "pending" and self._poll is not None:
-            job = result.get("job_id") if isinstance(result, dict) else None
-            if not job or polls >= MAX_POLLS:
-                raise ToolError(spec.id, "async job did not finish", code="job_timeout")
-            await asyncio.sleep(POLL_INTERVAL)
-            polls += 1
-            status, result = await self._gateway.execute(spec, self._poll, {"job_id": job})
-        return result if status == "completed" else None
+    async def submit(self, spec: ToolSpec, input: Mapping[str, Any]) -> JobState:
+        return self._state(spec, *await self._gateway.execute(spec, spec.id, dict(input)))
+
+    async def poll(self, spec: ToolSpec, job: Any) -> JobState:
+        if self._poll is None:
+            raise ToolError(spec.id, "the gateway gave no poll operation", code="no_poll")
+        return self._state(spec, *await self._gateway.execute(spec, self._poll, {"job_id": job}))
+
+    def _state(self, spec: ToolSpec, status: str, result: Any) -> JobState:
+        if status != "pending":
+            return JobState(done=True, result=result if status == "completed" else None)
+        job = result.get("job_id") if isinstance(result, dict) else None
+        if not job or self._poll is None:
+            raise ToolError(spec.id, "answered pending without a job to poll", code="bad_job")
+        return JobState(done=False, job=job)

@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol
 
 from ..errors import PlayDefinitionError
 
-__all__ = ["Batch", "Cost", "Rate", "ToolSpec", "Transport"]
+__all__ = ["Batch", "Cost", "JobState", "Jobs", "Rate", "ToolSpec", "Transport"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +87,27 @@ class Transport(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
+class JobState:
+    """Where an async tool call stands: ``done`` with its ``result``, or pending as ``job``
+    (a JSON value the provider gave to poll with)."""
+
+    done: bool
+    result: Any = None
+    job: Any = None
+
+
+class Jobs(Protocol):
+    """Async tools: a call is submitted, then polled until done. The engine records the
+    submitted job on the call's receipt, so a resumed run polls it instead of paying again."""
+
+    poll_interval: float
+
+    async def submit(self, spec: ToolSpec, input: Mapping[str, Any]) -> JobState: ...
+
+    async def poll(self, spec: ToolSpec, job: Any) -> JobState: ...
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolSpec:
     """Everything the engine needs to call a tool."""
 
@@ -101,6 +122,7 @@ class ToolSpec:
     retry_safe: bool = False
     auth_scope: str = "local"
     description: str = ""
+    jobs: Jobs | None = field(default=None, repr=False, compare=False)
 
     @property
     def max_batch(self) -> int:
