@@ -8,6 +8,7 @@ from ..errors import StoreError
 from ._memory import MemoryStore
 from ._protocol import Store
 from ._records import (
+    Boundary,
     Claim,
     ClaimOutcome,
     ClaimResult,
@@ -23,6 +24,7 @@ from ._records import (
 
 __all__ = [
     "DEFAULT_STORE_URL",
+    "Boundary",
     "Claim",
     "ClaimOutcome",
     "ClaimResult",

@@ -11,6 +11,7 @@ from typing import Any
 from .._json import dumps, loads
 from ._claims import decide_claim
 from ._records import (
+    Boundary,
     Claim,
     ClaimResult,
     Event,
@@ -39,6 +40,8 @@ class MemoryStore:
         self._events: deque[Event] = deque(maxlen=EVENT_HISTORY)
         self._ledger: list[LedgerEntry] = []
         self._seq = itertools.count(1)
+        self._boundaries: dict[str, Boundary] = {}
+        self._inbox: dict[str, tuple[bytes, str | None]] = {}  # key -> (payload, delivered to)
 
     def close(self) -> None:
         pass
@@ -182,3 +185,48 @@ class MemoryStore:
 
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:
         return [e for e in self._ledger if e.run_id == run_id]
+
+    # boundaries and events
+    def get_boundary(self, key: str) -> Boundary | None:
+        return self._boundaries.get(key)
+
+    def put_boundary(self, boundary: Boundary) -> None:
+        self._boundaries[boundary.key] = boundary
+
+    def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
+        if key in self._inbox:
+            return False
+        self._inbox[key] = (bytes(memoryview(payload)), None)
+        return True
+
+    def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
+        sent = self._inbox.get(key)
+        if sent is None or sent[1] not in (None, boundary.key):
+            return None
+        self._inbox[key] = (sent[0], boundary.key)
+        self._boundaries[boundary.key] = replace(boundary, status="completed", output=sent[0])
+        return sent[0]
+
+    def waiting_events(self, keys: Sequence[str]) -> set[str]:
+        return {k for k in keys if k in self._inbox and self._inbox[k][1] is None}
+
+    # receipt maintenance
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        stats: dict[str, dict[str, int]] = {}
+        for receipt in self._receipts.values():
+            per = stats.setdefault(
+                receipt.tool, {"completed": 0, "failed": 0, "running": 0, "bytes": 0}
+            )
+            per[receipt.status.value] += 1
+            per["bytes"] += len(receipt.result or b"")
+        return stats
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        doomed = [
+            key
+            for key, r in self._receipts.items()
+            if r.status != ReceiptStatus.RUNNING and (tool is None or r.tool == tool)
+        ]
+        for key in doomed:
+            del self._receipts[key]
+        return len(doomed)

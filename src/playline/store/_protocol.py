@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from ._records import (
+    Boundary,
     Claim,
     ClaimResult,
     Event,
@@ -84,3 +85,33 @@ class Store(Protocol):
     # ledger
     def append_ledger(self, entries: Sequence[LedgerEntry]) -> None: ...
     def read_ledger(self, run_id: str) -> list[LedgerEntry]: ...
+
+    # durable boundaries and events
+    def get_boundary(self, key: str) -> Boundary | None: ...
+    def put_boundary(self, boundary: Boundary) -> None: ...
+    def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
+        """Keep an event until a wait takes it; False when ``key`` was sent before (the first
+        payload stands: an event sent twice is delivered once)."""
+        ...
+
+    def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
+        """In one transaction: hand the event ``key`` to ``boundary`` (written as completed with
+        the payload as output) and return the payload; None if no such event is waiting. An
+        event goes to one boundary only."""
+        ...
+
+    def waiting_events(self, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` have an event sent and not yet delivered."""
+        ...
+
+    # receipt maintenance (``playline cache stats|clear``)
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        """Per tool: receipts ``completed``, ``failed`` and ``running``, and the ``bytes`` of
+        their stored results."""
+        ...
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        """Delete the completed and failed receipts (of ``tool``, else of every tool), so the
+        next call executes live; running receipts are left to their owner. Returns how many
+        were deleted."""
+        ...

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "Boundary",
     "Claim",
     "ClaimOutcome",
     "ClaimResult",
@@ -129,6 +130,23 @@ class LedgerEntry:
     at: float
     dataset: str | None = None
     row_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Boundary:
+    """A durable boundary of a run: a step's output, a sleep, a fetch, an event wait, a child.
+
+    ``status`` is ``"waiting"`` (a sleep or wait not yet over; ``wake_at`` is when it is due)
+    or ``"completed"`` (``output`` is the JSON to replay).
+    """
+
+    key: str
+    run_id: str
+    kind: str
+    status: str
+    output: bytes | None = None
+    wake_at: float | None = None
+    updated_at: float = 0.0
 
 
 _HOST = socket.gethostname()

@@ -95,7 +95,18 @@ _V1 = (
 # v2: an async tool's submitted job is kept on its receipt, so a resumed run polls it.
 _V2 = ("ALTER TABLE receipts ADD COLUMN job BLOB",)
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# v3: events sent to runs (``pl.send_event``), kept until a wait takes them.
+_V3 = (
+    """CREATE TABLE inbox (
+        key TEXT PRIMARY KEY,
+        payload BLOB NOT NULL,
+        sent_at REAL NOT NULL,
+        delivered_to TEXT,
+        delivered_at REAL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(

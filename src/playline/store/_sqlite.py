@@ -20,6 +20,7 @@ from .._json import dumps, loads
 from ..errors import StoreError
 from ._claims import decide_claim
 from ._records import (
+    Boundary,
     Claim,
     ClaimOutcome,
     ClaimResult,
@@ -688,3 +689,98 @@ class SQLiteStore:
             )
             for rid, tool, key, credits, found, at, dataset, row_key in rows
         ]
+
+    # boundaries and events
+    def get_boundary(self, key: str) -> Boundary | None:
+        with self._reading(f"read boundary {key}") as conn:
+            row = conn.execute(
+                "SELECT key, run_id, kind, status, output, wake_at, updated_at FROM boundaries "
+                "WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        key, run_id, kind, status, output, wake_at, updated_at = row
+        return Boundary(
+            key=key,
+            run_id=run_id,
+            kind=kind,
+            status=status,
+            output=output,
+            wake_at=wake_at,
+            updated_at=updated_at,
+        )
+
+    def put_boundary(self, boundary: Boundary) -> None:
+        with self._writing(f"write boundary {boundary.key}") as conn:
+            self._put_boundary(conn, boundary)
+
+    @staticmethod
+    def _put_boundary(conn: sqlite3.Connection, b: Boundary) -> None:
+        conn.execute(
+            "INSERT INTO boundaries (key, run_id, kind, status, output, wake_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+            "status = excluded.status, output = excluded.output, wake_at = excluded.wake_at, "
+            "updated_at = excluded.updated_at",
+            (b.key, b.run_id, b.kind, b.status, b.output, b.wake_at, b.updated_at),
+        )
+
+    def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
+        with self._writing(f"send event {key}") as conn:
+            cursor = conn.execute(
+                "INSERT INTO inbox (key, payload, sent_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO NOTHING",
+                (key, payload, now),
+            )
+            return cursor.rowcount == 1
+
+    def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
+        with self._writing(f"deliver event {key}") as conn:
+            row = conn.execute(
+                "SELECT payload, delivered_to FROM inbox WHERE key = ?", (key,)
+            ).fetchone()
+            if row is None or row[1] not in (None, boundary.key):
+                return None
+            payload: bytes = row[0]
+            conn.execute(
+                "UPDATE inbox SET delivered_to = ?, delivered_at = ? WHERE key = ?",
+                (boundary.key, boundary.updated_at, key),
+            )
+            self._put_boundary(conn, replace(boundary, status="completed", output=payload))
+            return payload
+
+    def waiting_events(self, keys: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        with self._reading(f"look for {len(keys)} events") as conn:
+            for chunk in _chunks(list(keys)):
+                found.update(
+                    key
+                    for (key,) in conn.execute(
+                        f"SELECT key FROM inbox WHERE delivered_to IS NULL AND key IN "
+                        f"({_marks(len(chunk))})",
+                        chunk,
+                    )
+                )
+        return found
+
+    # receipt maintenance
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        stats: dict[str, dict[str, int]] = {}
+        with self._reading("count receipts") as conn:
+            rows = conn.execute(
+                "SELECT tool, status, COUNT(*), COALESCE(SUM(LENGTH(result)), 0) FROM receipts "
+                "GROUP BY tool, status ORDER BY tool"
+            ).fetchall()
+        for tool, status, count, size in rows:
+            per = stats.setdefault(tool, {"completed": 0, "failed": 0, "running": 0, "bytes": 0})
+            per[status] = per.get(status, 0) + count
+            per["bytes"] += size
+        return stats
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        sql = "DELETE FROM receipts WHERE status != 'running'"
+        params: tuple[str, ...] = ()
+        if tool is not None:
+            sql, params = sql + " AND tool = ?", (tool,)
+        with self._writing("clear receipts") as conn:
+            return conn.execute(sql, params).rowcount
