@@ -1,0 +1,183 @@
+"""``ctx.csv(path)``: rows of a real-world CSV file, checked before the first row runs.
+
+What real files bring, and what happens:
+
+- a UTF-8 byte-order mark (Excel's "CSV UTF-8"): dropped;
+- ``;`` (or tab, or ``|``) as the delimiter: detected from a sample, else ``,``;
+- quoted fields holding newlines, delimiters or doubled quotes: read as one value;
+- blank lines, and lines whose fields are all empty: skipped;
+- a missing, empty or duplicate header: ``PlayDefinitionError`` naming it;
+- a line with more fields than the header: ``PlayDefinitionError`` naming the line;
+  a line with fewer: the missing trailing fields are ``""``.
+
+Values are strings, as written. The file is read when the rows are iterated (a dataset streams
+it through its window), so a large file never sits in memory; its header is read and checked
+at once, when ``ctx.csv`` is called.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO
+
+from .errors import PlayDefinitionError
+
+__all__ = ["CsvRows", "read_csv"]
+
+_SAMPLE = 64 * 1024
+_DELIMITERS = ",;\t|"
+
+
+class CsvRows:
+    """The rows of a CSV file as dicts, read lazily (iterable more than once).
+
+    ``columns`` are the output column names (after ``rename``), ``path`` the file.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        delimiter: str,
+        header: list[str],
+        picked: list[tuple[int, str]],
+    ) -> None:
+        self.path = path
+        self.delimiter = delimiter
+        self._header = header
+        self._picked = picked
+        self.columns = [name for _, name in picked]
+
+    def __repr__(self) -> str:
+        return f"CsvRows({str(self.path)!r}, columns={self.columns!r})"
+
+    def __iter__(self) -> Iterator[dict[str, str]]:
+        width = len(self._header)
+        with _open(self.path) as handle:
+            reader = csv.reader(handle, delimiter=self.delimiter)
+            next(reader, None)  # the header, checked when this object was made
+            for fields in reader:
+                if not any(f.strip() for f in fields):
+                    continue  # a blank line, or only delimiters
+                if len(fields) > width:
+                    extra = fields[width:]
+                    if any(f.strip() for f in extra):
+                        raise PlayDefinitionError(
+                            f"CSV file {str(self.path)!r}, line {reader.line_num}: "
+                            f"{len(fields)} fields but the header names {width} columns. Quote "
+                            f"values that contain {self.delimiter!r}, or add the missing header."
+                        )
+                if len(fields) < width:
+                    fields = fields + [""] * (width - len(fields))
+                yield {name: fields[i] for i, name in self._picked}
+
+    def to_list(self) -> list[dict[str, str]]:
+        return list(self)
+
+
+def _open(path: Path) -> IO[str]:
+    # utf-8-sig drops a byte-order mark; newline="" lets csv see quoted newlines as data.
+    return path.open("r", encoding="utf-8-sig", newline="")
+
+
+def _delimiter(sample: str) -> str:
+    if len(sample) >= _SAMPLE and "\n" in sample:
+        sample = sample[: sample.rindex("\n")]  # whole lines only
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
+    except csv.Error:
+        first = sample.split("\n", 1)[0]
+        counts = {d: first.count(d) for d in _DELIMITERS}
+        best = max(counts, key=lambda d: counts[d])
+        return best if counts[best] else ","
+
+
+def _names(value: Iterable[str] | None, what: str, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise PlayDefinitionError(f"{where}: {what}= must be a list of column names.")
+    return names
+
+
+def read_csv(
+    path: str | Path,
+    *,
+    columns: Iterable[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+    required: Iterable[str] | None = None,
+) -> CsvRows:
+    """Open ``path`` as rows of dicts; check its header against ``columns``/``required``.
+
+    ``columns`` keeps only those columns (in that order); ``rename`` maps a header of the file
+    to the column name the play uses; ``required`` names columns the file must have. All three
+    use the names of the file's header.
+    """
+    file = Path(path)
+    where = f"CSV file {str(path)!r}"
+    if not file.is_file():
+        raise PlayDefinitionError(
+            f"{where} not found ({'a folder' if file.is_dir() else 'no such file'}: "
+            f"{file.resolve()}). Check the path; a relative path starts in the current folder."
+        )
+    try:
+        with _open(file) as handle:
+            sample = handle.read(_SAMPLE)
+            handle.seek(0)
+            delimiter = _delimiter(sample) if sample else ","
+            header = next(csv.reader(handle, delimiter=delimiter), None)
+    except UnicodeDecodeError as exc:
+        raise PlayDefinitionError(
+            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}). Save it as "
+            "'CSV UTF-8' or convert it, e.g. `iconv -f latin1 -t utf-8`."
+        ) from None
+    except OSError as exc:
+        raise PlayDefinitionError(f"{where} cannot be read: {exc.strerror or exc}.") from None
+    if not header or not any(h.strip() for h in header):
+        raise PlayDefinitionError(
+            f"{where} has no header row. Its first line must name the columns, e.g. "
+            "`first_name,last_name,domain`."
+        )
+    header = [h.strip() for h in header]
+    empty = [str(i + 1) for i, h in enumerate(header) if not h]
+    if empty:
+        raise PlayDefinitionError(
+            f"{where}: column(s) {', '.join(empty)} of the header have no name. Name every "
+            "column in the first line (or delete the empty columns)."
+        )
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise PlayDefinitionError(
+            f"{where}: the header names {', '.join(map(repr, dupes))} more than once. Give "
+            "each column its own name in the first line."
+        )
+    wanted = _names(columns, "columns", where)
+    needed = _names(required, "required", where)
+    renames = dict(rename or {})
+    known = set(header)
+    for what, names in (
+        ("required column(s)", needed),
+        ("column(s) selected", wanted),
+        ("column(s) to rename", list(renames)),
+    ):
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise PlayDefinitionError(
+                f"{where} lacks the {what} {', '.join(map(repr, missing))}. Its header has: "
+                f"{', '.join(header)}."
+            )
+    keep = wanted or header
+    picked = [(header.index(name), renames.get(name, name)) for name in keep]
+    out = [name for _, name in picked]
+    clash = sorted({n for n in out if out.count(n) > 1})
+    if clash:
+        raise PlayDefinitionError(
+            f"{where}: rename= gives several columns the name(s) "
+            f"{', '.join(map(repr, clash))}. Give each its own name."
+        )
+    return CsvRows(file, delimiter=delimiter, header=header, picked=picked)

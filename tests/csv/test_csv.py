@@ -1,0 +1,164 @@
+"""ctx.csv on real-world files: BOM, `;`, quoted newlines, blank lines, bad headers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import playline as pl
+from playline._csv import read_csv
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "in.csv") -> Path:
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+def test_plain_file_reads_rows_as_string_dicts(tmp_path: Path) -> None:
+    rows = read_csv(write(tmp_path, "name,age\nAda,36\nAlan,41\n"))
+    assert rows.columns == ["name", "age"]
+    assert list(rows) == [{"name": "Ada", "age": "36"}, {"name": "Alan", "age": "41"}]
+    assert list(rows) == rows.to_list()  # iterable more than once
+
+
+def test_utf8_bom_is_dropped_from_the_first_header(tmp_path: Path) -> None:
+    path = write(tmp_path, "\ufeffemail,name\r\nada@x.io,Ada\r\n".encode())
+    assert list(read_csv(path)) == [{"email": "ada@x.io", "name": "Ada"}]
+
+
+def test_semicolon_delimiter_is_detected(tmp_path: Path) -> None:
+    path = write(tmp_path, "name;city;note\nAda;London;a, b\nAlan;Wilmslow;c\n")
+    rows = read_csv(path)
+    assert rows.delimiter == ";"
+    assert next(iter(rows)) == {"name": "Ada", "city": "London", "note": "a, b"}
+
+
+def test_tab_delimiter_is_detected(tmp_path: Path) -> None:
+    assert list(read_csv(write(tmp_path, "a\tb\n1\t2\n"))) == [{"a": "1", "b": "2"}]
+
+
+def test_single_column_falls_back_to_comma(tmp_path: Path) -> None:
+    assert list(read_csv(write(tmp_path, "email\nada@x.io\nalan@y.io\n"))) == [
+        {"email": "ada@x.io"},
+        {"email": "alan@y.io"},
+    ]
+
+
+def test_quoted_newlines_delimiters_and_quotes_stay_in_one_value(tmp_path: Path) -> None:
+    text = 'name,address\n"Lovelace, Ada","12 St James\'s Sq\nLondon ""W1"""\nAlan,Bletchley\n'
+    rows = list(read_csv(write(tmp_path, text)))
+    assert rows == [
+        {"name": "Lovelace, Ada", "address": '12 St James\'s Sq\nLondon "W1"'},
+        {"name": "Alan", "address": "Bletchley"},
+    ]
+
+
+def test_blank_and_empty_lines_are_skipped(tmp_path: Path) -> None:
+    text = "a,b\n\n1,2\n   \n,\n\n3,4\n\n"
+    assert list(read_csv(write(tmp_path, text))) == [{"a": "1", "b": "2"}, {"a": "3", "b": "4"}]
+
+
+def test_short_lines_are_padded_and_long_ones_refused(tmp_path: Path) -> None:
+    assert list(read_csv(write(tmp_path, "a,b,c\n1\n"))) == [{"a": "1", "b": "", "c": ""}]
+    assert list(read_csv(write(tmp_path, "a,b\n1,2,,\n"))) == [{"a": "1", "b": "2"}]
+    rows = read_csv(write(tmp_path, "a,b\n1,2\n3,4,5\n"))
+    with pytest.raises(pl.PlayDefinitionError, match=r"line 3: 3 fields but the header names 2"):
+        list(rows)
+
+
+def test_duplicate_headers_are_named(tmp_path: Path) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match=r"'email'.*more than once"):
+        read_csv(write(tmp_path, "email,name,email\n1,2,3\n"))
+
+
+def test_empty_headers_are_named_by_position(tmp_path: Path) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match=r"column\(s\) 2, 4 of the header have no"):
+        read_csv(write(tmp_path, "a,,c, \n1,2,3,4\n"))
+
+
+def test_empty_file_has_no_header(tmp_path: Path) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="no header row"):
+        read_csv(write(tmp_path, ""))
+    with pytest.raises(pl.PlayDefinitionError, match="no header row"):
+        read_csv(write(tmp_path, "\n\n"))
+
+
+def test_header_only_gives_no_rows(tmp_path: Path) -> None:
+    assert list(read_csv(write(tmp_path, "a,b\n"))) == []
+
+
+def test_required_columns_missing_are_named_with_the_header(tmp_path: Path) -> None:
+    path = write(tmp_path, "first,last\nAda,Lovelace\n")
+    with pytest.raises(
+        pl.PlayDefinitionError, match=r"lacks the required column.*'domain'.*first, last"
+    ):
+        read_csv(path, required=["first", "domain"])
+    read_csv(path, required=["first"])  # present: fine
+
+
+def test_columns_select_and_order_and_rename_maps(tmp_path: Path) -> None:
+    path = write(tmp_path, "First Name,Last Name,Website,Notes\nAda,Lovelace,x.io,hi\n")
+    rows = read_csv(
+        path,
+        columns=["Website", "First Name"],
+        rename={"First Name": "first_name", "Website": "website"},
+    )
+    assert rows.columns == ["website", "first_name"]
+    assert list(rows) == [{"website": "x.io", "first_name": "Ada"}]
+    with pytest.raises(pl.PlayDefinitionError, match=r"column.* selected 'Phone'"):
+        read_csv(path, columns=["Phone"])
+    with pytest.raises(pl.PlayDefinitionError, match="to rename 'Email'"):
+        read_csv(path, rename={"Email": "email"})
+    with pytest.raises(pl.PlayDefinitionError, match="several columns the name"):
+        read_csv(path, rename={"First Name": "name", "Last Name": "name"})
+
+
+def test_missing_file_and_folder_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match=r"not found .*no such file"):
+        read_csv(tmp_path / "nope.csv")
+    with pytest.raises(pl.PlayDefinitionError, match=r"not found .*a folder"):
+        read_csv(tmp_path)
+
+
+def test_non_utf8_file_says_how_to_convert(tmp_path: Path) -> None:
+    path = write(tmp_path, "name\nJos\xe9\n".encode("latin-1"))
+    with pytest.raises(pl.PlayDefinitionError, match="not UTF-8"):
+        read_csv(path)
+
+
+def test_ctx_csv_streams_rows_into_a_dataset(tmp_path: Path) -> None:
+    path = write(tmp_path, '\ufeffE-mail;Name\n\nada@x.io;Ada\nalan@y.io;"Turing;Alan"\n')
+
+    @pl.play
+    async def from_csv(ctx: pl.Context, input: Any) -> pl.Dataset:
+        rows = ctx.csv(input["file"], rename={"E-mail": "email"}, required=["E-mail"])
+        return await (
+            ctx.dataset("people", rows, key="email")
+            .with_column("domain", lambda row: row["email"].split("@")[1])
+            .run()
+        )
+
+    result = pl.run(from_csv, {"file": str(path)}, store="memory://", tools=[])
+    assert result.status == "completed"
+    assert result.output.to_list() == [
+        {"email": "ada@x.io", "Name": "Ada", "domain": "x.io"},
+        {"email": "alan@y.io", "Name": "Turing;Alan", "domain": "y.io"},
+    ]
+
+
+def test_ctx_csv_header_errors_fail_the_run_with_the_message(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,a\n1,2\n")
+
+    @pl.play
+    async def bad_csv(ctx: pl.Context, input: Any) -> Any:
+        return list(ctx.csv(input["file"]))
+
+    result = pl.run(bad_csv, {"file": str(path)}, store="memory://", tools=[])
+    assert result.status == "failed"
+    assert "'a' more than once" in (result.error or "")
