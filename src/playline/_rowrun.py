@@ -6,9 +6,11 @@ future), the row parks on that future and goes on from a callback when it settle
 awaitable (an ``async def`` resolver) gets a task. So a million pure rows cost a loop, and a
 row waiting on a batched call costs a callback, not a task.
 
-Events: a row that waits reports each of its cells as an event (``queued`` when it parks on a
-call, then the cell's final status); a row that finishes in one step, never waiting, reports
-its cells in its row event (``data["cells"]``): nobody could have seen them change apart.
+Events: each cell's final status is reported once. Cells set in the step that finishes their
+row ride in the row's event (``data["cells"]``): nobody could have seen them change apart.
+Cells set before the row parks on a call get a cell event each when it parks. What is queued
+and sent is reported per batch (``batch`` events), not per cell: one event per row, not three,
+is what keeps a 100,000-row run cheap to watch and to store.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._boundaries import Suspension
 from ._events import preview
 from ._rows import KeySpec, as_row, row_key_function
 from ._scope import RowScope, current_row
@@ -71,6 +74,7 @@ class DatasetStats:
     rows_reused: int = 0
     rows_failed: int = 0
     rows_duplicate: int = 0
+    rows_waiting: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -97,6 +101,7 @@ class DatasetRun:
         self._active = 0  # rows started and not finished
         self._wakeup: asyncio.Future[None] | None = None
         self._fatal: BaseException | None = None
+        self._waits: list[Suspension] = []
         self._tasks: asyncio.TaskGroup | None = None
         self._hidden_columns = any(c.hidden for c in columns)
 
@@ -144,6 +149,11 @@ class DatasetRun:
                 rt.dispatcher.exit_row()
                 await self._until(lambda: self._active == 0)
                 self._check_fatal()
+            if self._waits:  # every other row is done: the run waits once, for all of them
+                rt.events.emit(
+                    "dataset", dataset=self.name, status="waiting", data=self.stats.to_dict()
+                )
+                raise Suspension.merge(self._waits)
         finally:
             if feeding:
                 rt.dispatcher.exit_row()
@@ -202,14 +212,6 @@ class DatasetRun:
                     break
                 if hasattr(type(value), "__await__") or inspect.isawaitable(value):
                     self._report_cells(row)
-                    if not column.hidden:
-                        self.rt.events.emit(
-                            "cell",
-                            dataset=self.name,
-                            row_key=row.row_key,
-                            column=column.name,
-                            status="queued",
-                        )
                     if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
                         value.add_done_callback(functools.partial(self._resume, row, position))
                     else:
@@ -240,6 +242,8 @@ class DatasetRun:
                 self._settled(row, position, None, lambda: value)
         except asyncio.CancelledError:
             raise
+        except Suspension as waiting:  # only this row waits; the others go on
+            self._finish(row, waiting)
         except BaseException as exc:
             self._abort(exc)
         finally:
@@ -293,6 +297,15 @@ class DatasetRun:
                 meta["cost"] = cost
         else:
             meta = {"status": "completed"}
+        waterfall = row.notes.pop("waterfall", None)  # left by ctx.waterfall in this column
+        if waterfall is not None:
+            meta["waterfall"] = waterfall
+            meta.pop("provider", None)
+            if waterfall.get("provider"):
+                meta["provider"] = waterfall["provider"]
+            if waterfall["winner"] is None and value is None:
+                meta["status"] = "not_found"
+                meta["reason"] = waterfall["reason"]
         meta["updated_at"] = self.rt.clock.now()
         row.values[column.name] = value
         row.cells[column.name] = meta
@@ -302,6 +315,7 @@ class DatasetRun:
     def _failed(self, row: RowScope, column: Column, error: Exception) -> None:
         """Record a failed cell; raise when the error must stop the run."""
         row.results = []
+        notes, row.notes = row.notes, {}
         if isinstance(error, PlaylineError) and not isinstance(error, ToolError):
             raise error  # budgets, governance and misuse stop the run whatever on_row_error says
         if self.on_row_error == "raise":
@@ -319,6 +333,7 @@ class DatasetRun:
                 code=error.code,
                 request_id=error.request_id,
             )
+        meta.update(notes)  # e.g. the provenance of a waterfall that ran before the failure
         row.values[column.name] = None
         row.cells[column.name] = meta
         if not column.hidden:
@@ -326,7 +341,6 @@ class DatasetRun:
 
     def _report_cells(self, row: RowScope) -> None:
         """Report the cells set since the last report as cell events (the row waits)."""
-        row.waited = True
         for name in row.unreported:
             meta = row.cells[name]
             self.rt.events.emit(
@@ -341,7 +355,8 @@ class DatasetRun:
             )
         row.unreported.clear()
 
-    def _finish(self, row: RowScope) -> None:
+    def _finish(self, row: RowScope, waiting: Suspension | None = None) -> None:
+        """The row is done (or, with ``waiting``, waits for a time or an event): record it."""
         cells = row.cells
         if self._hidden_columns:
             cells = {c: m for c, m in cells.items() if c[0] != "_"}
@@ -351,7 +366,12 @@ class DatasetRun:
                 error = meta["error"]
                 self.stats.rows_failed += 1
                 break
-        status = "completed" if error is None else "failed"
+        if waiting is not None:
+            status = "waiting"
+            self.stats.rows_waiting += 1
+            self._waits.append(waiting)
+        else:
+            status = "completed" if error is None else "failed"
         values = {
             k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
         }
@@ -368,15 +388,14 @@ class DatasetRun:
                 updated_at=self.rt.clock.now(),
             )
         )
-        if row.waited:
-            self._report_cells(row)
+        data: dict[str, Any] | None = (
+            {"cells": {c: cells[c]["status"] for c in row.unreported}} if row.unreported else None
+        )
+        row.unreported.clear()
+        if waiting is not None:
+            data = {**(data or {}), "waiting": waiting.waiting()}
         self.rt.events.emit(
-            "row",
-            dataset=self.name,
-            row_key=row.row_key,
-            status=status,
-            error=error,
-            data=None if row.waited else {"cells": {c: cells[c]["status"] for c in row.unreported}},
+            "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
         )
         if len(self._writes) >= _WRITE_EVERY:
             self._write()

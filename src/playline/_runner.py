@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from ._boundaries import Suspension
 from ._clock import Clock, SystemClock
 from ._context import Context
 from ._dataset import Dataset
@@ -18,7 +19,7 @@ from ._json import dumps
 from ._ledger import Ledger
 from ._limits import ToolGates
 from ._play import Play, PlayFn, get_play
-from ._runtime import DEFAULT_ROW_WINDOW, Runtime
+from ._runtime import DEFAULT_FOREGROUND_SLEEP, DEFAULT_ROW_WINDOW, Lineage, Runtime, Settings
 from ._taskgroups import first_error
 from .errors import PlayDefinitionError, PlaylineError
 from .store import RunRecord, RunStatus, Store, open_store, owner_id
@@ -42,6 +43,7 @@ class RunStats:
     rows_reused: int = 0
     rows_failed: int = 0
     rows_duplicate: int = 0
+    rows_waiting: int = 0
     tool_calls_live: int = 0
     tool_calls_cached: int = 0
     tool_calls_in_flight: int = 0
@@ -65,6 +67,7 @@ class RunResult:
     stats: RunStats
     error: str | None = None
     exception: BaseException | None = None
+    waiting: dict[str, Any] | None = None  # a suspended run's wake time and awaited events
 
     @property
     def ok(self) -> bool:
@@ -131,19 +134,55 @@ async def arun(
     listeners: Sequence[Listener] = (),
     clock: Clock | None = None,
     row_window: int = DEFAULT_ROW_WINDOW,
+    foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP,
 ) -> RunResult:
-    """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run."""
+    """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
+
+    Sleeps up to ``foreground_sleep`` seconds are waited out here; longer ones, and waits for
+    events, end the attempt with status ``"suspended"`` (``RunResult.waiting`` says for what)
+    until ``pl.Worker`` or ``playline worker`` resumes it.
+    """
     target = get_play(play)
-    clock = clock or _SYSTEM_CLOCK
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
         raise PlayDefinitionError("run_id must be a non-empty string (or None for a new run).")
     if not isinstance(row_window, int) or row_window < 1:
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
-    table = resolve_tools(tools)
-    db = open_store(store)
+    if not isinstance(foreground_sleep, int | float) or foreground_sleep < 0:
+        raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
+    clock = clock or _SYSTEM_CLOCK
+    settings = Settings(
+        store=open_store(store),
+        clock=clock,
+        tools=resolve_tools(tools),
+        gates=_gates(clock),
+        listeners=listeners,
+        row_window=row_window,
+        foreground_sleep=foreground_sleep,
+    )
+    return await _run(
+        settings,
+        target,
+        input,
+        run_id=run_id or _new_run_id(clock),
+        lineage=Lineage.root(target),
+        max_credits=max_credits,
+    )
+
+
+async def _run(
+    settings: Settings,
+    target: Play,
+    input: Any,
+    *,
+    run_id: str,
+    lineage: Lineage,
+    parent_run_id: str | None = None,
+    max_credits: float | None = None,
+) -> RunResult:
+    """One attempt of a run (a root run or a child play's)."""
+    db, clock = settings.store, settings.clock
     budget = max_credits if max_credits is not None else target.max_credits
     now = clock.now()
-    run_id = run_id or _new_run_id(clock)
     existing = db.get_run(run_id)
     if existing is not None and existing.play != target.name:
         raise PlayDefinitionError(
@@ -159,15 +198,15 @@ async def arun(
                 input=_json_or_error(input, "The play input"),
                 created_at=now,
                 updated_at=now,
+                parent_run_id=parent_run_id,
             )
         )
     else:
-        db.update_run(run_id, status=RunStatus.RUNNING, updated_at=now, error=None)
+        db.update_run(run_id, status=RunStatus.RUNNING, updated_at=now, error=None, waiting=None)
         input = existing.input if input is None else input
     spent = sum(e.credits for e in db.read_ledger(run_id)) if existing else 0.0
-    events = EventLog(db, run_id, clock, listeners)
+    events = EventLog(db, run_id, clock, settings.listeners)
     ledger = Ledger(db, run_id, clock, max_credits=budget, spent=spent)
-    owner = owner_id(secrets.token_hex(6))
     error: BaseException | None = None
     output: Any = None
     runtime: Runtime | None = None
@@ -175,43 +214,44 @@ async def arun(
     try:
         async with asyncio.TaskGroup() as tg:
             runtime = Runtime(
-                store=db,
+                settings,
                 run_id=run_id,
-                play_name=target.name,
-                clock=clock,
-                tools=table,
-                gates=_gates(clock),
+                play=target,
                 events=events,
                 ledger=ledger,
-                limits=target.limits,
-                owner=owner,
+                owner=owner_id(secrets.token_hex(6)),
                 resuming=existing is not None,
                 spawn=tg.create_task,
-                row_window=row_window,
+                lineage=lineage,
+                run_child=_run,
             )
             runtime.ctx = Context(runtime)
             output = await target.fn(runtime.ctx, input)
     except BaseExceptionGroup as group:
         error = first_error(group)
-    except Exception as exc:  # the play's own error fails the run; it is reported, not raised
+    except (Exception, Suspension) as exc:  # the play's error fails the run; reported, not raised
         error = exc
     assert runtime is not None
     stats = _stats(runtime, ledger)
+    suspension = error if isinstance(error, Suspension) else None
     status: Status
-    if error is not None:
+    if suspension is not None:
+        status, error = "suspended", None
+    elif error is not None:
         status = "failed"
     elif stats.rows_failed:
         status = "completed_with_errors"
     else:
         status = "completed"
     stored_output: Any = None
-    if error is None:
+    if status != "failed" and suspension is None:
         try:
-            stored_output = _stored_output(output)
+            stored_output = _stored_output(output, run_id)
         except PlaylineError as exc:
             error, status = exc, "failed"
     message = _message(error)
-    events.emit("run", status=status, error=message, data=stats.to_dict())
+    waiting = suspension.waiting() if suspension else None
+    events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
     events.flush()
     db.update_run(
         run_id,
@@ -220,14 +260,16 @@ async def arun(
         error=message,
         stats=stats.to_dict(),
         updated_at=clock.now(),
+        waiting=waiting,
     )
     return RunResult(
         run_id=run_id,
         status=status,
-        output=output if error is None else None,
+        output=output if status in ("completed", "completed_with_errors") else None,
         stats=stats,
         error=message,
         exception=error,
+        waiting=waiting,
     )
 
 
@@ -247,9 +289,9 @@ def _json_or_error(value: Any, what: str) -> Any:
     return value
 
 
-def _stored_output(output: Any) -> Any:
+def _stored_output(output: Any, run_id: str) -> Any:
     if isinstance(output, Dataset):
-        return {"$dataset": output.name, "rows": len(output)}
+        return {"$dataset": output.name, "run_id": run_id, "rows": len(output)}
     return _json_or_error(output, "The play's return value")
 
 
@@ -277,3 +319,16 @@ def _stats(runtime: Runtime, ledger: Ledger) -> RunStats:
         dispatch_passes=runtime.dispatcher.passes,
         credits=round(ledger.spent, 6),
     )
+
+
+def gate_statistics() -> dict[str, dict[str, int]]:
+    """Per tool, the calls in flight and those waiting on its rate limit, summed over the runs
+    on the running event loop: what a progress display shows (``ToolGates.statistics()``).
+    Call it from that loop, e.g. from a task beside ``pl.arun``."""
+    merged: dict[str, dict[str, int]] = {}
+    for gates in _gates_by_loop.get(asyncio.get_running_loop(), {}).values():
+        for tool, stats in gates.statistics().items():
+            into = merged.setdefault(tool, {"in_flight": 0, "waiting": 0})
+            for name, value in stats.items():
+                into[name] = into.get(name, 0) + value
+    return merged

@@ -3,29 +3,74 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import difflib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._boundaries import Boundaries, Suspension
 from ._calls import CallExecutor, ToolCall
 from ._clock import Clock
 from ._dispatch import Dispatcher
-from ._events import EventLog
+from ._events import EventLog, Listener
+from ._json import dumps, loads
 from ._ledger import Ledger
-from ._limits import Governor, Limits, ToolGates
+from ._limits import Governor, ToolGates
+from ._play import Play, PlayFn, get_play
 from ._receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
 from ._scope import current_row
-from .errors import PlayDefinitionError
+from .errors import GovernanceError, PlayDefinitionError
 from .store import Store
 from .tools import ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from ._context import Context
     from ._rowrun import DatasetStats
+    from ._runner import RunResult
 
-__all__ = ["Runtime"]
+__all__ = ["Lineage", "Runtime", "Settings"]
 
 DEFAULT_ROW_WINDOW = 1000
+DEFAULT_FOREGROUND_SLEEP = 5.0  # sleeps up to this long are waited out in the process
+
+RunChild = Callable[..., Coroutine[Any, Any, "RunResult"]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What every run started by one ``pl.run`` shares, child plays included."""
+
+    store: Store
+    clock: Clock
+    tools: Mapping[str, ToolSpec]
+    gates: ToolGates
+    listeners: Sequence[Listener] = ()
+    row_window: int = DEFAULT_ROW_WINDOW
+    foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP
+    org: str = "local"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lineage:
+    """Where a run sits in its tree of plays: the chain of play names from the root, the
+    counters the whole tree shares, and the cap on child plays running at once."""
+
+    chain: tuple[str, ...]
+    tree: Governor
+    concurrent: asyncio.Semaphore
+
+    @classmethod
+    def root(cls, play: Play) -> Lineage:
+        limit = play.limits.concurrent_child_plays
+        return cls(
+            chain=(play.name,),
+            tree=Governor(play.limits),
+            concurrent=asyncio.Semaphore(limit if limit is not None else 1_000_000),
+        )
+
+    def child(self, play: Play) -> Lineage:
+        return Lineage(chain=(*self.chain, play.name), tree=self.tree, concurrent=self.concurrent)
 
 
 class Runtime:
@@ -35,45 +80,46 @@ class Runtime:
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        store: Store,
         run_id: str,
-        play_name: str,
-        clock: Clock,
-        tools: Mapping[str, ToolSpec],
-        gates: ToolGates,
+        play: Play,
         events: EventLog,
         ledger: Ledger,
-        limits: Limits,
         owner: str,
         resuming: bool,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
-        org: str = "local",
-        row_window: int = DEFAULT_ROW_WINDOW,
+        lineage: Lineage,
+        run_child: RunChild,
     ) -> None:
-        self.store = store
+        self.settings = settings
+        self.store = settings.store
+        self.clock = settings.clock
+        self.tools = settings.tools
+        self.org = settings.org
+        self.row_window = settings.row_window
         self.run_id = run_id
-        self.play_name = play_name
-        self.clock = clock
-        self.tools = tools
+        self.play = play
+        self.play_name = play.name
         self.events = events
         self.ledger = ledger
-        self.governor = Governor(limits)
+        self.governor = Governor(play.limits)
         self.resuming = resuming
-        self.org = org
-        self.row_window = row_window
+        self.lineage = lineage
+        self._run_child = run_child
         self.executor = CallExecutor(
-            store=store,
-            clock=clock,
-            gates=gates,
+            store=settings.store,
+            clock=settings.clock,
+            gates=settings.gates,
             governor=self.governor,
             ledger=ledger,
             events=events,
-            tools=tools,
+            tools=settings.tools,
             run_id=run_id,
             owner=owner,
         )
         self.dispatcher = Dispatcher(self.executor, spawn)
+        self.boundaries = Boundaries(self, foreground_sleep=settings.foreground_sleep)
         self.datasets: dict[str, DatasetStats | None] = {}
         self._auth_scopes: dict[str, str] = {}
 
@@ -90,9 +136,6 @@ class Runtime:
                 "Give each ctx.dataset(...) its own name."
             )
         self.datasets[name] = None
-
-    def dataset_finished(self, name: str, stats: DatasetStats) -> None:
-        self.datasets[name] = stats
 
     def tool_spec(self, tool: str) -> ToolSpec:
         spec = self.tools.get(tool)
@@ -157,3 +200,72 @@ class Runtime:
     async def _direct(self, call: ToolCall) -> ToolResult:
         await self.executor.execute(call.spec, [call])
         return await call.future
+
+    async def run_play(self, key: str, play: Play | PlayFn | str, input: Any) -> Any:
+        """Run a child play (SEMANTICS.md 32): checked against the governance limits, its
+        result checkpointed so a replay does not run it again."""
+        if not isinstance(key, str) or not key:
+            raise PlayDefinitionError("ctx.run_play needs a non-empty key as its first argument.")
+        target = get_play(play)
+        chain = self.lineage.chain
+        if target.name in chain:
+            path = " -> ".join((*chain, target.name))
+            raise GovernanceError(
+                f"Recursive play graph detected: {path}. A play may not call itself, directly "
+                "or through others.",
+                counter="recursion",
+                limit=0,
+            )
+        depth, limit = len(chain), self.play.limits.depth
+        if limit is not None and depth > limit:
+            raise GovernanceError(
+                f"Play-call depth exceeded ({depth}/{limit}) while calling {target.name}.",
+                counter="depth",
+                limit=limit,
+            )
+        self.governor.spend("children_per_parent")
+        self.lineage.tree.spend("child_plays")
+        boundary = self.boundaries.key("child", key)
+        stored = self.store.get_boundary(boundary)
+        if stored is not None and stored.status == "completed" and stored.output is not None:
+            return self._revive(loads(stored.output))
+        child_id = f"{self.run_id}/{key}.{boundary[-6:]}"
+        if self.store.get_run(child_id) is None:
+            self.lineage.tree.spend("descendants")
+        # The child is a play of its own: not inside this row's column, whatever called it.
+        context = contextvars.copy_context()
+        context.run(current_row.set, None)
+        async with self.lineage.concurrent:
+            result = await asyncio.get_running_loop().create_task(
+                self._run_child(
+                    self.settings,
+                    target,
+                    input,
+                    run_id=child_id,
+                    lineage=self.lineage.child(target),
+                    parent_run_id=self.run_id,
+                ),
+                context=context,
+            )
+        if result.status == "suspended":
+            raise Suspension(**(result.waiting or {}))
+        if result.status == "failed":
+            assert result.exception is not None
+            raise result.exception
+        stored_output = self.store.get_run(child_id)
+        output = stored_output.output if stored_output else None
+        self.store.put_boundary(
+            self.boundaries.record(boundary, "child", output=dumps(output, what="A child output"))
+        )
+        return result.output
+
+    def _revive(self, output: Any) -> Any:
+        """A checkpointed child output: a Dataset comes back as a Dataset."""
+        if isinstance(output, dict) and "$dataset" in output and "run_id" in output:
+            from ._dataset import Dataset
+            from ._rowrun import DatasetStats
+
+            return Dataset(
+                self.store, output["run_id"], output["$dataset"], DatasetStats(rows=output["rows"])
+            )
+        return output

@@ -26,7 +26,7 @@ class RowScope:
     pending: int = 0  # calls this row has queued and not yet got back
     results: list[ToolResult] = field(default_factory=list)  # tool results of the column
     unreported: list[str] = field(default_factory=list)  # cells set since the last event
-    waited: bool = False  # whether the row has waited on a call (its cells get own events)
+    notes: dict[str, Any] = field(default_factory=dict)  # cell metadata from engine parts
 
 
 current_row: ContextVar[RowScope | None] = ContextVar("playline_row", default=None)

@@ -10,6 +10,7 @@ Every error Playline raises is a ``PlaylineError``; catch that to catch them all
      ├── BudgetExceeded           a credit budget would be exceeded; raised before the call
      ├── GovernanceError          a governance counter (depth, recursion, counts) hit its limit
      ├── ReceiptWaitTimeout       another worker holds a receipt longer than we may wait
+     ├── EventTimeout             ctx.wait_for_event(key, timeout=...) ran out of time
      └── StoreError               the store cannot be opened, read or written
 
 Errors carry their context (play, dataset, row key, column, tool) as attributes and their
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceeded",
+    "EventTimeout",
     "GatewayError",
     "GovernanceError",
     "PlayDefinitionError",
@@ -104,6 +106,18 @@ class GovernanceError(PlaylineError):
 
 class ReceiptWaitTimeout(PlaylineError):
     """Another live worker is executing the same call and did not finish in time."""
+
+
+class EventTimeout(PlaylineError):
+    """No event came for ``ctx.wait_for_event(key, timeout=...)`` in time; a play may catch it."""
+
+    def __init__(self, key: str, timeout: float) -> None:
+        self.key = key
+        self.timeout = timeout
+        super().__init__(
+            f"No event {key!r} arrived within {timeout:g}s. Catch pl.EventTimeout to go on "
+            "without it, or send it with pl.send_event / `playline event send`."
+        )
 
 
 class StoreError(PlaylineError):

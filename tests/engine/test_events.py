@@ -54,16 +54,29 @@ def only(events, **fields):
 def test_listeners_see_every_cell_change(enriched):
     result, events = enriched
 
-    (company,) = only(events, kind="cell", row_key="a", column="company", status="completed")
-    assert (company.run_id, company.dataset, company.provider) == (
-        result.run_id,
-        "rows",
-        "t.company",
+    # row "a" waited on t.company, then finished: its cells ride in its row event
+    (row_a,) = only(events, kind="row", row_key="a", status="completed")
+    assert row_a.run_id == result.run_id and row_a.dataset == "rows"
+    assert row_a.data == {"cells": {"company": "completed", "plain": "completed"}}
+    # what was queued and sent is reported per batch
+    (batch,) = only(events, kind="batch")
+    assert batch.provider == "t.company"
+
+
+def test_a_cell_set_before_its_row_waits_gets_its_own_event(company_tool):
+    events: list[pl.Event] = []
+    play = dataset_play(
+        [{"x": "a"}],
+        {"plain": lambda r: r["x"].upper(), "company": call_tool("t.company")},
+        key="x",
     )
-    assert "a.io" in company.preview
-    (plain,) = only(events, kind="cell", row_key="b", column="plain", status="completed")
-    assert plain.preview == "B"
-    assert only(events, kind="cell", row_key="a", column="company", status="queued")
+
+    run_play(play, tools=[company_tool], listeners=[events.append])
+
+    (plain,) = only(events, kind="cell", row_key="a", column="plain")
+    assert (plain.status, plain.preview) == ("completed", "A")
+    (row,) = only(events, kind="row", row_key="a")
+    assert row.data == {"cells": {"company": "completed"}}
 
 
 def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
@@ -113,7 +126,7 @@ def test_the_run_keeps_its_stats_and_ledger(enriched, store):
 
     assert record.status == "completed"
     assert record.stats == result.stats.to_dict()
-    assert record.output == {"$dataset": "rows", "rows": 2}
+    assert record.output == {"$dataset": "rows", "run_id": result.run_id, "rows": 2}
     assert sorted((e.tool, e.credits, e.dataset, e.row_key) for e in ledger) == [
         ("t.company", 1.5, "rows", "a"),
         ("t.company", 1.5, "rows", "b"),

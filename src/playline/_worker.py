@@ -1,0 +1,101 @@
+"""Resuming suspended runs when they are due, and sending the events they wait for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._clock import Clock, SystemClock
+from ._events import Listener
+from ._json import dumps
+from ._play import Play, get_play
+from ._runner import RunResult, arun
+from .errors import PlayDefinitionError
+from .store import RunRecord, RunStatus, Store, open_store
+
+__all__ = ["Worker", "send_event"]
+
+_SCAN_LIMIT = 100_000
+
+
+def send_event(key: str, payload: Any = None, *, store: str | Store | None = None) -> bool:
+    """Send the event ``key`` to whatever waits (or will wait) for it with
+    ``ctx.wait_for_event(key)``. Returns False when ``key`` was sent before: an event is
+    delivered once, and the first payload stands."""
+    if not isinstance(key, str) or not key:
+        raise PlayDefinitionError("send_event needs a non-empty event key.")
+    db = open_store(store)
+    return db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
+
+
+def _now() -> float:
+    return SystemClock().now()
+
+
+class Worker:
+    """Resumes suspended runs whose sleep is over or whose awaited event arrived.
+
+    ``await worker.run(burst=True)`` returns once nothing is due (tests, cron); without
+    ``burst`` it keeps going, checking every ``interval`` seconds, until ``stop()``.
+    Child plays are resumed by their parents, never on their own.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: str | Store | None = None,
+        tools: Iterable[Any] | None = None,
+        plays: Sequence[Play] = (),
+        clock: Clock | None = None,
+        listeners: Sequence[Listener] = (),
+        interval: float = 1.0,
+    ) -> None:
+        self.store = open_store(store)
+        self._tools = list(tools) if tools is not None else None
+        self._plays = {p.name: p for p in plays}
+        self._clock = clock or SystemClock()
+        self._listeners = listeners
+        self._interval = interval
+        self._stopping = False
+
+    def due(self) -> list[RunRecord]:
+        """Suspended root runs that can go on now."""
+        now = self._clock.now()
+        due = []
+        for run in self.store.list_runs(limit=_SCAN_LIMIT):
+            if run.status is not RunStatus.SUSPENDED or run.parent_run_id is not None:
+                continue
+            waiting = run.waiting or {}
+            wake_at = waiting.get("wake_at")
+            events = waiting.get("events") or []
+            if (wake_at is not None and wake_at <= now) or (
+                events and self.store.waiting_events(events)
+            ):
+                due.append(run)
+        return sorted(due, key=lambda r: r.updated_at)
+
+    async def run(self, *, burst: bool = False) -> list[RunResult]:
+        """Resume due runs; the results of every attempt made, in order."""
+        results: list[RunResult] = []
+        while not self._stopping:
+            due = self.due()
+            for record in due:
+                play = self._plays.get(record.play) or get_play(record.play)
+                results.append(
+                    await arun(
+                        play,
+                        store=self.store,
+                        run_id=record.run_id,
+                        tools=self._tools,
+                        clock=self._clock,
+                        listeners=self._listeners,
+                    )
+                )
+            if not due and burst:
+                break
+            if not due:
+                await self._clock.sleep(self._interval)
+        return results
+
+    def stop(self) -> None:
+        self._stopping = True

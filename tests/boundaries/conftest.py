@@ -1,0 +1,55 @@
+"""Fixtures for durable boundaries: a moving clock and a fresh store per test."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import playline as pl
+from playline.store import MemoryStore, Store
+
+_names = itertools.count()
+
+DAY = 86_400.0
+
+
+@pytest.fixture
+def clock() -> pl.ManualClock:
+    return pl.ManualClock()
+
+
+@pytest.fixture
+def store() -> Store:
+    return MemoryStore()
+
+
+@pytest.fixture
+def run(store: Store, clock: pl.ManualClock) -> Callable[..., pl.RunResult]:
+    """``run(play, input, **options)`` on the test's store and clock, with no tools."""
+
+    def go(play: Any, input: Any = None, **options: Any) -> pl.RunResult:
+        options.setdefault("tools", [])
+        return pl.run(play, input, store=store, clock=clock, **options)
+
+    return go
+
+
+@pytest.fixture
+def worker(store: Store, clock: pl.ManualClock) -> Callable[..., list[pl.RunResult]]:
+    """Resume every due run once (burst mode) and return the attempts made."""
+
+    def go(**options: Any) -> list[pl.RunResult]:
+        import asyncio
+
+        options.setdefault("tools", [])
+        return asyncio.run(pl.Worker(store=store, clock=clock, **options).run(burst=True))
+
+    return go
+
+
+def unique(name: str) -> str:
+    """A play name no other test registers."""
+    return f"{name}-{next(_names)}"

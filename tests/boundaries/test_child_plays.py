@@ -1,0 +1,137 @@
+"""SEMANTICS 32 and 26: child plays share the store and receipts, under governance limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import unique
+
+import playline as pl
+
+
+def test_a_child_play_by_function_and_by_name_shares_receipts(store, clock):
+    calls: list[str] = []
+    registry = pl.ToolRegistry()
+
+    @registry.tool("t.lookup")
+    def lookup(input: dict[str, Any]) -> dict[str, Any]:
+        calls.append(input["q"])
+        return {"a": input["q"].upper()}
+
+    child_name = unique("child")
+
+    @pl.play(name=child_name)
+    async def child(ctx: pl.Context, input: Any) -> Any:
+        return (await ctx.tool("t.lookup", {"q": input})).data["a"]
+
+    @pl.play(name=unique("parent"))
+    async def parent(ctx: pl.Context, input: Any) -> Any:
+        by_function = await ctx.run_play("one", child, "x")
+        by_name = await ctx.run_play("two", child_name, "x")
+        return [by_function, by_name]
+
+    first = pl.run(parent, store=store, clock=clock, tools=[registry])
+    second = pl.run(parent, store=store, clock=clock, tools=[registry])
+    assert first.output == second.output == ["X", "X"]
+    assert calls == ["x"]  # the second child call and the second run used the receipt
+    children = [r for r in store.list_runs() if r.parent_run_id == first.run_id]
+    assert len(children) == 2
+
+
+def test_a_child_returning_a_dataset_gives_the_parent_a_dataset(run, worker, store):
+    @pl.play(name=unique("rows-child"))
+    async def child(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.dataset("items", input).with_column("n2", lambda r: r["value"] * 2).run()
+
+    @pl.play(name=unique("rows-parent"))
+    async def parent(ctx: pl.Context, input: Any) -> Any:
+        items = await ctx.run_play("items", child, [1, 2, 3])
+        await ctx.wait_for_event(f"{ctx.run_id}:go")
+        return [row["n2"] for row in items]
+
+    first = run(parent)
+    pl.send_event(f"{first.run_id}:go", store=store)
+    (resumed,) = worker()
+    assert resumed.output == [2, 4, 6]
+
+
+def test_a_suspended_child_suspends_its_parent_until_both_resume(run, worker, store):
+    @pl.play(name=unique("waiting-child"))
+    async def child(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.wait_for_event("child-go")
+
+    @pl.play(name=unique("waiting-parent"))
+    async def parent(ctx: pl.Context, input: Any) -> Any:
+        return {"child": await ctx.run_play("c", child, None)}
+
+    first = run(parent)
+    assert (first.status, first.waiting["events"]) == ("suspended", ["child-go"])
+    pl.send_event("child-go", "ok", store=store)
+    results = worker()
+    assert [r.run_id for r in results] == [first.run_id]  # children resume through parents
+    assert results[0].output == {"child": "ok"}
+
+
+def test_recursion_is_refused(run):
+    names = {"a": unique("rec-a"), "b": unique("rec-b")}
+
+    @pl.play(name=names["a"])
+    async def a(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.run_play("b", names["b"], None)
+
+    @pl.play(name=names["b"])
+    async def b(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.run_play("a", names["a"], None)
+
+    result = run(a)
+    assert isinstance(result.exception, pl.GovernanceError)
+    assert f"Recursive play graph detected: {names['a']} -> {names['b']} -> {names['a']}" in (
+        result.error
+    )
+
+
+def test_a_depth_of_7_is_refused(run):
+    names = [unique(f"level{i}") for i in range(8)]
+    plays = []
+    for i, name in enumerate(names):
+
+        async def level(ctx: pl.Context, input: Any, i: int = i) -> Any:
+            if i + 1 == len(names):
+                return i
+            return await ctx.run_play("next", names[i + 1], None)
+
+        plays.append(pl.play(name=name)(level))
+
+    result = run(plays[0])
+    assert isinstance(result.exception, pl.GovernanceError)
+    assert result.exception.counter == "depth"
+    assert "Play-call depth exceeded (7/6)" in result.error
+
+
+def test_a_depth_of_6_is_allowed(run):
+    names = [unique(f"ok{i}") for i in range(7)]
+    plays = []
+    for i, name in enumerate(names):
+
+        async def level(ctx: pl.Context, input: Any, i: int = i) -> Any:
+            if i + 1 == len(names):
+                return i
+            return await ctx.run_play("next", names[i + 1], None)
+
+        plays.append(pl.play(name=name)(level))
+
+    assert run(plays[0]).output == 6
+
+
+def test_the_children_per_parent_limit(run):
+    @pl.play(name=unique("leaf"))
+    async def leaf(ctx: pl.Context, input: Any) -> Any:
+        return input
+
+    @pl.play(name=unique("fan-out"), limits={"children_per_parent": 3})
+    async def fan_out(ctx: pl.Context, input: Any) -> Any:
+        return [await ctx.run_play(f"c{i}", leaf, i) for i in range(4)]
+
+    result = run(fan_out)
+    assert isinstance(result.exception, pl.GovernanceError)
+    assert result.exception.counter == "children_per_parent"
