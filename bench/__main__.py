@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-BENCHMARKS = ["bookkeeping", "cached_rerun", "pure_map"]
+BENCHMARKS = ["bookkeeping", "cached_rerun", "pure_map", "saturation", "bulk"]
 
 
 def main(argv: list[str]) -> int:

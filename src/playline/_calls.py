@@ -26,6 +26,8 @@ __all__ = ["CallExecutor", "CallStats", "ToolCall"]
 LEASE_SECONDS = 300.0
 MAX_ATTEMPTS = 3  # for errors a tool declares safe to retry
 BACKOFF = 0.25  # seconds before the first retry; doubles each time
+MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
+_UNREACHABLE = frozenset({"timeout", "connection_error"})
 
 
 @dataclass(slots=True, eq=False)
@@ -272,9 +274,21 @@ class CallExecutor:
             if not state.done:
                 call.job = dumps(state.job, what=f"The job of tool {spec.id}")
                 self._store.save_jobs([(call.key, call.job)], owner=self._owner)
+        failures = 0
         while not state.done:
             await self._clock.sleep(jobs.poll_interval)
-            state = await jobs.poll(target, state.job)
+            try:
+                state = await jobs.poll(target, state.job)
+            except ToolError as exc:
+                # A poll is free and safe to repeat, whatever the tool says of its calls: an
+                # error of the transport or the provider's side must not lose a paid job.
+                status = exc.status or 0
+                transient = status == 429 or status >= 500 or exc.code in _UNREACHABLE
+                failures += 1
+                if not transient or failures >= MAX_POLL_FAILURES:
+                    raise
+                self._governor.spend("retries")
+                await self._clock.sleep(exc.retry_after or BACKOFF * 2 ** (failures - 1))
         return state.result
 
     def _complete(

@@ -15,9 +15,13 @@ __all__ = ["Governor", "Limits", "RateLimiter", "ToolGate", "ToolGates"]
 
 DEFAULT_CONCURRENCY = 8
 _EPSILON = 1e-6
+PACE = 0.95  # share of a declared rate actually used
 LEARN_START = 50.0  # requests/s a tool without a declared rate is assumed to take at first
 LEARN_FLOOR = 0.1
-LEARN_STRETCH = 20  # calls without a 429 before the learned rate is raised
+LEARN_STEP = 1.15  # the learned rate climbs by this factor after each clean stretch
+SLOW_LEARNED = 0.7  # a learned rate drops by 30% on a 429
+SLOW_DECLARED = 0.8  # a declared rate that still drew a 429 drops by a fifth
+LEARN_STRETCH = 10  # calls without a 429 before the learned rate is raised
 
 
 class RateLimiter:
@@ -39,8 +43,9 @@ class RateLimiter:
 
     def _refill(self) -> None:
         now = self._clock.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.per_second)
-        self._stamp = now
+        elapsed = max(0.0, now - self._stamp)
+        self._tokens = min(self.burst, self._tokens + elapsed * self.per_second)
+        self._stamp = max(self._stamp, now)
 
     async def acquire(self) -> None:
         self.waiting += 1
@@ -59,20 +64,34 @@ class RateLimiter:
         finally:
             self.waiting -= 1
 
+    @property
+    def paused(self) -> bool:
+        return self._paused_until > self._clock.monotonic()
+
     def pause(self, seconds: float) -> None:
-        """Send nothing for ``seconds`` (the provider said so) and drop saved-up tokens."""
+        """Send nothing for ``seconds`` (the provider said so), then start from an empty
+        bucket: the pause earns no tokens, so it never ends in a burst."""
         self._paused_until = max(self._paused_until, self._clock.monotonic() + seconds)
-        self._tokens = min(self._tokens, 0.0)
+        self._tokens = 0.0
+        self._stamp = self._paused_until
 
 
 class ToolGate:
-    """What a call to one tool must pass: its rate limiter and its concurrency cap."""
+    """What a call to one tool must pass: its rate limiter and its concurrency cap.
+
+    A declared rate is paced a little under (``PACE``): network jitter must not push requests
+    over the provider's limit. On a 429 the tool's callers all pause for Retry-After and the
+    rate drops (once per episode of 429s); after a clean stretch of calls it climbs back, up
+    to the declared rate. A tool with no declared rate learns one the same way.
+    """
 
     def __init__(self, spec: ToolSpec, clock: Clock) -> None:
         rate = spec.rate
         self._clock = clock
-        self.limiter = RateLimiter(clock, rate.per_second, rate.burst) if rate.per_second else None
-        self._learning = False
+        self.ceiling = rate.per_second * PACE if rate.per_second else None
+        self.limiter = (
+            RateLimiter(clock, self.ceiling, rate.burst) if self.ceiling is not None else None
+        )
         self._clean = 0
         self.concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = asyncio.Semaphore(self.concurrency)
@@ -83,23 +102,24 @@ class ToolGate:
         return self.limiter.waiting if self.limiter else 0
 
     def pause(self, seconds: float) -> None:
-        """The provider said to slow down (a 429): hold every caller of this tool for
-        ``seconds``. A tool without a declared rate learns one: halved on each 429, raised
-        by a tenth after each clean stretch of calls."""
+        """The provider answered 429: hold every caller of this tool for ``seconds``."""
         if self.limiter is None:
             self.limiter = RateLimiter(self._clock, LEARN_START, 1)
-            self._learning = True
-        if self._learning:
-            self.limiter.per_second = max(LEARN_FLOOR, self.limiter.per_second / 2)
-            self._clean = 0
+        if not self.limiter.paused:  # the first 429 of an episode slows the tool down
+            factor = SLOW_LEARNED if self.ceiling is None else SLOW_DECLARED
+            self.limiter.per_second = max(LEARN_FLOOR, self.limiter.per_second * factor)
+        self._clean = 0
         self.limiter.pause(seconds)
 
     def _succeeded(self) -> None:
-        if self._learning and self.limiter is not None:
-            self._clean += 1
-            if self._clean >= LEARN_STRETCH:
-                self._clean = 0
-                self.limiter.per_second *= 1.1
+        limiter = self.limiter
+        if limiter is None or (self.ceiling is not None and limiter.per_second >= self.ceiling):
+            return
+        self._clean += 1
+        if self._clean >= LEARN_STRETCH:
+            self._clean = 0
+            raised = limiter.per_second * LEARN_STEP
+            limiter.per_second = raised if self.ceiling is None else min(self.ceiling, raised)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,11 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float:
     if not value:
         return 1.0
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else 1.0
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError):

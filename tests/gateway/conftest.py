@@ -1,0 +1,28 @@
+"""One simulator for the gateway suite, reset before every test (ledger, buckets, faults)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import playline as pl
+from playline.sim import Simulator, serve
+
+
+@pytest.fixture(scope="session")
+def running_sim() -> Iterator[Simulator]:
+    with serve(seed=7, latency_ms=0) as sim:
+        yield sim
+
+
+@pytest.fixture
+def sim(running_sim: Simulator) -> Simulator:
+    running_sim.reset()
+    return running_sim
+
+
+@pytest.fixture
+def gateway(sim: Simulator) -> pl.tools.Gateway:
+    """A client of the simulator, as a play author would make one (fresh: no cached specs)."""
+    return pl.tools.Gateway(sim.url, token=sim.token)

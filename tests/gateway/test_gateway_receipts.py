@@ -1,0 +1,92 @@
+"""Receipts over the gateway (a second run sends nothing) and the async phone finder."""
+
+from __future__ import annotations
+
+import httpx
+from gwhelp import by_email, people_play, person_input, tool_column, world_people
+
+import playline as pl
+from playline.sim import Simulator
+from playline.store import MemoryStore
+
+
+def test_a_second_run_is_served_from_receipts(sim: Simulator, gateway: pl.tools.Gateway) -> None:
+    people = world_people(sim, 20)
+    play = people_play(
+        "gateway-receipts",
+        people,
+        [
+            ("alpha", tool_column("sim.email.alpha"), None),
+            ("beta", tool_column("sim.email.beta"), None),
+        ],
+    )
+    store = MemoryStore()
+    first = pl.run(play, store=store, tools=[gateway])
+    assert first.status == "completed", first.error
+    after_first = sim.ledger()
+    assert after_first["calls"]["sim.email.alpha"] == 20
+
+    second = pl.run(play, store=store, tools=[gateway])
+    assert second.status == "completed", second.error
+    assert second.run_id != first.run_id
+    assert sim.ledger() == after_first  # not one request, not one credit
+    assert second.stats.tool_calls_live == 0 and second.stats.tool_requests == 0
+    assert second.stats.tool_calls_cached == 40
+    assert second.stats.credits == 0
+    assert by_email(second.output) == by_email(first.output)
+    for record in store.iter_rows(second.run_id, "people"):
+        assert record.cells["alpha"]["status"] in ("cached", "not_found")
+        assert record.cells["beta"]["status"] in ("cached", "not_found")
+    statuses = {r.cells["alpha"]["status"] for r in store.iter_rows(second.run_id, "people")}
+    assert "cached" in statuses
+
+
+def _known_to_the_phone_finder(sim: Simulator) -> dict:
+    """A person the phone finder knows (asked directly, then the ledger is reset)."""
+    with httpx.Client(base_url=sim.url, headers=sim.headers, timeout=10) as client:
+        for person in world_people(sim, 30):
+            body = client.post(
+                "/api/v2/integrations/sim.phone.finder/execute",
+                json={"payload": person_input(person)},
+            ).json()
+            if body.get("_metadata", {}).get("credits"):  # charged at submit: a hit
+                sim.reset()
+                return person
+    raise AssertionError("the phone finder knows none of the first 30 people")
+
+
+def test_the_async_phone_finder_submits_once_and_polls(
+    sim: Simulator, gateway: pl.tools.Gateway
+) -> None:
+    person = _known_to_the_phone_finder(sim)
+    play = people_play(
+        "gateway-phone", [person], [("phone", tool_column("sim.phone.finder"), None)]
+    )
+    result = pl.run(play, store="memory://", tools=[gateway])
+    assert result.status == "completed", result.error
+    row = result.output.to_list()[0]
+    assert row["phone"] == {"phone": person["phone"]}
+    ledger = sim.ledger()
+    assert ledger["calls"]["sim.phone.finder"] == 1
+    assert ledger["calls"]["sim.phone.finder.poll"] >= 1
+    assert ledger["charges"] == {"sim.phone.finder": 5.0} and ledger["duplicate_charges"] == 0
+    assert result.stats.credits == 5.0
+
+
+def test_the_async_phone_finder_reports_no_result(
+    sim: Simulator, gateway: pl.tools.Gateway
+) -> None:
+    nobody = {"first_name": "Nobody", "last_name": "Atall", "domain": "example.invalid"}
+    play = people_play(
+        "gateway-phone-miss",
+        [{**nobody, "email": "nobody@example.invalid"}],
+        [("phone", tool_column("sim.phone.finder"), None)],
+    )
+    store = MemoryStore()
+    result = pl.run(play, store=store, tools=[gateway])
+    assert result.status == "completed", result.error
+    assert result.output.to_list()[0]["phone"] is None
+    record = next(iter(store.iter_rows(result.run_id, "people")))
+    assert record.cells["phone"]["status"] == "not_found"
+    ledger = sim.ledger()
+    assert ledger["calls"]["sim.phone.finder"] == 1 and ledger["credits"] == 0
