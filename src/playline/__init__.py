@@ -4,14 +4,19 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
+from ._boundaries import FetchResponse
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, RowFailed
 from ._limits import Limits
 from ._play import Play, play
 from ._runner import RunResult, RunStats, arun, run
+from ._waterfall import CodeStep, ToolStep, Waterfall, WaterfallStats, register_waterfall
+from ._worker import Worker, send_event
 from .errors import (
     BudgetExceeded,
+    EventTimeout,
+    GatewayError,
     GovernanceError,
     PlayDefinitionError,
     PlaylineError,
@@ -21,20 +26,35 @@ from .errors import (
     ToolError,
 )
 from .store import Event
-from .tools import Batch, Cost, Execution, Rate, ToolRegistry, ToolResult, ToolSpec, tool
+from .tools import (
+    Batch,
+    Cost,
+    Execution,
+    Gateway,
+    Rate,
+    ToolRegistry,
+    ToolResult,
+    ToolSpec,
+    tool,
+)
 
 __all__ = [
     "Batch",
     "BudgetExceeded",
     "CellError",
     "Clock",
+    "CodeStep",
     "Context",
     "Cost",
     "Dataset",
     "DatasetBuilder",
     "DatasetStats",
     "Event",
+    "EventTimeout",
     "Execution",
+    "FetchResponse",
+    "Gateway",
+    "GatewayError",
     "GovernanceError",
     "Limits",
     "ManualClock",
@@ -53,9 +73,15 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "ToolStep",
+    "Waterfall",
+    "WaterfallStats",
+    "Worker",
     "arun",
     "play",
+    "register_waterfall",
     "run",
+    "send_event",
     "tool",
 ]
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._boundaries import FetchResponse
 from ._dataset import DatasetBuilder
+from ._play import Play, PlayFn
 from ._rows import KeySpec
 from ._scope import current_row
 from ._secrets import Secrets
@@ -13,7 +15,11 @@ from .errors import PlayDefinitionError
 from .tools import ToolResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ._csv import CsvRows
     from ._runtime import Runtime
+    from ._waterfall import Waterfall, WaterfallStats
 
 __all__ = ["Context", "Tools"]
 
@@ -90,7 +96,86 @@ class Context:
             tool, input, label=key or description, force=force, stale_after=stale_after
         )
 
+    def waterfall(self, waterfall: Waterfall | str, input: Mapping[str, Any]) -> Awaitable[Any]:
+        """Run a waterfall (a ``pl.Waterfall`` or a registered name) for ``input``.
+
+        Returns the value (a list when ``min_results > 1``) or None. In a column, the rows
+        waiting on the same step send their calls as one batched pass; which step won, and
+        each step's status and cost, go into the cell's metadata (``"waterfall"``).
+        """
+        from ._waterfall import resolve, run_waterfall  # _waterfall builds on this module
+
+        spec = resolve(waterfall)
+        if not isinstance(input, Mapping):
+            raise PlayDefinitionError(
+                f"ctx.waterfall({spec.id!r}, ...): the input must be a dict, not "
+                f"{type(input).__name__}."
+            )
+        return run_waterfall(self._rt, spec, input)
+
+    def waterfall_stats(self) -> dict[str, WaterfallStats]:
+        """Per waterfall of this run so far (by id): rows, rows satisfied, credits, and per
+        step attempts, hits, not found, failed, skipped, credits and credits per hit.
+
+        Read it after the datasets ran, e.g. ``return ctx.waterfall_stats()["work_email"]
+        .to_dict()`` or log it; each cell also keeps its own provenance in the store.
+        """
+        from ._waterfall import waterfall_stats
+
+        return waterfall_stats(self._rt)
+
+    async def step(self, key: str, fn: Callable[[], Any], *, stale_after: int | None = None) -> Any:
+        """Run ``fn`` once; its JSON result is checkpointed and replayed on resume."""
+        return await self._rt.boundaries.step(key, fn, stale_after=stale_after)
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait durably: a long sleep suspends the run, which resumes when it is due."""
+        await self._rt.boundaries.sleep(seconds)
+
+    async def fetch(
+        self,
+        key: str,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        json: Any = None,
+        data: Any = None,
+    ) -> FetchResponse:
+        """An HTTP request whose response is stored and replayed (not inside a column)."""
+        return await self._rt.boundaries.fetch(
+            key, url, method=method, headers=headers, json=json, data=data
+        )
+
+    async def wait_for_event(self, key: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """The payload of the event ``key`` (``pl.send_event``); the run (or, in a column,
+        the row) waits for it. Raises ``pl.EventTimeout`` after ``timeout`` seconds."""
+        return await self._rt.boundaries.wait_for_event(key, timeout=timeout)
+
+    async def run_play(self, key: str, play: Play | PlayFn | str, input: Any = None) -> Any:
+        """Run a child play (a function or a registered name) and return its result."""
+        return await self._rt.run_play(key, play, input)
+
     def log(self, message: str) -> None:
         """Add a line to the run's log."""
         row = current_row.get()
         self._rt.events.log(str(message), **({"row_key": row.row_key} if row else {}))
+
+    def csv(
+        self,
+        path: str | Path,
+        *,
+        columns: Iterable[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+        required: Iterable[str] | None = None,
+    ) -> CsvRows:
+        """The rows of a CSV file as dicts of strings, read as a dataset streams them.
+
+        The header is checked at once: empty or duplicate names, and ``required`` or
+        ``columns`` the file lacks, raise ``PlayDefinitionError``. ``columns`` keeps only
+        those columns; ``rename`` maps file headers to the names the play uses. A BOM, ``;``
+        delimiters, quoted newlines and blank lines are handled (see ``_csv.py``).
+        """
+        from ._csv import read_csv
+
+        return read_csv(path, columns=columns, rename=rename, required=required)

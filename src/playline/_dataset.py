@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._rowrun import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
 from ._rows import KeySpec
 from ._scope import current_row
@@ -62,7 +63,8 @@ class DatasetBuilder:
     ) -> None:
         self._runtime = runtime
         self.name = name
-        self._rows = rows
+        kind = frame_kind(rows)
+        self._rows = FrameRows(rows, kind) if kind else rows  # a pandas/polars DataFrame
         self._key = key
         self._columns = columns
 
@@ -116,8 +118,9 @@ class DatasetBuilder:
             )
         self._runtime.claim_dataset_name(self.name)
         run = DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
+        # live counts: a run that stops or waits mid-dataset still reports its rows
+        self._runtime.datasets[self.name] = run.stats
         stats = await run.execute(self._rows, description)
-        self._runtime.dataset_finished(self.name, stats)
         return Dataset(self._runtime.store, self._runtime.run_id, self.name, stats)
 
 
@@ -140,6 +143,15 @@ class Dataset:
 
     def to_list(self) -> list[dict[str, Any]]:
         return list(self)
+
+    def to_pandas(self) -> Any:
+        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install 'playline[pandas]'``)."""
+        return rows_to_pandas(self, f"Dataset {self.name!r}.to_pandas()")
+
+    def to_polars(self) -> Any:
+        """The rows as a ``polars.DataFrame`` (needs polars: ``pip install 'playline[polars]'``);
+        nested values polars cannot type as one column become JSON text."""
+        return rows_to_polars(self, f"Dataset {self.name!r}.to_polars()")
 
     @property
     def errors(self) -> list[CellError]:

@@ -1,76 +1,62 @@
-"""The sample play ``playline demo`` runs: leads enriched by local tools, printed as a table."""
+"""The sample play ``playline demo`` runs against the provider simulator.
+
+``people.csv`` holds 50 people of the simulator's world (seed 7), as a CRM export would:
+``First Name, Last Name, Title, Company Website``. The play reads it with ``ctx.csv``, then
+per person: the company domain from the website, firmographics (``sim.company.enrich``,
+batched 100 at a time), a work email through the shipped ``work_email`` waterfall (beta,
+alpha, then gamma), and a deliverability check of that email (``sim.email.verify``).
+
+Run it yourself against a simulator (``playline sim`` in another terminal)::
+
+    playline run src/playline/demo/__init__.py --gateway http://127.0.0.1:8765
+"""
 
 from __future__ import annotations
 
-import hashlib
+from pathlib import Path
 from typing import Any
 
-from .._context import Context
-from .._play import play
-from ..tools import Batch, Cost, Rate, ToolRegistry
+import playline as pl
 
-__all__ = ["LEADS", "demo_tools", "enrich_leads"]
+__all__ = ["PEOPLE_CSV", "domain_of", "enrich_people"]
 
-demo_tools = ToolRegistry()
+PEOPLE_CSV = Path(__file__).with_name("people.csv")
 
-LEADS = [
-    {"name": "Ada Lovelace", "website": "https://analytical.io/"},
-    {"name": "Grace Hopper", "website": "https://cobol.dev"},
-    {"name": "Alan Turing", "website": "https://bletchley.ai/"},
-    {"name": "Katherine Johnson", "website": "https://orbits.space"},
-    {"name": "Edsger Dijkstra", "website": "https://shortest.path/"},
-    {"name": "Barbara Liskov", "website": "https://substitution.org"},
-]
+_HEADERS = {
+    "First Name": "first_name",
+    "Last Name": "last_name",
+    "Title": "title",
+    "Company Website": "website",
+}
 
 
-def _known(domain: str, salt: str) -> int:
-    return hashlib.sha256(f"{salt}:{domain}".encode()).digest()[0]
+def domain_of(website: str) -> str:
+    """``"https://www.Acme.io/about"`` -> ``"acme.io"``."""
+    host = website.strip().lower().split("://", 1)[-1].split("/", 1)[0]
+    return host.removeprefix("www.")
 
 
-@demo_tools.tool(
-    "demo.company",
-    batch=Batch(max_size=50),
-    rate=Rate(per_second=50),
-    cost=Cost(1, charge="on_hit"),
-    outputs={"industry": ["industry"], "size": ["employees"]},
-)
-def company(inputs: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
-    """Firmographics for a domain (a deterministic stand-in for a provider)."""
-    industries = ["software", "fintech", "aerospace", "research", "education"]
-    return [
-        {
-            "domain": i["domain"],
-            "industry": industries[_known(i["domain"], "industry") % len(industries)],
-            "employees": 10 + _known(i["domain"], "size") * 7,
-        }
-        if _known(i["domain"], "company") % 6
-        else None
-        for i in inputs
-    ]
+def _person(row: Any) -> dict[str, Any]:
+    return {"first_name": row["first_name"], "last_name": row["last_name"], "domain": row["domain"]}
 
 
-@demo_tools.tool("demo.email", rate=Rate(per_second=20, concurrency=4), cost=Cost(1, "on_hit"))
-async def email(input: dict[str, Any]) -> dict[str, Any] | None:
-    """A work email from a name and domain (found for about two thirds of people)."""
-    first, _, last = input["name"].lower().partition(" ")
-    if _known(input["domain"], "email") % 3 == 0:
-        return None
-    return {"email": f"{first}.{last}@{input['domain']}"}
-
-
-@play(name="enrich-leads")
-async def enrich_leads(ctx: Context, input: Any) -> Any:
-    rows = (input or {}).get("leads", LEADS)
+@pl.play(name="enrich-people")
+async def enrich_people(ctx: pl.Context, input: Any) -> Any:
+    """Company, work email and its verification for each person of a CSV."""
+    file = (input or {}).get("file") or PEOPLE_CSV
+    rows = ctx.csv(file, rename=_HEADERS, required=list(_HEADERS))
     return await (
-        ctx.dataset("leads", rows, key="website")
-        .with_column("domain", lambda row: row["website"].split("//")[-1].strip("/"))
+        ctx.dataset("people", rows, key=["first_name", "last_name", "website"])
+        .with_column("domain", lambda row: domain_of(row["website"]))
         .with_column(
-            "company", lambda row, ctx: ctx.tool("demo.company", {"domain": row["domain"]})
+            "company", lambda row, ctx: ctx.tool("sim.company.enrich", {"domain": row["domain"]})
         )
+        .with_column("industry", lambda row: row["company"].get("industry"))
+        .with_column("email", lambda row, ctx: ctx.waterfall("work_email", _person(row)))
         .with_column(
-            "email",
-            lambda row, ctx: ctx.tool("demo.email", {"name": row["name"], "domain": row["domain"]}),
-            when=lambda row: row["company"].found,
+            "verification",
+            lambda row, ctx: ctx.tool("sim.email.verify", {"email": row["email"]}),
+            when=lambda row: bool(row["email"]),
         )
-        .run(description="Enrich leads")
+        .run(description="Enrich people: company, work email, verification")
     )

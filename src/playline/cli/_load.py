@@ -1,0 +1,187 @@
+"""What the command line reads before a run: the play file, its input, its tools.
+
+``PLAY.py[:function]`` is imported as a module (its folder first on ``sys.path``, so it can
+import its neighbours); its plays are the ``@pl.play`` objects it defines. Tools are every
+``@pl.tool`` the import registered, every module-level ``pl.ToolRegistry``, and the gateway.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .._json import digest
+from .._play import Play, get_play
+from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_registry
+
+__all__ = [
+    "CliError",
+    "LoadedPlay",
+    "gateway_from",
+    "load_play",
+    "parse_inputs",
+    "parse_json",
+]
+
+
+class CliError(Exception):
+    """An error the command line reports as one line, exiting with ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedPlay:
+    play: Play
+    file: Path
+    function: str
+    module: ModuleType = field(repr=False)
+    tools: tuple[ToolSpec, ...] = ()  # the local tools the file defines
+    sources: tuple[ToolRegistry, ...] = ()  # where a run finds local tools
+
+
+def _split(ref: str) -> tuple[str, str | None]:
+    path, sep, function = ref.rpartition(":")
+    if sep and function.isidentifier() and path:
+        return path, function
+    return ref, None
+
+
+def _import(file: Path) -> ModuleType:
+    name = "playline_play_" + digest(str(file))[:16]
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise CliError(f"Cannot import {file}: not a Python file. Give a .py file.")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(file.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise CliError(f"Cannot import {file}: {exc.msg} (line {exc.lineno}).") from None
+    except Exception as exc:
+        raise CliError(
+            f"Cannot import {file}: {type(exc).__name__}: {exc}. Fix the file and try again."
+        ) from None
+    return module
+
+
+def load_play(ref: str) -> LoadedPlay:
+    """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found."""
+    path, function = _split(ref)
+    file = Path(path)
+    if not file.is_file():
+        raise CliError(
+            f"Play file {path!r} not found. Give the path of a .py file that defines a "
+            "@pl.play, e.g. `playline run plays/enrich.py`."
+        )
+    file = file.resolve()
+    module = _import(file)
+    registries = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, ToolRegistry) and v is not default_registry
+    ]
+    local = [
+        s
+        for s in default_registry.specs()
+        if isinstance(s.transport, LocalTransport)
+        and getattr(s.transport.fn, "__module__", None) == module.__name__
+    ]
+    for registry in registries:
+        local.extend(registry.specs())
+    plays = {
+        attr: value
+        for attr, value in vars(module).items()
+        if isinstance(value, Play) and getattr(value.fn, "__module__", None) == module.__name__
+    }
+    if function is not None:
+        found = getattr(module, function, None)
+        if isinstance(found, Play):
+            chosen = found
+        elif callable(found) and getattr(found, "__module__", None) == module.__name__:
+            chosen = get_play(found)
+        else:
+            known = ", ".join(sorted(plays)) or "none"
+            raise CliError(f"{path} has no play named {function!r} (its plays: {known}).")
+    elif len(plays) == 1:
+        function, chosen = next(iter(plays.items()))
+    elif not plays:
+        raise CliError(
+            f"{path} defines no play. Decorate an async function with @pl.play, or name one "
+            f"with {path}:function."
+        )
+    else:
+        names = ", ".join(sorted(plays))
+        raise CliError(
+            f"{path} defines several plays ({names}); pick one with {path}:FUNCTION, e.g. "
+            f"{path}:{sorted(plays)[0]}."
+        )
+    unique = {s.id: s for s in local}
+    return LoadedPlay(
+        play=chosen,
+        file=file,
+        function=function,
+        module=module,
+        tools=tuple(unique.values()),
+        sources=(default_registry, *registries),
+    )
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON from ``text``, or from the file ``@path``; a usage error if it does not parse."""
+    if text.startswith("@"):
+        source = Path(text[1:])
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"{what}: cannot read {source}: {exc.strerror or exc}.") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{what} is not valid JSON ({exc}).") from None
+
+
+def parse_inputs(pairs: Sequence[str], input_json: str | None) -> dict[str, Any] | None:
+    """The play input from ``--input-json`` and ``-i key=value`` (a string) or ``-i key:=JSON``.
+
+    None when neither is given (a resumed run keeps its stored input)."""
+    if input_json is None and not pairs:
+        return None
+    base: Any = {} if input_json is None else parse_json(input_json, "--input-json")
+    if not isinstance(base, dict):
+        raise CliError(
+            f"--input-json must be a JSON object (got {type(base).__name__}): plays take "
+            'a dict, e.g. --input-json \'{"file": "leads.csv"}\'.'
+        )
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.rstrip(":").strip():
+            raise CliError(
+                f"-i {pair!r} is not key=value. Write -i file=leads.csv (a string) or "
+                "-i limit:=10 (a JSON value)."
+            )
+        if key.endswith(":"):
+            base[key[:-1].strip()] = parse_json(value, f"-i {pair!r}: the value after :=")
+        else:
+            base[key.strip()] = value
+    return base
+
+
+def gateway_from(url: str | None, token: str | None = None) -> Gateway | None:
+    """``--gateway`` (else ``PLAYLINE_GATEWAY_URL``) with ``PLAYLINE_GATEWAY_TOKEN``."""
+    url = url or os.environ.get("PLAYLINE_GATEWAY_URL")
+    if not url:
+        return None
+    return Gateway(url, token=token or os.environ.get("PLAYLINE_GATEWAY_TOKEN", ""))

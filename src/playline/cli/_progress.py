@@ -1,0 +1,234 @@
+"""Live progress of a run: a rich display for people, JSON lines for machines.
+
+Both are ``pl.run`` listeners fed by the run's events. The display also shows what events do
+not carry, sampled a few times a second by :func:`drive` from beside the run: the calls in
+flight and waiting on rate limits per tool (the runner's gates), and the credits in the
+run's ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from .._runner import RunResult, gate_statistics
+from ..store import Event, Store
+
+__all__ = ["JsonLines", "LiveProgress", "drive", "event_dict"]
+
+_TICK = 0.1
+_LEDGER_EVERY = 0.5
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """An event as a JSON object: its kind first, unset fields left out."""
+    fields = {
+        "kind": event.kind,
+        "run_id": event.run_id,
+        "at": event.at,
+        "seq": event.seq or None,
+        "dataset": event.dataset,
+        "row_key": event.row_key,
+        "column": event.column,
+        "status": event.status,
+        "provider": event.provider,
+        "error": event.error,
+        "preview": event.preview,
+        "data": event.data,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def result_dict(result: RunResult) -> dict[str, Any]:
+    from .._dataset import Dataset
+
+    output = result.output
+    if isinstance(output, Dataset):
+        output = {"$dataset": output.name, "rows": len(output)}
+    return {
+        "kind": "result",
+        "run_id": result.run_id,
+        "status": result.status,
+        "error": result.error,
+        "stats": result.stats.to_dict(),
+        "output": output,
+        "waiting": getattr(result, "waiting", None),
+    }
+
+
+class JsonLines:
+    """``--json``: one JSON object per event, then one ``{"kind": "result", ...}`` line."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._out.write(json.dumps(obj, default=str, ensure_ascii=False) + "\n")
+        self._out.flush()
+
+    def __call__(self, event: Event) -> None:
+        self._write(event_dict(event))
+
+    def result(self, result: RunResult) -> None:
+        self._write(result_dict(result))
+
+
+@dataclass
+class _Dataset:
+    task: TaskID
+    description: str
+    done: int = 0
+    failed: int = 0
+    cached: int = 0
+    reused: int = 0
+    finished: bool = False
+    # rows in flight that had tool cells: "live" once any was paid for, else "cached"
+    rows: dict[str, str] = field(default_factory=dict)
+
+
+class LiveProgress:
+    """The terminal display: per dataset a bar with rows done / failed / cached; per tool the
+    calls in flight and waiting on its rate limit; the credits spent."""
+
+    def __init__(self, console: Console, store: Store) -> None:
+        self.console = console
+        self._store = store
+        self._bars = Progress(
+            SpinnerColumn(finished_text="[green]✓[/green]"),
+            TextColumn("[bold]{task.fields[name]}[/bold]"),
+            BarColumn(bar_width=30),
+            TextColumn("{task.fields[counts]}"),
+            console=console,
+            auto_refresh=False,
+        )
+        self._datasets: dict[str, _Dataset] = {}
+        self._gates: dict[str, dict[str, int]] = {}
+        self._batches: dict[str, int] = {}
+        self._credits = 0.0
+        self._run_id: str | None = None
+        self._ledger_at = 0.0
+        self._status = "starting"
+        self._live = Live(console=console, auto_refresh=False, transient=False)
+
+    # events
+    def __call__(self, event: Event) -> None:
+        self._run_id = event.run_id
+        kind = event.kind
+        if kind == "run":
+            self._status = event.status or self._status
+        elif kind == "dataset" and event.dataset:
+            self._dataset_event(event)
+        elif kind == "cell" and event.dataset and event.row_key:
+            ds = self._datasets.get(event.dataset)
+            if ds is not None and event.provider:
+                if event.status == "cached":
+                    ds.rows.setdefault(event.row_key, "cached")
+                elif event.status == "completed":  # not_found may be either: left out
+                    ds.rows[event.row_key] = "live"
+        elif kind == "row" and event.dataset and event.row_key:
+            self._row_event(event)
+        elif kind == "batch" and event.provider:
+            self._batches[event.provider] = self._batches.get(event.provider, 0) + 1
+
+    def _dataset_event(self, event: Event) -> None:
+        name = event.dataset
+        assert name is not None
+        data = event.data or {}
+        ds = self._datasets.get(name)
+        if ds is None:
+            description = str(data.get("description") or "")
+            task = self._bars.add_task(name, total=None, name=name, counts="")
+            ds = self._datasets[name] = _Dataset(task=task, description=description)
+        if event.status == "completed":
+            ds.finished = True
+            ds.reused = int(data.get("rows_reused", 0))
+            total = ds.done + ds.failed + ds.reused
+            self._bars.update(ds.task, total=max(total, 1), completed=max(total, 1))
+        self._refresh_counts(ds)
+
+    def _row_event(self, event: Event) -> None:
+        assert event.dataset is not None and event.row_key is not None
+        ds = self._datasets.get(event.dataset)
+        if ds is None:
+            return
+        calls = ds.rows.pop(event.row_key, None)
+        if event.status == "failed":
+            ds.failed += 1
+        elif event.status == "completed":
+            ds.done += 1
+            if calls == "cached":
+                ds.cached += 1
+        self._refresh_counts(ds)
+
+    def _refresh_counts(self, ds: _Dataset) -> None:
+        parts = [f"{ds.done} done"]
+        if ds.failed:
+            parts.append(f"[red]{ds.failed} failed[/red]")
+        parts.append(f"{ds.cached} cached")
+        if ds.reused:
+            parts.append(f"{ds.reused} reused")
+        if ds.description:
+            parts.append(f"[dim]{ds.description}[/dim]")
+        self._bars.update(ds.task, counts=" · ".join(parts))
+
+    # sampling
+    def tick(self, gates: dict[str, dict[str, int]]) -> None:
+        self._gates = gates
+        now = time.monotonic()
+        if self._run_id is not None and now - self._ledger_at >= _LEDGER_EVERY:
+            self._ledger_at = now
+            self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
+        self._live.update(self._render(), refresh=True)
+
+    def _render(self) -> Group:
+        tools = Table.grid(padding=(0, 2))
+        for tool in sorted(set(self._gates) | set(self._batches)):
+            stats = self._gates.get(tool, {})
+            waiting = stats.get("waiting", 0)
+            tools.add_row(
+                Text(tool, style="cyan"),
+                f"{stats.get('in_flight', 0)} in flight",
+                Text(f"{waiting} waiting on rate limit", style="yellow" if waiting else "dim"),
+                f"{self._batches.get(tool, 0)} requests",
+            )
+        footer = Text.assemble(("credits ", "dim"), (f"{self._credits:g}", "bold"))
+        return Group(self._bars, tools, footer)
+
+    def __enter__(self) -> LiveProgress:
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ds in self._datasets.values():
+            if not ds.finished:
+                self._bars.update(ds.task, total=max(ds.done + ds.failed, 1))
+        if self._run_id is not None:
+            self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
+        self._live.update(self._render(), refresh=True)
+        self._live.stop()
+
+
+async def drive(
+    start: Callable[[], Coroutine[Any, Any, RunResult]],
+    progress: LiveProgress | None,
+) -> RunResult:
+    """Run ``start()`` (a ``pl.arun``); with a display, sample the gates beside it."""
+    if progress is None:
+        return await start()
+    task = asyncio.ensure_future(start())
+    with progress:
+        while not task.done():
+            progress.tick(gate_statistics())
+            await asyncio.wait({task}, timeout=_TICK)
+    return task.result()

@@ -1,0 +1,129 @@
+"""`runs`, `show`, `logs`, `export` and `cache`: a run is inspectable after it ended."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from clihelp import Cli, one_error_line
+
+
+@pytest.fixture
+def ran(cli: Cli, local_play: str) -> str:
+    result = cli("run", local_play, "--run-id", "r1")
+    assert result.exit_code == 0, result.output
+    return "r1"
+
+
+def test_runs_lists_the_newest_runs(cli: Cli, ran: str) -> None:
+    result = cli("runs")
+    assert result.exit_code == 0
+    assert "r1" in result.stdout and "shout" in result.stdout and "completed" in result.stdout
+    rows = cli.json_lines(cli("runs", "--json").stdout)
+    assert rows[0]["run_id"] == "r1" and rows[0]["stats"]["rows"] == 3
+
+
+def test_runs_on_an_empty_store_says_how_to_start(cli: Cli) -> None:
+    result = cli("runs")
+    assert result.exit_code == 0 and "No runs yet" in result.stdout
+
+
+def test_show_prints_status_trace_stats_and_ledger(cli: Cli, ran: str) -> None:
+    result = cli("show", ran)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Run r1" in out and "shout" in out and "completed" in out
+    assert "source " in out and "play.py:shout" in out
+    assert "names" in out and "Shout names" in out  # the dataset step
+    assert "clitest.upper" in out  # batches and ledger per tool
+    assert "1 log line(s)" in out
+    doc = json.loads(cli("show", ran, "--json").stdout)
+    assert doc["status"] == "completed" and doc["stats"]["credits"] == 2
+    trace = doc["trace"]
+    assert trace["datasets"][0]["name"] == "names"
+    assert trace["datasets"][0]["columns"] == ["loud", "size"]
+    assert trace["datasets"][0]["stats"]["rows"] == 3
+    assert trace["tools"]["clitest.upper"] == {
+        "requests": 1,
+        "inputs": 3,
+        "calls": 3,
+        "found": 2,
+        "credits": 2.0,
+    }
+    assert trace["attempts"] == 1
+
+
+def test_logs_prints_the_log_lines(cli: Cli, ran: str) -> None:
+    result = cli("logs", ran)
+    assert result.exit_code == 0
+    assert "shouting 3 names" in result.stdout
+    assert cli.json_lines(cli("logs", ran, "--json").stdout)[0]["message"] == "shouting 3 names"
+
+
+def test_export_csv_and_jsonl(cli: Cli, ran: str, tmp_path: Path) -> None:
+    out = tmp_path / "x.csv"
+    result = cli("export", ran, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.open()))
+    assert [r["loud"] for r in rows] == ['{"name":"ADA"}', '{"name":"ALAN"}', ""]
+    assert set(rows[0]) == {"name", "loud", "size"}
+    jsonl = tmp_path / "x.jsonl"
+    assert cli("export", ran, "--out", str(jsonl), "--dataset", "names").exit_code == 0
+    docs = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert docs[1] == {"name": "alan", "loud": {"name": "ALAN"}, "size": 4}
+
+
+def test_export_with_status_adds_row_and_cell_columns(cli: Cli, ran: str, tmp_path: Path) -> None:
+    out = tmp_path / "s.jsonl"
+    assert cli("export", ran, "--out", str(out), "--with-status").exit_code == 0
+    docs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert docs[0]["_key"] == "ada" and docs[0]["_status"] == "completed"
+    assert docs[0]["loud.status"] == "completed" and docs[0]["loud.provider"] == "clitest.upper"
+    assert docs[2]["loud.status"] == "not_found"
+    assert docs[0]["size.status"] == "completed" and docs[0]["size.provider"] is None
+    assert "name.status" not in docs[0]  # input columns have no cell
+
+
+def test_export_errors(cli: Cli, ran: str, tmp_path: Path) -> None:
+    out = str(tmp_path / "x.csv")
+    assert "No run 'nope'" in one_error_line(cli("export", "nope", "--out", out), 1)
+    line = one_error_line(cli("export", ran, "--out", out, "--dataset", "other"), 1)
+    assert "no dataset 'other'" in line and "names" in line
+    assert ".csv or .jsonl" in one_error_line(cli("export", ran, "--out", "x.txt"), 2)
+
+
+def test_export_of_several_datasets_needs_a_name(cli: Cli, tmp_path: Path) -> None:
+    play = cli.play(
+        "import playline as pl\n\n@pl.play\nasync def two(ctx, input):\n"
+        "    await ctx.dataset('a', [{'x': 1}]).run()\n"
+        "    await ctx.dataset('b', [{'x': 2}]).run()\n"
+    )
+    assert cli("run", play, "--run-id", "r2").exit_code == 0
+    line = one_error_line(cli("export", "r2", "--out", str(tmp_path / "o.csv")), 2)
+    assert "several datasets (a, b)" in line and "--dataset" in line
+
+
+@pytest.mark.parametrize("command", ["show", "logs"])
+def test_unknown_run_id_fails_with_exit_1(cli: Cli, command: str) -> None:
+    line = one_error_line(cli(command, "run_nope"), 1)
+    assert "No run 'run_nope'" in line and "playline runs" in line
+
+
+def test_cache_stats_and_clear(cli: Cli, ran: str, local_play: str) -> None:
+    stats = cli("cache", "stats")
+    assert stats.exit_code == 0 and "clitest.upper" in stats.stdout
+    doc = json.loads(cli("cache", "stats", "--json").stdout)
+    assert doc["clitest.upper"]["completed"] == 3
+    assert "Deleted 0 receipt(s)" in cli("cache", "clear", "--tool", "other.tool").stdout
+    cleared = cli("cache", "clear", "--tool", "clitest.upper")
+    assert cleared.exit_code == 0 and "Deleted 3 receipt(s)" in cleared.stdout
+    assert "No receipts yet" in cli("cache", "stats").stdout
+    again = cli("run", local_play, "--json")
+    assert cli.json_lines(again.stdout)[-1]["stats"]["tool_calls_live"] == 3  # paid again
+
+
+def test_a_bad_store_url_fails_with_exit_1(cli: Cli) -> None:
+    result = cli("runs", "--store", "bogus://x", store=False)
+    assert "Unknown store URL" in one_error_line(result, 1)

@@ -1,0 +1,195 @@
+"""`playline run` and `playline resume`, driven as a user would, with their exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from clihelp import Cli, one_error_line
+
+
+def test_run_completes_and_prints_the_summary(cli: Cli, local_play: str) -> None:
+    result = cli("run", local_play, "--run-id", "r1")
+    assert result.exit_code == 0, result.output
+    assert "completed run r1" in result.stdout
+    assert "3 rows (3 executed" in result.stdout
+    assert "2 credits" in result.stdout
+    again = cli("run", local_play)
+    assert again.exit_code == 0
+    assert "0 live" in again.stdout and "0 credits" in again.stdout  # receipts: paid once
+
+
+def test_run_json_prints_one_object_per_event_and_a_result(cli: Cli, local_play: str) -> None:
+    result = cli("run", local_play, "--json", "--run-id", "rj")
+    assert result.exit_code == 0, result.output
+    lines = cli.json_lines(result.stdout)
+    kinds = {line["kind"] for line in lines}
+    assert {"run", "dataset", "row", "batch", "log", "result"} <= kinds
+    final = lines[-1]
+    assert final["kind"] == "result" and final["status"] == "completed"
+    assert final["run_id"] == "rj"
+    assert final["stats"]["rows"] == 3
+    assert final["output"] == {"$dataset": "names", "rows": 3}
+
+
+def test_inputs_from_i_and_input_json(cli: Cli, tmp_path: Path) -> None:
+    echo = cli.play(
+        "import playline as pl\n\n@pl.play\nasync def echo(ctx, input):\n    return input\n"
+    )
+    (tmp_path / "in.json").write_text('{"a": 1, "b": "x"}')
+    result = cli(
+        "run", echo, "--json", "--input-json", f"@{tmp_path / 'in.json'}",
+        "-i", "b=text", "-i", "n:=[1, 2]", "--input", "s=a=b",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert cli.json_lines(result.stdout)[-1]["output"] == {
+        "a": 1,
+        "b": "text",
+        "n": [1, 2],
+        "s": "a=b",
+    }
+
+
+def test_out_writes_the_play_dataset(cli: Cli, local_play: str, tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    result = cli("run", local_play, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "Wrote 3 rows of dataset 'names'" in result.stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [r["name"] for r in rows] == ["ada", "alan", "nobody"]
+    assert rows[0]["loud"] == '{"name":"ADA"}' and rows[2]["loud"] == ""
+
+
+def test_failed_run_exits_1_and_resume_finishes_it(cli: Cli, tmp_path: Path) -> None:
+    flag = tmp_path / "flag"
+    source = (
+        "import pathlib\nimport playline as pl\n\n@pl.play\nasync def flaky(ctx, input):\n"
+        f"    if not pathlib.Path({str(flag)!r}).exists():\n"
+        "        raise RuntimeError('not yet')\n"
+        "    return {'ok': True}\n"
+    )
+    play = cli.play(source)
+    failed = cli("run", play, "--run-id", "rf")
+    assert failed.exit_code == 1
+    assert "failed run rf" in failed.stdout and "RuntimeError: not yet" in failed.stdout
+    assert "playline resume rf" in failed.stdout
+    flag.touch()
+    resumed = cli("resume", "rf", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    final = cli.json_lines(resumed.stdout)[-1]
+    assert final["status"] == "completed" and final["output"] == {"ok": True}
+
+
+def test_resume_reuses_finished_rows_and_the_recorded_budget(cli: Cli, local_play: str) -> None:
+    first = cli("run", local_play, "--run-id", "rb", "--max-credits", "1")
+    assert first.exit_code == 1  # two hits cost 2 credits: the budget stops the run
+    assert "Budget of 1 credits" in first.stdout
+    again = cli("resume", "rb")
+    assert again.exit_code == 1  # the recorded --max-credits still applies
+    done = cli("resume", "rb", "--max-credits", "10", "--json")
+    assert done.exit_code == 0, done.output
+    assert cli.json_lines(done.stdout)[-1]["stats"]["credits"] >= 1
+
+
+def test_missing_play_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    line = one_error_line(cli("run", str(tmp_path / "nope.py")), 2)
+    assert "Play file" in line and "not found" in line
+
+
+def test_file_without_a_play_is_a_usage_error(cli: Cli) -> None:
+    play = cli.play("import playline as pl\n\nasync def helper(ctx, input):\n    return 1\n")
+    assert "defines no play" in one_error_line(cli("run", play), 2)
+
+
+def test_several_plays_need_a_function_name(cli: Cli) -> None:
+    source = (
+        "import playline as pl\n\n@pl.play\nasync def one(ctx, input):\n    return 1\n\n"
+        "@pl.play\nasync def two(ctx, input):\n    return 2\n"
+    )
+    play = cli.play(source)
+    line = one_error_line(cli("run", play), 2)
+    assert "several plays (one, two)" in line and ":FUNCTION" in line
+    picked = cli("run", f"{play}:two", "--json")
+    assert picked.exit_code == 0
+    assert cli.json_lines(picked.stdout)[-1]["output"] == 2
+    assert "no play named 'three'" in one_error_line(cli("run", f"{play}:three"), 2)
+
+
+def test_a_file_that_does_not_import_is_a_usage_error(cli: Cli) -> None:
+    play = cli.play("import playline as pl\n\ndef broken(:\n")
+    assert "Cannot import" in one_error_line(cli("run", play), 2)
+
+
+def test_bad_input_syntax_is_a_usage_error(cli: Cli, local_play: str) -> None:
+    assert "is not key=value" in one_error_line(cli("run", local_play, "-i", "novalue"), 2)
+    assert "is not key=value" in one_error_line(cli("run", local_play, "-i", "=x"), 2)
+    assert "not valid JSON" in one_error_line(cli("run", local_play, "-i", "n:={"), 2)
+    assert "not valid JSON" in one_error_line(cli("run", local_play, "--input-json", "{x"), 2)
+    line = one_error_line(cli("run", local_play, "--input-json", "[1]"), 2)
+    assert "must be a JSON object" in line
+
+
+def test_bad_out_suffix_is_a_usage_error(cli: Cli, local_play: str) -> None:
+    assert ".csv or .jsonl" in one_error_line(cli("run", local_play, "--out", "x.xlsx"), 2)
+
+
+def test_unreachable_gateway_fails_with_exit_1(cli: Cli, local_play: str) -> None:
+    line = one_error_line(cli("run", local_play, "--gateway", "http://127.0.0.1:1"), 1)
+    assert "Cannot reach the gateway at http://127.0.0.1:1" in line
+
+
+def test_resume_of_an_unknown_run_fails_with_exit_1(cli: Cli) -> None:
+    assert "No run 'nope'" in one_error_line(cli("resume", "nope"), 1)
+
+
+def test_resume_of_a_run_not_started_by_the_cli_says_how(cli: Cli) -> None:
+    import playline as pl
+
+    @pl.play
+    async def api_play(ctx: pl.Context, input: object) -> int:
+        return 1
+
+    pl.run(api_play, store=cli.store, run_id="from-api", tools=[])
+    assert "was not started by `playline run`" in one_error_line(cli("resume", "from-api"), 1)
+
+
+def test_wrong_play_for_an_existing_run_id_is_a_usage_error(cli: Cli, local_play: str) -> None:
+    assert cli("run", local_play, "--run-id", "rx").exit_code == 0
+    other = cli.play(
+        "import playline as pl\n\n@pl.play\nasync def other(ctx, input):\n    return 1\n"
+    )
+    assert "belongs to play 'shout'" in one_error_line(cli("run", other, "--run-id", "rx"), 2)
+
+
+def test_suspended_run_exits_3_and_an_event_resumes_it(cli: Cli) -> None:
+    source = (
+        "import playline as pl\n\n@pl.play\nasync def waits(ctx, input):\n"
+        "    return await ctx.wait_for_event('approve-1')\n"
+    )
+    play = cli.play(source)
+    first = cli("run", play, "--run-id", "rs")
+    assert first.exit_code == 3, first.output
+    assert "suspended run rs" in first.stdout
+    sent = cli("event", "send", "approve-1", "--data", '{"ok": 1}')
+    assert sent.exit_code == 0, sent.output
+    resumed = cli("resume", "rs", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    assert cli.json_lines(resumed.stdout)[-1]["output"] == {"ok": 1}
+
+
+def test_the_installed_command_reports_errors_without_traceback(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("playline")
+    env = {**os.environ, "PLAYLINE_STORE": f"sqlite:///{tmp_path}/x.db"}
+    proc = subprocess.run(
+        [str(exe), "run", str(tmp_path / "missing.py")], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: Play file")
+    assert proc.stdout == ""
+    bad = subprocess.run([str(exe), "run"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "Missing argument" in bad.stderr
+    json.dumps(proc.stderr)
