@@ -12,16 +12,18 @@ from .errors import PlayDefinitionError
 
 __all__ = ["canonical", "digest", "dumps", "loads", "normalise_input"]
 
-_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_ORDERED = orjson.OPT_NON_STR_KEYS
 
 
-def dumps(value: Any, *, what: str = "value") -> bytes:
-    """Serialise ``value`` as canonical JSON bytes (sorted keys, no whitespace).
+def dumps(value: Any, *, what: str = "value", ordered: bool = False) -> bytes:
+    """Serialise ``value`` as canonical JSON bytes (sorted keys, no whitespace); with
+    ``ordered`` keys keep their order (rows keep their column order).
 
     Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable.
     """
     try:
-        data = orjson.dumps(value, option=_OPTIONS)
+        data = orjson.dumps(value, option=_ORDERED if ordered else _SORTED)
     except TypeError as exc:
         raise PlayDefinitionError(
             f"{what} is not JSON-serialisable ({exc}). Return plain dicts, lists, strings, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._clock import Clock, SystemClock
@@ -10,7 +10,7 @@ from ._events import Listener
 from ._json import dumps
 from ._play import Play, get_play
 from ._runner import RunResult, arun
-from .errors import PlayDefinitionError
+from .errors import PlayDefinitionError, PlaylineError
 from .store import RunRecord, RunStatus, Store, open_store
 
 __all__ = ["Worker", "send_event"]
@@ -32,12 +32,19 @@ def _now() -> float:
     return SystemClock().now()
 
 
+Resolve = Callable[[RunRecord], tuple[Play, Iterable[Any] | None]]
+
+
 class Worker:
     """Resumes suspended runs whose sleep is over or whose awaited event arrived.
 
     ``await worker.run(burst=True)`` returns once nothing is due (tests, cron); without
     ``burst`` it keeps going, checking every ``interval`` seconds, until ``stop()``.
-    Child plays are resumed by their parents, never on their own.
+    Child plays are resumed by their parents, never on their own. A run whose play cannot
+    be found is skipped (``worker.skipped`` says why) and the others go on.
+
+    ``resolve(record) -> (play, tools)`` finds a run's play and tools; by default the play
+    registered under the run's play name and the worker's ``tools``.
     """
 
     def __init__(
@@ -45,25 +52,30 @@ class Worker:
         *,
         store: str | Store | None = None,
         tools: Iterable[Any] | None = None,
-        plays: Sequence[Play] = (),
         clock: Clock | None = None,
         listeners: Sequence[Listener] = (),
         interval: float = 1.0,
+        resolve: Resolve | None = None,
     ) -> None:
         self.store = open_store(store)
         self._tools = list(tools) if tools is not None else None
-        self._plays = {p.name: p for p in plays}
         self._clock = clock or SystemClock()
         self._listeners = listeners
         self._interval = interval
+        self._resolve = resolve or (lambda record: (get_play(record.play), self._tools))
         self._stopping = False
+        self.skipped: dict[str, str] = {}
 
     def due(self) -> list[RunRecord]:
         """Suspended root runs that can go on now."""
         now = self._clock.now()
         due = []
         for run in self.store.list_runs(limit=_SCAN_LIMIT):
-            if run.status is not RunStatus.SUSPENDED or run.parent_run_id is not None:
+            if (
+                run.status is not RunStatus.SUSPENDED
+                or run.parent_run_id is not None
+                or run.run_id in self.skipped
+            ):
                 continue
             waiting = run.waiting or {}
             wake_at = waiting.get("wake_at")
@@ -80,13 +92,17 @@ class Worker:
         while not self._stopping:
             due = self.due()
             for record in due:
-                play = self._plays.get(record.play) or get_play(record.play)
+                try:
+                    play, tools = self._resolve(record)
+                except PlaylineError as exc:
+                    self.skipped[record.run_id] = str(exc)
+                    continue
                 results.append(
                     await arun(
                         play,
                         store=self.store,
                         run_id=record.run_id,
-                        tools=self._tools,
+                        tools=tools,
                         clock=self._clock,
                         listeners=self._listeners,
                     )

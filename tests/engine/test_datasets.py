@@ -506,3 +506,13 @@ def test_plain_sync_resolvers_take_the_fast_path_and_still_report_progress():
     assert len(row_events) == n
     both = {"cells": {"double": "completed", "label": "completed"}}
     assert all(e.data == both for e in row_events)
+
+
+def test_output_rows_keep_the_input_columns_then_the_computed_ones_in_order(store):
+    rows = [{"zeta": 1, "alpha": 2}]
+    columns = {"mid": lambda row: 3, "aaa": lambda row: 4}
+
+    result = run_dataset(rows, columns, tools=[], store=store)
+
+    (row,) = result.output.to_list()
+    assert list(row) == ["zeta", "alpha", "mid", "aaa"]

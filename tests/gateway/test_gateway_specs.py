@@ -72,3 +72,18 @@ def test_local_and_remote_tools_in_one_play(sim: Simulator, gateway: pl.tools.Ga
         assert row["found"] is None or row["found"]["email"] == person["email"]
     assert result.stats.tool_calls_live == 12
     assert sim.ledger()["calls"] == {"sim.email.alpha": 6}
+
+
+def test_a_gateway_without_a_token_lists_its_tools_and_calls_say_unauthorized(
+    sim: Simulator,
+) -> None:
+    anonymous = pl.Gateway(sim.url)
+    assert "sim.email.alpha" in {spec.id for spec in anonymous.specs()}
+
+    @pl.play(name="anonymous-call")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.tool("sim.company.enrich", {"domain": "acme.io"})
+
+    result = pl.run(play, store="memory://", tools=[anonymous])
+    assert isinstance(result.exception, pl.ToolError)
+    assert result.exception.status == 401

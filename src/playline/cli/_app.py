@@ -23,9 +23,17 @@ import playline as pl
 
 from .._dataset import Dataset
 from ..errors import PlayDefinitionError, PlaylineError
-from ..store import Event, Store, open_store
+from ..store import Event, RunRecord, Store, open_store
 from ..tools import ToolSpec
-from ._load import CliError, LoadedPlay, gateway_from, load_play, parse_inputs, parse_json
+from ._load import (
+    CliError,
+    LoadedPlay,
+    gateway_from,
+    load_module,
+    load_play,
+    parse_inputs,
+    parse_json,
+)
 from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     SOURCE_KIND,
@@ -295,16 +303,7 @@ def resume(
     """Resume a run started with `playline run`: finished rows and paid calls are reused."""
     db = _store(store)
     require_run(db, run_id)
-    sources = db.read_events(run_id, kinds=[SOURCE_KIND])
-    if not sources or not (sources[0].data or {}).get("file"):
-        raise CliError(
-            f"Run {run_id} was not started by `playline run`, so its play file is unknown. "
-            f"Resume it with `playline run PLAY.py --run-id {run_id}` or "
-            f"pl.run(play, run_id={run_id!r}).",
-            code=1,
-        )
-    source = sources[0].data or {}
-    loaded = load_play(f"{source['file']}:{source['function']}")
+    loaded, source = _source_play(db, run_id)
     if max_credits is None:
         max_credits = source.get("max_credits")
     result = _execute(
@@ -318,6 +317,76 @@ def resume(
         out=out,
     )
     raise typer.Exit(EXIT_CODES[result.status])
+
+
+def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
+    """The play a `playline run` recorded for ``run_id``, and the record (file, function,
+    budget)."""
+    sources = db.read_events(run_id, kinds=[SOURCE_KIND])
+    if not sources or not (sources[0].data or {}).get("file"):
+        raise CliError(
+            f"Run {run_id} was not started by `playline run`, so its play file is unknown. "
+            f"Resume it with `playline run PLAY.py --run-id {run_id}` or "
+            f"pl.run(play, run_id={run_id!r}).",
+            code=1,
+        )
+    source = sources[0].data or {}
+    return load_play(f"{source['file']}:{source['function']}"), source
+
+
+@app.command()
+@command
+def worker(
+    plays: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[PLAY.py ...]",
+            help="Play files to import first; runs started by `playline run` find their own.",
+        ),
+    ] = None,
+    burst: Annotated[
+        bool, typer.Option("--burst", help="Return once nothing is due (for cron and tests).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Seconds between checks for due runs.")
+    ] = 1.0,
+    store: StoreOpt = None,
+    gateway: GatewayOpt = None,
+    json_mode: JsonOpt = False,
+) -> None:
+    """Resume suspended runs when they are due: sleeps that ended, events that arrived."""
+    db = _store(store)
+    gw = gateway_from(gateway)
+    if gw is not None:
+        gw.specs()  # an unreachable gateway fails here
+    by_name = {}
+    for ref in plays or []:
+        loaded = load_module(ref)
+        by_name.update({p.name: (p, loaded.sources) for p in loaded.plays.values()})
+
+    def resolve(record: RunRecord) -> tuple[pl.Play, list[Any]]:
+        if record.play in by_name:
+            play, sources = by_name[record.play]
+        else:
+            found, _ = _source_play(db, record.run_id)
+            play, sources = found.play, found.sources
+        return play, [*sources, *([gw] if gw else [])]
+
+    runner = pl.Worker(store=db, interval=interval, resolve=resolve)
+    try:
+        results = asyncio.run(runner.run(burst=burst))
+    except KeyboardInterrupt:
+        runner.stop()
+        results = []
+    for result in results:
+        if json_mode:
+            typer.echo(json.dumps({"run_id": result.run_id, "status": result.status}))
+        else:
+            _print_result(result)
+    for run_id, why in runner.skipped.items():
+        typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
+    if not results and not json_mode:
+        console.print("Nothing is due.")
 
 
 @app.command()

@@ -23,8 +23,10 @@ from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_reg
 
 __all__ = [
     "CliError",
+    "LoadedModule",
     "LoadedPlay",
     "gateway_from",
+    "load_module",
     "load_play",
     "parse_inputs",
     "parse_json",
@@ -77,9 +79,17 @@ def _import(file: Path) -> ModuleType:
     return module
 
 
-def load_play(ref: str) -> LoadedPlay:
-    """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found."""
-    path, function = _split(ref)
+@dataclass(frozen=True, kw_only=True)
+class LoadedModule:
+    file: Path
+    module: ModuleType = field(repr=False)
+    plays: dict[str, Play]  # attribute name -> play
+    tools: tuple[ToolSpec, ...] = ()  # the local tools the file defines
+    sources: tuple[ToolRegistry, ...] = ()  # where a run finds local tools
+
+
+def load_module(path: str) -> LoadedModule:
+    """Import a play file; a usage error (code 2) when it is missing or does not import."""
     file = Path(path)
     if not file.is_file():
         raise CliError(
@@ -106,6 +116,20 @@ def load_play(ref: str) -> LoadedPlay:
         for attr, value in vars(module).items()
         if isinstance(value, Play) and getattr(value.fn, "__module__", None) == module.__name__
     }
+    return LoadedModule(
+        file=file,
+        module=module,
+        plays=plays,
+        tools=tuple({s.id: s for s in local}.values()),
+        sources=(default_registry, *registries),
+    )
+
+
+def load_play(ref: str) -> LoadedPlay:
+    """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found."""
+    path, function = _split(ref)
+    loaded = load_module(path)
+    module, plays = loaded.module, loaded.plays
     if function is not None:
         found = getattr(module, function, None)
         if isinstance(found, Play):
@@ -128,14 +152,13 @@ def load_play(ref: str) -> LoadedPlay:
             f"{path} defines several plays ({names}); pick one with {path}:FUNCTION, e.g. "
             f"{path}:{sorted(plays)[0]}."
         )
-    unique = {s.id: s for s in local}
     return LoadedPlay(
         play=chosen,
-        file=file,
+        file=loaded.file,
         function=function,
         module=module,
-        tools=tuple(unique.values()),
-        sources=(default_registry, *registries),
+        tools=loaded.tools,
+        sources=loaded.sources,
     )
 
 

@@ -134,7 +134,12 @@ class MemoryStore:
         for row in rows:
             # orjson's bytes carry a ~4 KB allocation each; keep an exact-size copy
             blob = bytes(
-                memoryview(dumps([row.status, row.values, row.cells, row.error, row.updated_at]))
+                memoryview(
+                    dumps(
+                        [row.status, row.values, row.cells, row.error, row.updated_at],
+                        ordered=True,
+                    )
+                )
             )
             self._rows.setdefault((row.run_id, row.dataset), {})[row.key] = (row.index, blob)
 

@@ -520,8 +520,8 @@ class SQLiteStore:
                 row.key,
                 row.index,
                 row.status,
-                dumps(row.values, what=f"row {row.key!r} values").decode(),
-                dumps(row.cells, what=f"row {row.key!r} cells").decode(),
+                dumps(row.values, what=f"row {row.key!r} values", ordered=True).decode(),
+                dumps(row.cells, what=f"row {row.key!r} cells", ordered=True).decode(),
                 row.error,
                 row.updated_at,
             )

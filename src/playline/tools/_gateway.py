@@ -56,7 +56,9 @@ class Gateway:
                 "pl.Gateway('http://127.0.0.1:8765', token='dev')."
             )
         self.url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
         self._timeout = timeout
         self.poll_interval = poll_interval
         self._account = digest("gateway", self.url, token)[:16]

@@ -1,0 +1,45 @@
+"""`playline worker` resumes suspended runs when they are due; `event send` makes them due."""
+
+from __future__ import annotations
+
+from clihelp import Cli, one_error_line
+
+WAITING_PLAY = """
+import playline as pl
+
+@pl.play
+async def approval(ctx, input):
+    answer = await ctx.wait_for_event(f"approve:{input['deal']}")
+    return {"deal": input["deal"], "approved": answer["ok"]}
+"""
+
+
+def test_a_suspended_run_exits_3_and_the_worker_finishes_it_when_its_event_comes(cli: Cli):
+    play = cli.play(WAITING_PLAY)
+
+    started = cli("run", play, "-i", "deal=d1", "--run-id", "w1", "--json")
+    assert started.exit_code == 3, started.output
+    assert cli.json_lines(started.stdout)[-1]["waiting"]["events"] == ["approve:d1"]
+
+    idle = cli("worker", "--burst")
+    assert idle.exit_code == 0 and "Nothing is due" in idle.stdout
+
+    assert cli("event", "send", "approve:d1", "--data", '{"ok": true}').exit_code == 0
+    done = cli("worker", "--burst", "--json")
+    assert done.exit_code == 0, done.output
+    assert cli.json_lines(done.stdout) == [{"run_id": "w1", "status": "completed"}]
+    shown = cli("show", "w1", "--json")
+    assert '"completed"' in shown.stdout
+
+
+def test_the_worker_imports_play_files_given_to_it(cli: Cli):
+    play = cli.play(WAITING_PLAY, name="approval.py")
+    assert cli("run", play, "-i", "deal=d2", "--run-id", "w2").exit_code == 3
+    cli("event", "send", "approve:d2", "--data", '{"ok": false}')
+
+    done = cli("worker", play, "--burst", "--json")
+    assert cli.json_lines(done.stdout) == [{"run_id": "w2", "status": "completed"}]
+
+
+def test_a_missing_play_file_for_the_worker_is_a_usage_error(cli: Cli):
+    one_error_line(cli("worker", "nowhere.py", "--burst"), 2)
