@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import inspect
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._arity import takes_ctx
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._rowrun import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
 from ._rows import KeySpec
@@ -32,22 +32,6 @@ class CellError:
     status: int | None = None
     code: str | None = None
     request_id: str | None = None
-
-
-def _arity(fn: Callable[..., Any], what: str) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2 > len(required):
-        return 2
-    if len(required) in (1, 2):
-        return len(required)
-    raise PlayDefinitionError(
-        f"{what} must take (row) or (row, ctx); it takes {len(required)} arguments."
-    )
 
 
 class DatasetBuilder:
@@ -95,7 +79,9 @@ class DatasetBuilder:
         column = Column(
             name=name,
             resolver=resolver,
-            takes_ctx=_arity(resolver, f"{where}, column {name!r}: the resolver") == 2,
+            takes_ctx=takes_ctx(
+                resolver, f"{where}, column {name!r}: the resolver", "(row) or (row, ctx)"
+            ),
             when=when,
             else_value=else_value,
         )

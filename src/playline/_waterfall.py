@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._arity import takes_ctx
 from ._context import Context, Tools
 from ._scope import current_row
 from .errors import PlayDefinitionError, ToolError
@@ -46,25 +47,6 @@ StepStatus = Literal["completed", "not_found", "skipped", "failed"]
 def _check_id(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise PlayDefinitionError(f"{what} must be a non-empty string, not {value!r}.")
-
-
-def _arity(fn: Callable[..., Any], what: str, names: str) -> int:
-    """1 or 2: how many positional arguments ``fn`` wants (``names`` describes them)."""
-    if not callable(fn):
-        raise PlayDefinitionError(f"{what} must be a function {names}, not {fn!r}.")
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return 2
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2 > len(required):
-        return 2
-    if len(required) in (1, 2):
-        return len(required)
-    raise PlayDefinitionError(
-        f"{what} must take {names}; it takes {len(required)} required arguments."
-    )
 
 
 @dataclass(frozen=True)
@@ -98,7 +80,7 @@ class CodeStep:
 
     def __post_init__(self) -> None:
         _check_id(self.id, "CodeStep id")
-        _arity(self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)")
+        takes_ctx(self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)", unknown=True)
 
 
 Step = ToolStep | CodeStep
@@ -160,8 +142,10 @@ class Waterfall:
                 f"{where}: min_results={self.min_results!r} must be a whole number >= 1."
             )
         if self.accept is not None:
-            takes = _arity(self.accept, f"{where}: accept", "(value) or (value, ctx)")
-            object.__setattr__(self, "_accept_takes_ctx", takes == 2)
+            takes = takes_ctx(
+                self.accept, f"{where}: accept", "(value) or (value, ctx)", unknown=True
+            )
+            object.__setattr__(self, "_accept_takes_ctx", takes)
 
 
 # registered waterfalls

@@ -1,0 +1,32 @@
+"""How many arguments a user's function takes: ``fn(x)`` or ``fn(x, ctx)``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from .errors import PlayDefinitionError
+
+__all__ = ["takes_ctx"]
+
+
+def takes_ctx(fn: Callable[..., Any], what: str, names: str, *, unknown: bool = False) -> bool:
+    """Whether ``fn`` wants a second argument (the context).
+
+    ``names`` describes the accepted forms for the error, e.g. ``"(row) or (row, ctx)"``;
+    ``unknown`` is the answer for callables without a signature (builtins).
+    """
+    if not callable(fn):
+        raise PlayDefinitionError(f"{what} must be a function {names}, not {fn!r}.")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return unknown
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2 > len(required):
+        return True
+    if len(required) in (1, 2):
+        return len(required) == 2
+    raise PlayDefinitionError(f"{what} must take {names}; it takes {len(required)} arguments.")
