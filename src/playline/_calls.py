@@ -163,8 +163,12 @@ class CallExecutor:
 
     def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
         result = ToolResult.from_json(
-            loads(stored), outputs=call.spec.outputs, lists=call.spec.lists
-        ).with_source("cache", cost=0.0)
+            loads(stored),
+            outputs=call.spec.outputs,
+            lists=call.spec.lists,
+            source="cache",
+            cost=0.0,
+        )
         self._settle(call, result)
 
     async def _wait_for_receipt(self, call: ToolCall) -> None:

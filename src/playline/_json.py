@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -58,12 +59,32 @@ def normalise_input(value: Any) -> Any:
     dropped (a missing and a null field ask the provider the same thing). Case is kept: it is
     meaningful for some providers. A secret is replaced by its digest.
     """
+    kind = type(value)
+    if kind is str:
+        return " ".join(value.split())
+    if kind is dict:  # the common case, kept flat: this runs once per tool call
+        return {
+            k if type(k) is str else str(k): (
+                " ".join(v.split())
+                if type(v) is str
+                else v
+                if type(v) in _PLAIN
+                else normalise_input(v)
+            )
+            for k, v in value.items()
+            if v is not None
+        }
+    if kind in _PLAIN:
+        return value
     if isinstance(value, Secret):  # keys see a digest of a secret, never the secret
         return {"$secret": digest("secret", value)}
     if isinstance(value, str):
         return " ".join(value.split())
-    if isinstance(value, dict):
-        return {str(k): normalise_input(v) for k, v in value.items() if v is not None}
+    if isinstance(value, Mapping):
+        return normalise_input(dict(value))
     if isinstance(value, list | tuple):
         return [normalise_input(v) for v in value]
     return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})

@@ -7,15 +7,16 @@ receipts are shared across rows, runs and plays of one org, so nothing is paid t
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
-from ._json import canonical, digest, normalise_input
+from ._json import digest, dumps, normalise_input
 from .errors import PlayDefinitionError
 
 __all__ = ["KEY_VERSION", "auth_scope", "receipt_key", "stale_bucket", "validate_stale_after"]
 
-KEY_VERSION = "playline.receipt.v1"
+KEY_VERSION = "playline.receipt.v2"
 
 
 def validate_stale_after(stale_after: Any) -> int | None:
@@ -50,5 +51,10 @@ def receipt_key(
     version: str,
     bucket: str = "",
 ) -> str:
-    body = canonical(normalise_input(input), what=f"The input of tool {tool}")
-    return digest(KEY_VERSION, org, tool, body, auth, version, bucket)
+    """SHA-256 (hex) of the canonical JSON array
+    ``[KEY_VERSION, org, tool, normalised input, auth, version, bucket]``."""
+    body = dumps(
+        [KEY_VERSION, org, tool, normalise_input(input), auth, version, bucket],
+        what=f"The input of tool {tool}",
+    )
+    return hashlib.sha256(body).hexdigest()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -191,7 +193,7 @@ BASE = {
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({}, "e163deee2d3a4ff7c68bbdf22c04d3bdd901f054a2733357356a719a5ed44024"),
+        ({}, "0d4d1b01d4ae7650ab0f64b0aadf880ab62d018423fac1671592b6bbfaef0c00"),
         (
             {
                 "org": "acme",
@@ -201,16 +203,26 @@ BASE = {
                 "version": "2026-01",
                 "bucket": "86400:20454",
             },
-            "adf218fe4a15866b5aaf1b077845f514dda5e7aa228210b43f0011a40629dfb4",
+            "7b9880455fdd21252b5ccb4773cf0d5adb26b262287d3a440276bc8a3d41bb05",
         ),
         (
             {"tool": "t.x", "input": {}, "auth": ""},
-            "a06e5cb278c4c898092204448dfe35fc192fc2234d134b3b8872f3945aa48a8a",
+            "78c266ebc3358d2fbee35714fc9f2ec321225bfdf89cec6bef1f113804f8a39c",
         ),
     ],
 )
 def test_receipt_key_fixed_vectors(fields, expected):
     assert receipt_key(**{**BASE, **fields}) == expected
+
+
+def test_the_key_is_the_sha256_of_a_canonical_json_array():
+    # the derivation, spelled out with the standard library: anyone can recompute a key
+    body = json.dumps(
+        ["playline.receipt.v2", "local", "sim.email.alpha", BASE["input"], BASE["auth"], "1", ""],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    assert receipt_key(**BASE) == hashlib.sha256(body.encode()).hexdigest()
 
 
 def test_auth_scope_fixed_vector():

@@ -20,6 +20,11 @@ class Execution:
         return self.source in ("cache", "checkpoint")
 
 
+_EXECUTIONS: dict[str, Execution] = {
+    s: Execution(s) for s in ("live", "cache", "checkpoint", "in_flight")
+}
+
+
 def dotted(data: Any, path: str) -> Any:
     """``data`` at the dotted ``path`` (``"company.domain"``, ``"items.0.email"``), or None."""
     current = data
@@ -124,12 +129,16 @@ class ToolResult:
         *,
         outputs: Mapping[str, tuple[str, ...]] | None = None,
         lists: Mapping[str, str] | None = None,
+        source: Source | None = None,
+        cost: float | None = None,
     ) -> ToolResult:
+        """The result ``to_json`` wrote; ``source``/``cost`` replace the stored ones (a
+        result read back from a receipt was paid for before: source "cache", cost 0)."""
         return cls(
             tool=payload["tool"],
             data=payload["data"],
-            cost=payload.get("cost", 0.0),
-            execution=Execution(payload.get("source", "live")),
+            cost=payload.get("cost", 0.0) if cost is None else cost,
+            execution=_EXECUTIONS[source or payload.get("source", "live")],
             outputs=outputs,
             lists=lists,
         )
