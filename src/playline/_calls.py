@@ -330,7 +330,9 @@ class CallExecutor:
             completions.append((call.key, stored))
             settled.append((call, result))
         now = self._clock.now()
-        kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
+        kept = self._store.complete_receipts(
+            completions, owner=self._owner, now=now, ledger=entries
+        )
         self._ledger.settle(spec, reserved, entries)
         failures = [(c.key, str(r)) for c, r in settled if isinstance(r, ToolError)]
         if failures:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from ._clock import Clock
 from .errors import BudgetExceeded
-from .store import LedgerEntry, Store
+from .store import LedgerEntry
 from .tools import ToolSpec
 
 __all__ = ["Ledger"]
@@ -21,14 +22,12 @@ class Ledger:
 
     def __init__(
         self,
-        store: Store,
         run_id: str,
         clock: Clock,
         *,
         max_credits: float | None = None,
         spent: float = 0.0,
     ) -> None:
-        self._store = store
         self._run_id = run_id
         self._clock = clock
         self.max_credits = max_credits
@@ -59,15 +58,13 @@ class Ledger:
             tool=spec.id,
         )
 
-    def settle(self, spec: ToolSpec, reserved: int, entries: list[LedgerEntry]) -> None:
-        """Replace the reservation of ``reserved`` calls by the entries charged; the entries
-        are written at once."""
+    def settle(self, spec: ToolSpec, reserved: int, entries: Sequence[LedgerEntry]) -> None:
+        """Replace the reservation of ``reserved`` calls by the entries charged (the caller
+        writes them, with the results they paid for)."""
         self.reserved -= spec.cost.credits * reserved
         for entry in entries:
             self.spent += entry.credits
             self.by_tool[entry.tool] += entry.credits
-        if entries:
-            self._store.append_ledger(entries)
 
     def entry(
         self,

@@ -206,7 +206,7 @@ async def _run(
         input = existing.input if input is None else input
     spent = sum(e.credits for e in db.read_ledger(run_id)) if existing else 0.0
     events = EventLog(db, run_id, clock, settings.listeners)
-    ledger = Ledger(db, run_id, clock, max_credits=budget, spent=spent)
+    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent)
     error: BaseException | None = None
     output: Any = None
     runtime: Runtime | None = None

@@ -425,3 +425,13 @@ def test_iter_rows_pages_through_equal_indexes(store: Store) -> None:
     rows = [row(f"k{i}", i // 1500) for i in range(3000)]
     store.save_rows(rows)
     assert [r.key for r in store.iter_rows("r1", "people")] == [r.key for r in rows]
+
+
+def test_a_completion_writes_its_ledger_entries_with_it(store: Store) -> None:
+    claim(store, "paid")
+    entry = LedgerEntry(
+        run_id="r1", tool="email", receipt_key="paid", credits=1.5, found=True, at=NOW
+    )
+    store.complete_receipts([("paid", b'{"ok":1}')], owner=ME, now=NOW, ledger=[entry])
+    assert store.get_receipts(["paid"])["paid"].status is ReceiptStatus.COMPLETED
+    assert store.read_ledger("r1") == [entry]

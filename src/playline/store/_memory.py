@@ -75,9 +75,15 @@ class MemoryStore:
         return results
 
     def complete_receipts(
-        self, completions: Sequence[tuple[str, bytes]], *, owner: str, now: float
+        self,
+        completions: Sequence[tuple[str, bytes]],
+        *,
+        owner: str,
+        now: float,
+        ledger: Sequence[LedgerEntry] = (),
     ) -> dict[str, bytes]:
         kept: dict[str, bytes] = {}
+        self._ledger.extend(ledger)
         for key, result in completions:
             current = self._receipts[key]
             if (

@@ -48,10 +48,17 @@ class Store(Protocol):
         ...
 
     def complete_receipts(
-        self, completions: Sequence[tuple[str, bytes]], *, owner: str, now: float
+        self,
+        completions: Sequence[tuple[str, bytes]],
+        *,
+        owner: str,
+        now: float,
+        ledger: Sequence[LedgerEntry] = (),
     ) -> dict[str, bytes]:
-        """Store results in one transaction; returns the keys where another owner's
-        completed result was already stored (and is kept), with that result."""
+        """Store results, and the ledger entries of the calls that paid for them, in one
+        transaction: a paid result is never kept without its charge, nor a charge without
+        its result. Returns the keys where another owner's completed result was already
+        stored (and is kept), with that result."""
         ...
 
     def fail_receipts(

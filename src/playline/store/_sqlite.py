@@ -391,9 +391,15 @@ class SQLiteStore:
         return results
 
     def complete_receipts(
-        self, completions: Sequence[tuple[str, bytes]], *, owner: str, now: float
+        self,
+        completions: Sequence[tuple[str, bytes]],
+        *,
+        owner: str,
+        now: float,
+        ledger: Sequence[LedgerEntry] = (),
     ) -> dict[str, bytes]:
         if not completions:
+            self.append_ledger(ledger)
             return {}
         keys = list(dict.fromkeys(key for key, _ in completions))
         kept: dict[str, bytes] = {}
@@ -428,6 +434,7 @@ class SQLiteStore:
                 "lease_until = NULL, updated_at = ? WHERE key = ?",
                 updates,
             )
+            self._insert_ledger(conn, ledger)
         return kept
 
     def fail_receipts(self, failures: Sequence[tuple[str, str]], *, owner: str, now: float) -> None:
@@ -651,25 +658,28 @@ class SQLiteStore:
 
     # ledger
     def append_ledger(self, entries: Sequence[LedgerEntry]) -> None:
-        if not entries:
-            return
-        params = [
-            (
-                e.run_id,
-                e.tool,
-                e.receipt_key,
-                e.credits,
-                int(e.found),
-                e.at,
-                e.dataset,
-                e.row_key,
-            )
-            for e in entries
-        ]
-        with self._writing(f"append {len(entries)} ledger entries") as conn:
-            conn.executemany(
-                f"INSERT INTO ledger ({_LEDGER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", params
-            )
+        if entries:
+            with self._writing(f"append {len(entries)} ledger entries") as conn:
+                self._insert_ledger(conn, entries)
+
+    @staticmethod
+    def _insert_ledger(conn: sqlite3.Connection, entries: Sequence[LedgerEntry]) -> None:
+        conn.executemany(
+            f"INSERT INTO ledger ({_LEDGER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    e.run_id,
+                    e.tool,
+                    e.receipt_key,
+                    e.credits,
+                    int(e.found),
+                    e.at,
+                    e.dataset,
+                    e.row_key,
+                )
+                for e in entries
+            ],
+        )
 
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:
         with self._reading(f"read the ledger of run {run_id}") as conn:
