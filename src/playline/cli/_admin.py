@@ -1,0 +1,227 @@
+"""`playline cache`, `tools`, `event`, `sim`, `demo` and `version`."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+import playline as pl
+
+from ..tools import ToolSpec
+from ._app import (
+    GatewayOpt,
+    JsonOpt,
+    StoreOpt,
+    app,
+    cache_app,
+    command,
+    console,
+    event_app,
+    store_at,
+    tools_app,
+)
+from ._load import (
+    CliError,
+    gateway_from,
+    load_play,
+    parse_json,
+)
+
+
+@cache_app.command("stats")
+@command
+def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False) -> None:
+    """Receipts per tool: completed, failed, running, and the size of stored results."""
+    stats = store_at(store).receipt_stats()
+    if json_mode:
+        typer.echo(json.dumps(stats))
+        return
+    if not stats:
+        console.print("No receipts yet: nothing has been paid for in this store.")
+        return
+    table = Table(title="Receipts")
+    for column in ("tool", "completed", "failed", "running", "bytes"):
+        table.add_column(column, justify="left" if column == "tool" else "right")
+    for tool, s in sorted(stats.items()):
+        table.add_row(
+            tool, *(str(s.get(k, 0)) for k in ("completed", "failed", "running", "bytes"))
+        )
+    console.print(table)
+
+
+@cache_app.command("clear")
+@command
+def cache_clear(
+    tool: Annotated[str | None, typer.Option("--tool", help="Only this tool's receipts.")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Delete receipts (of one tool with --tool): those calls will be paid for again."""
+    deleted = store_at(store).clear_receipts(tool)
+    what = f"of {tool} " if tool else ""
+    console.print(
+        f"Deleted {deleted} receipt(s) {what}; the next such calls run live (and are paid).",
+        highlight=False,
+    )
+
+
+# tools
+def _tool_specs(play: str | None, gateway: str | None) -> list[tuple[str, ToolSpec]]:
+    found: list[tuple[str, ToolSpec]] = []
+    if play is not None:
+        found.extend(("local", spec) for spec in load_play(play).tools)
+    gw = gateway_from(gateway)
+    if gw is not None:
+        found.extend((gw.url, spec) for spec in gw.specs())
+    if play is None and gw is None:
+        raise CliError(
+            "No tools to list: give --play PLAY.py (its local tools) and/or --gateway URL "
+            "(or set PLAYLINE_GATEWAY_URL)."
+        )
+    return found
+
+
+def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "source": source,
+        "description": spec.description,
+        "rate": {"per_second": spec.rate.per_second, "burst": spec.rate.burst},
+        "concurrency": spec.rate.concurrency,
+        "cost": {"credits": spec.cost.credits, "charge": spec.cost.charge},
+        "batch": None
+        if spec.batch is None
+        else {"max_size": spec.batch.max_size, "via": spec.batch.via},
+        "outputs": {k: list(v) for k, v in spec.outputs.items()},
+        "lists": dict(spec.lists),
+        "version": spec.version,
+        "retry_safe": spec.retry_safe,
+        "async_jobs": spec.jobs is not None,
+    }
+
+
+PlayOpt = Annotated[
+    str | None,
+    typer.Option("--play", metavar="PLAY.py", help="List the local tools of this play file."),
+]
+
+
+@tools_app.callback(invoke_without_command=True)
+def tools_default(ctx: typer.Context) -> None:
+    """The tools a play can call (`playline tools` lists the gateway's)."""
+    if ctx.invoked_subcommand is None:
+        tools_list(play=None, gateway=None, json_mode=False)
+
+
+@tools_app.command("list")
+@command
+def tools_list(
+    play: PlayOpt = None, gateway: GatewayOpt = None, json_mode: JsonOpt = False
+) -> None:
+    """List tools: id, source, rate, batch size and cost."""
+    specs = _tool_specs(play, gateway)
+    if json_mode:
+        for source, spec in specs:
+            typer.echo(json.dumps(_spec_doc(source, spec)))
+        return
+    table = Table(title="Tools")
+    table.add_column("tool", no_wrap=True)
+    for column in ("source", "rate/s", "batch", "cost", "description"):
+        table.add_column(column)
+    for source, spec in specs:
+        table.add_row(
+            spec.id,
+            source,
+            f"{spec.rate.per_second:g}" if spec.rate.per_second else "-",
+            str(spec.batch.max_size) if spec.batch else "-",
+            f"{spec.cost.credits:g} {spec.cost.charge}",
+            spec.description,
+        )
+    console.print(table)
+
+
+@tools_app.command("describe")
+@command
+def tools_describe(
+    tool_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The tool id, e.g. sim.email.alpha.")
+    ],
+    play: PlayOpt = None,
+    gateway: GatewayOpt = None,
+) -> None:
+    """Everything about one tool: rate, concurrency, cost rule, batching, outputs, version."""
+    specs = _tool_specs(play, gateway)
+    for source, spec in specs:
+        if spec.id == tool_id:
+            typer.echo(json.dumps(_spec_doc(source, spec), indent=2))
+            return
+    known = ", ".join(spec.id for _, spec in specs) or "none"
+    raise CliError(f"No tool {tool_id!r} (known: {known}).", code=1)
+
+
+# events
+@event_app.command("send")
+@command
+def event_send(
+    key: Annotated[str, typer.Argument(help="The key the run waits for in ctx.wait_for_event.")],
+    data: Annotated[
+        str | None, typer.Option("--data", metavar="JSON|@FILE", help="The payload, as JSON.")
+    ] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Send an event to the run waiting for KEY (delivered once; the first payload stands)."""
+    payload = None if data is None else parse_json(data, "--data")
+    send = getattr(pl, "send_event", None)
+    if send is None:
+        raise CliError(
+            "`playline event send` is not available yet in this build (no pl.send_event).", code=1
+        )
+    url = store or os.environ.get("PLAYLINE_STORE") or None
+    fresh = send(key, payload, store=url)
+    if fresh is False:
+        console.print(f"Event {key!r} was sent before; the first payload stands.", highlight=False)
+    else:
+        console.print(
+            f"Sent event {key!r}. Runs waiting for it resume with their worker.", highlight=False
+        )
+
+
+# the simulator and the demo
+@app.command()
+@command
+def sim(
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    seed: Annotated[int, typer.Option("--seed", help="World seed (same seed, same world).")] = 7,
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    token: Annotated[str, typer.Option("--token", help="Bearer token it accepts.")] = "dev",
+    latency_ms: Annotated[
+        float | None, typer.Option("--latency-ms", help="Answer latency (default ~20 ms).")
+    ] = None,
+) -> None:
+    """Run the provider simulator (paid data providers behind a gateway) until Ctrl-C."""
+    from playline.sim import main as sim_main
+
+    sim_main(port, seed, host, token=token, latency_ms=latency_ms)
+
+
+@app.command()
+@command
+def demo(
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="Store URL (default: a fresh SQLite file in a temp dir)."),
+    ] = None,
+) -> None:
+    """Enrich a CSV of people through the simulator, then show a second run is free."""
+    from ._demo import run_demo
+
+    raise typer.Exit(run_demo(console, store=store))
+
+
+@app.command()
+def version() -> None:
+    """Print the installed Playline version."""
+    console.print(pl.__version__)

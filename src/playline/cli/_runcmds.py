@@ -1,0 +1,281 @@
+"""`playline run`, `resume` and `worker`: running plays and resuming them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+import playline as pl
+
+from .._dataset import Dataset
+from ..store import Event, RunRecord, Store
+from ._app import (
+    EXIT_CODES,
+    STATUS_STYLE,
+    CreditsOpt,
+    GatewayOpt,
+    JsonOpt,
+    OutOpt,
+    StoreOpt,
+    app,
+    check_out,
+    command,
+    console,
+    export_dataset,
+    stats_line,
+    store_at,
+)
+from ._load import (
+    CliError,
+    LoadedPlay,
+    gateway_from,
+    load_module,
+    load_play,
+    parse_inputs,
+)
+from ._progress import JsonLines, LiveProgress, drive
+from ._report import (
+    SOURCE_KIND,
+    require_run,
+)
+
+
+class _RecordSource:
+    """Writes which file and function a new run came from, so `playline resume` finds them."""
+
+    def __init__(self, store: Store, data: dict[str, Any]) -> None:
+        self._store = store
+        self._data = data
+        self._done = False
+
+    def __call__(self, event: Event) -> None:
+        if self._done or event.kind != "run":
+            return
+        self._done = True  # the root run's first event; a child play's come later
+        if not (event.data or {}).get("resumed"):
+            self._store.append_events(
+                [Event(kind=SOURCE_KIND, run_id=event.run_id, at=event.at, data=self._data)]
+            )
+
+
+def _execute(
+    loaded: LoadedPlay,
+    input: Any,
+    *,
+    run_id: str | None,
+    store: str | None,
+    gateway: str | None,
+    max_credits: float | None,
+    json_mode: bool,
+    out: Path | None,
+) -> pl.RunResult:
+    check_out(out)
+    gw = gateway_from(gateway)
+    tools: list[Any] = list(loaded.sources)
+    if gw is not None:
+        gw.specs()  # an unreachable gateway fails here, before a run is recorded
+        tools.append(gw)
+    db = store_at(store)
+    if input is None and (run_id is None or db.get_run(run_id) is None):
+        input = {}
+    jsonl = JsonLines() if json_mode else None
+    progress = LiveProgress(console, db) if not json_mode and console.is_terminal else None
+    source = {"file": str(loaded.file), "function": loaded.function, "max_credits": max_credits}
+    listeners = [listener for listener in (jsonl, progress, _RecordSource(db, source)) if listener]
+    result = asyncio.run(
+        drive(
+            lambda: pl.arun(
+                loaded.play,
+                input,
+                store=db,
+                run_id=run_id,
+                tools=tools,
+                max_credits=max_credits,
+                listeners=listeners,
+            ),
+            progress,
+        )
+    )
+    written = _write_output(db, result, out) if out is not None else None
+    if jsonl is not None:
+        jsonl.result(result)
+    else:
+        _print_result(result)
+        if written is not None:
+            console.print(f"Wrote {written[1]} rows of dataset {written[0]!r} to {out}")
+    return result
+
+
+def _write_output(db: Store, result: pl.RunResult, out: Path) -> tuple[str, int] | None:
+    name = result.output.name if isinstance(result.output, Dataset) else None
+    if name is None:
+        names = db.datasets(result.run_id)
+        if not names:
+            typer.echo(f"warning: run {result.run_id} has no dataset to write to {out}", err=True)
+            return None
+        name = names[-1]
+    return name, export_dataset(db, result.run_id, name, out, with_status=False)
+
+
+def _print_result(result: pl.RunResult) -> None:
+    style = STATUS_STYLE.get(result.status, "red")
+    console.print(f"[bold {style}]{result.status}[/] run [bold]{result.run_id}[/]")
+    console.print("  " + stats_line(result.stats), highlight=False)
+    if result.error:
+        console.print(f"  [red]error:[/red] {result.error}", highlight=False)
+    waiting = getattr(result, "waiting", None)
+    if result.status == "suspended":
+        console.print(f"  waiting for: {json.dumps(waiting, default=str)}", highlight=False)
+    if result.status in ("failed", "suspended"):
+        console.print(f"  resume: playline resume {result.run_id}", highlight=False)
+    elif result.output is not None and not isinstance(result.output, Dataset):
+        text = json.dumps(result.output, default=str, ensure_ascii=False)
+        console.print(f"  output: {text[:300]}{'…' if len(text) > 300 else ''}", highlight=False)
+    console.print(f"  details: playline show {result.run_id}", style="dim", highlight=False)
+
+
+@app.command()
+@command
+def run(
+    play: Annotated[
+        str, typer.Argument(metavar="PLAY.py[:function]", help="The play file (and function).")
+    ],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-i",
+            "--input",
+            metavar="KEY=VALUE",
+            help="An input field: key=text, or key:=JSON (e.g. -i limit:=10). Repeatable.",
+        ),
+    ] = None,
+    input_json: Annotated[
+        str | None,
+        typer.Option("--input-json", metavar="JSON|@FILE", help="The input as a JSON object."),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id (an existing one resumes that run).")
+    ] = None,
+    out: OutOpt = None,
+    store: StoreOpt = None,
+    gateway: GatewayOpt = None,
+    max_credits: CreditsOpt = None,
+    json_mode: JsonOpt = False,
+) -> None:
+    """Run a play from a Python file, with live progress; exit 0/1/3 by its status."""
+    input = parse_inputs(inputs or [], input_json)
+    loaded = load_play(play)
+    result = _execute(
+        loaded,
+        input,
+        run_id=run_id,
+        store=store,
+        gateway=gateway,
+        max_credits=max_credits,
+        json_mode=json_mode,
+        out=out,
+    )
+    raise typer.Exit(EXIT_CODES[result.status])
+
+
+@app.command()
+@command
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to resume.")],
+    out: OutOpt = None,
+    store: StoreOpt = None,
+    gateway: GatewayOpt = None,
+    max_credits: CreditsOpt = None,
+    json_mode: JsonOpt = False,
+) -> None:
+    """Resume a run started with `playline run`: finished rows and paid calls are reused."""
+    db = store_at(store)
+    require_run(db, run_id)
+    loaded, source = _source_play(db, run_id)
+    if max_credits is None:
+        max_credits = source.get("max_credits")
+    result = _execute(
+        loaded,
+        None,
+        run_id=run_id,
+        store=store,
+        gateway=gateway,
+        max_credits=max_credits,
+        json_mode=json_mode,
+        out=out,
+    )
+    raise typer.Exit(EXIT_CODES[result.status])
+
+
+def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
+    """The play a `playline run` recorded for ``run_id``, and the record (file, function,
+    budget)."""
+    sources = db.read_events(run_id, kinds=[SOURCE_KIND])
+    if not sources or not (sources[0].data or {}).get("file"):
+        raise CliError(
+            f"Run {run_id} was not started by `playline run`, so its play file is unknown. "
+            f"Resume it with `playline run PLAY.py --run-id {run_id}` or "
+            f"pl.run(play, run_id={run_id!r}).",
+            code=1,
+        )
+    source = sources[0].data or {}
+    return load_play(f"{source['file']}:{source['function']}"), source
+
+
+@app.command()
+@command
+def worker(
+    plays: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[PLAY.py ...]",
+            help="Play files to import first; runs started by `playline run` find their own.",
+        ),
+    ] = None,
+    burst: Annotated[
+        bool, typer.Option("--burst", help="Return once nothing is due (for cron and tests).")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Seconds between checks for due runs.")
+    ] = 1.0,
+    store: StoreOpt = None,
+    gateway: GatewayOpt = None,
+    json_mode: JsonOpt = False,
+) -> None:
+    """Resume suspended runs when they are due: sleeps that ended, events that arrived."""
+    db = store_at(store)
+    gw = gateway_from(gateway)
+    if gw is not None:
+        gw.specs()  # an unreachable gateway fails here
+    by_name = {}
+    for ref in plays or []:
+        loaded = load_module(ref)
+        by_name.update({p.name: (p, loaded.sources) for p in loaded.plays.values()})
+
+    def resolve(record: RunRecord) -> tuple[pl.Play, list[Any]]:
+        if record.play in by_name:
+            play, sources = by_name[record.play]
+        else:
+            found, _ = _source_play(db, record.run_id)
+            play, sources = found.play, found.sources
+        return play, [*sources, *([gw] if gw else [])]
+
+    runner = pl.Worker(store=db, interval=interval, resolve=resolve)
+    try:
+        results = asyncio.run(runner.run(burst=burst))
+    except KeyboardInterrupt:
+        runner.stop()
+        results = []
+    for result in results:
+        if json_mode:
+            typer.echo(json.dumps({"run_id": result.run_id, "status": result.status}))
+        else:
+            _print_result(result)
+    for run_id, why in runner.skipped.items():
+        typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
+    if not results and not json_mode:
+        console.print("Nothing is due.")
