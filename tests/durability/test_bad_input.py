@@ -139,8 +139,23 @@ def test_locked_store_gives_a_clear_error_not_a_hang(tmp_path: Path) -> None:
     assert len(open_store(url).list_runs()) == 1
 
 
-def test_locked_store_busy_timeout_from_url_or_env() -> None:
-    pytest.skip(
-        "The busy timeout is not configurable via the store URL or an environment variable "
-        "(only SQLiteStore(url, busy_timeout=...)); open_store(url) always waits 10 s."
-    )
+def test_locked_store_busy_timeout_from_the_url(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    url = f"sqlite:///{path}"
+    assert pl.run(noop, store=url).status == "completed"
+    locker = _hold_exclusive_lock(path)
+    try:
+        with pytest.raises(pl.StoreError) as caught:
+            pl.run(noop, store=f"{url}?busy_timeout=0.2")
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert "locked" in str(caught.value) and "0.2 s" in str(caught.value)
+
+
+@pytest.mark.parametrize("query", ["?busy=1", "?busy_timeout=soon", "?busy_timeout=-1"])
+def test_a_bad_store_url_option_is_a_clear_error(tmp_path: Path, query: str) -> None:
+    with pytest.raises(pl.StoreError) as caught:
+        open_store(f"sqlite:///{tmp_path}/p.db{query}")
+    assert "busy_timeout" in str(caught.value)
+    assert not (tmp_path / "p.db").exists()

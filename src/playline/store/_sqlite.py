@@ -7,7 +7,6 @@ processes claiming the same receipt key can never both own it.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,11 +32,10 @@ from ._records import (
     RunStatus,
 )
 from ._schema import migrate
+from ._sqlite_file import not_a_database, parse_url, prepare_folder
 
 __all__ = ["SQLiteStore"]
 
-_PREFIX = "sqlite:///"
-_HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per IN (...) list
 _PAGE = 1000  # rows per page when streaming a dataset
 
@@ -99,81 +97,22 @@ def _unjson(text: str | None) -> Any:
     return None if text is None else loads(text)
 
 
-def _path_from_url(url: str) -> str:
-    if not url.startswith(_PREFIX) or len(url) == len(_PREFIX):
-        raise StoreError(
-            f"Invalid SQLite store URL {url!r}. Use 'sqlite:///relative/path.db' or "
-            "'sqlite:////absolute/path.db' (three slashes, then the path)."
-        )
-    return url[len(_PREFIX) :]
-
-
-def _prepare_folder(path: Path) -> None:
-    """Create the database's folder (one level only) and refuse paths SQLite cannot use."""
-    folder = path.parent
-    if not folder.exists():
-        if not folder.parent.is_dir():
-            raise StoreError(
-                f"Cannot create the store {path}: the folder {folder.parent} does not exist. "
-                "Create it first, or choose another store path (PLAYLINE_STORE or store=...)."
-            )
-        try:
-            folder.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"Cannot create the folder {folder} for the store {path} ({exc.strerror}). "
-                "Make its parent folder writable, or choose another store path "
-                "(PLAYLINE_STORE or store=...)."
-            ) from None
-    if not folder.is_dir():
-        raise StoreError(
-            f"Cannot open the store {path}: {folder} is not a folder. "
-            "Choose another store path (PLAYLINE_STORE or store=...)."
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(
-            f"The folder {folder} is read-only, and the store {path} needs to write there "
-            "(the database and its -wal and -shm files). Make it writable (chmod u+w), or "
-            "choose another store path (PLAYLINE_STORE or store=...)."
-        )
-    if not path.exists():
-        return
-    if not path.is_file():
-        raise StoreError(f"Cannot open the store {path}: it is not a file. Choose another path.")
-    if not os.access(path, os.R_OK | os.W_OK):
-        raise StoreError(
-            f"The store {path} is read-only. Make it writable (chmod u+rw), or choose another "
-            "store path (PLAYLINE_STORE or store=...)."
-        )
-    with path.open("rb") as file:
-        head = file.read(len(_HEADER))
-    if head and head != _HEADER:
-        raise _not_a_database(path)
-
-
-def _not_a_database(path: Path | str) -> StoreError:
-    return StoreError(
-        f"{path} is not a SQLite database (or it is damaged), so it cannot be a Playline store. "
-        "Playline has left it untouched: move it away or restore it from a backup, or choose "
-        "another store path (PLAYLINE_STORE or store=...)."
-    )
-
-
 class SQLiteStore:
     """``sqlite:///path.db`` (relative) or ``sqlite:////abs/path.db``: the embedded default.
 
     ``busy_timeout`` is how long to wait, in seconds, for another process's write to finish
-    before giving up with ``StoreError``.
+    before giving up with ``StoreError`` (default 10; also ``?busy_timeout=N`` in the URL).
     """
 
-    def __init__(self, url: str, *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
         self.url = url
-        self.path = _path_from_url(url)
+        self.path, from_url = parse_url(url)
+        busy_timeout = busy_timeout if busy_timeout is not None else from_url
         self._busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         if self.path != ":memory:":
-            _prepare_folder(Path(self.path))
+            prepare_folder(Path(self.path))
         conn = None
         try:
             conn = sqlite3.connect(
@@ -222,7 +161,7 @@ class SQLiteStore:
                 "or use another store path."
             )
         if code in (_CORRUPT, _NOTADB):
-            return _not_a_database(self.path)
+            return not_a_database(self.path)
         if code in (_READONLY, _IOERR, _FULL, _CANTOPEN):
             return StoreError(
                 f"Could not {what} in the store {self.path}: {exc}. Check that the file and its "
