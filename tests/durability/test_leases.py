@@ -1,0 +1,94 @@
+"""SEMANTICS 11: a receipt another live worker holds is waited for; an expired one is taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import playline as pl
+from playline._receipts import auth_scope, receipt_key
+from playline.store import Claim, MemoryStore, ReceiptStatus, owner_id
+
+OTHER = owner_id("another-worker")  # this live process: its lease is honoured
+
+
+def _setup() -> tuple[MemoryStore, pl.ManualClock, Any, list[int], str]:
+    store, clock, calls = MemoryStore(), pl.ManualClock(), []
+    registry = pl.ToolRegistry()
+
+    @registry.tool("t.slow")
+    def slow(input: dict[str, Any]) -> dict[str, Any]:
+        calls.append(input["n"])
+        return {"n": input["n"]}
+
+    key = receipt_key(
+        org="local",
+        tool="t.slow",
+        input={"n": 1},
+        auth=auth_scope("local", "local", "t.slow"),
+        version="1",
+    )
+    return store, clock, registry, calls, key
+
+
+@pl.play(name="lease-play")
+async def lease_play(ctx: pl.Context, input: Any) -> Any:
+    return (await ctx.tool("t.slow", {"n": 1})).data
+
+
+def test_a_receipt_held_by_a_live_worker_is_waited_for_then_a_clear_error():
+    store, clock, registry, calls, key = _setup()
+    store.claim_receipts(
+        [Claim(key=key, tool="t.slow", run_id="other-run")],
+        owner=OTHER,
+        lease_until=clock.now() + 3600,
+        now=clock.now(),
+    )
+
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.ReceiptWaitTimeout)
+    assert "another worker" in result.error
+    assert calls == []  # never executed while another worker held it
+    held = store.get_receipts([key])[key]
+    assert (held.status, held.owner) == (ReceiptStatus.RUNNING, OTHER)  # nothing written
+
+
+def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over():
+    store, clock, registry, calls, key = _setup()
+    store.claim_receipts(
+        [Claim(key=key, tool="t.slow", run_id="other-run")],
+        owner=OTHER,
+        lease_until=clock.now() + 30,
+        now=clock.now(),
+    )
+
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"n": 1})
+    assert calls == [1]
+    assert store.get_receipts([key])[key].status is ReceiptStatus.COMPLETED
+
+
+def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used():
+    store, clock, registry, calls, key = _setup()
+    store.claim_receipts(
+        [Claim(key=key, tool="t.slow", run_id="other-run")],
+        owner=OTHER,
+        lease_until=clock.now() + 3600,
+        now=clock.now(),
+    )
+    stored = b'{"cost":0.0,"data":{"n":1},"source":"live","status":"completed","tool":"t.slow"}'
+    real_sleep = clock.sleep
+
+    async def sleep_then_finish(seconds: float) -> None:  # the other worker finishes
+        await real_sleep(seconds)
+        if store.get_receipts([key])[key].status is ReceiptStatus.RUNNING:
+            store.complete_receipts([(key, stored)], owner=OTHER, now=clock.now())
+
+    clock.sleep = sleep_then_finish  # type: ignore[method-assign]
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"n": 1})
+    assert calls == []
+    assert result.stats.tool_calls_cached == 1
