@@ -89,6 +89,11 @@ class CallExecutor:
         self._in_flight: dict[str, ToolCall] = {}
         self.stats = CallStats()
 
+    def gate_wait(self, spec: ToolSpec) -> float:
+        """Seconds until the rate gate of ``spec``'s calls would let one through."""
+        target = self._tools[spec.batch.via] if spec.batch and spec.batch.via else spec
+        return self._gates[target].wait_time()
+
     async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
         owners: dict[str, ToolCall] = {}
         for call in calls:

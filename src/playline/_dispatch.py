@@ -2,7 +2,8 @@
 
 Flush policy (SEMANTICS.md 3): a tool's queue goes out when every active row is waiting on
 queued work, when it reaches the tool's maximum batch size, or after a short linger for rows
-still busy in their own code. There is no polling loop.
+still busy in their own code; a partial batch that its rate gate would hold back anyway waits
+for the gate, gathering more calls. There is no polling loop.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ._calls import CallExecutor, ToolCall
+from ._clock import Clock
 from ._scope import RowScope
 from .tools import ToolResult
 
@@ -21,9 +23,13 @@ Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
 
 class Dispatcher:
-    def __init__(self, executor: CallExecutor, spawn: Spawn, *, linger: float = 0.002) -> None:
+    def __init__(
+        self, executor: CallExecutor, spawn: Spawn, clock: Clock, *, linger: float = 0.002
+    ) -> None:
         self._executor = executor
         self._spawn = spawn
+        self._clock = clock
+        self._holding: set[str] = set()  # tools whose partial batch waits for its rate gate
         self._linger = linger
         self._queues: dict[str, list[ToolCall]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -77,15 +83,43 @@ class Dispatcher:
         self._send(batch)
 
     def flush(self) -> None:
-        """Send everything queued, one executor task per tool."""
+        """Send what is queued, one executor task per tool.
+
+        A partial batch whose tool's rate gate would make it wait anyway is held until the
+        gate opens, gathering the calls that arrive meanwhile: waiting costs it nothing, and
+        every call it saves is a rate token and a request the provider does not count.
+        """
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        queues, self._queues = self._queues, {}
-        if queues:
-            self.passes += 1
-        for batch in queues.values():
+        sent = False
+        for tool, batch in list(self._queues.items()):
+            if tool in self._holding:
+                continue
+            spec = batch[0].spec
+            if 1 < spec.max_batch and len(batch) < spec.max_batch:
+                wait = self._executor.gate_wait(spec)
+                if wait > 0:
+                    self._hold(tool, wait)
+                    continue
+            del self._queues[tool]
             self._send(batch)
+            sent = True
+        if sent:
+            self.passes += 1
+
+    def _hold(self, tool: str, wait: float) -> None:
+        self._holding.add(tool)
+
+        async def release() -> None:
+            await self._clock.sleep(wait)
+            self._holding.discard(tool)
+            batch = self._queues.pop(tool, None)
+            if batch:
+                self.passes += 1
+                self._send(batch)
+
+        self._spawn(release())
 
     def _send(self, batch: list[ToolCall]) -> None:
         self._spawn(self._executor.execute(batch[0].spec, batch))

@@ -64,6 +64,14 @@ class RateLimiter:
         finally:
             self.waiting -= 1
 
+    def wait_time(self) -> float:
+        """Seconds until a token is free (0 when one is)."""
+        now = self._clock.monotonic()
+        if self._paused_until > now:
+            return self._paused_until - now + max(0.0, 1 - self._tokens) / self.per_second
+        tokens = min(self.burst, self._tokens + max(0.0, now - self._stamp) * self.per_second)
+        return 0.0 if tokens >= 1 - _EPSILON else (1 - tokens) / self.per_second
+
     @property
     def paused(self) -> bool:
         return self._paused_until > self._clock.monotonic()
@@ -100,6 +108,10 @@ class ToolGate:
     @property
     def waiting(self) -> int:
         return self.limiter.waiting if self.limiter else 0
+
+    def wait_time(self) -> float:
+        """Seconds until this gate would let a call through its rate limit."""
+        return self.limiter.wait_time() if self.limiter else 0.0
 
     def pause(self, seconds: float) -> None:
         """The provider answered 429: hold every caller of this tool for ``seconds``."""

@@ -118,7 +118,7 @@ class Runtime:
             run_id=run_id,
             owner=owner,
         )
-        self.dispatcher = Dispatcher(self.executor, spawn)
+        self.dispatcher = Dispatcher(self.executor, spawn, settings.clock)
         self.boundaries = Boundaries(self, foreground_sleep=settings.foreground_sleep)
         self.datasets: dict[str, DatasetStats | None] = {}
         self._auth_scopes: dict[str, str] = {}

@@ -198,3 +198,35 @@ def test_a_bulk_route_to_a_tool_that_is_not_a_batch_tool_is_refused(registry):
 
     with pytest.raises(pl.PlayDefinitionError, match=r"t\.missing"):
         run_play(play, tools=[registry])
+
+
+def test_a_partial_batch_waits_for_its_rate_gate_and_gathers_the_calls_arriving_meanwhile():
+    # Column b's rows arrive one by one as column a's paced calls return. Sending each as it
+    # comes would spend one of b's scarce rate tokens per row; held while b's gate is shut,
+    # they go out together. (Real clock: about a second; the bound is loose on purpose.)
+    registry = pl.ToolRegistry()
+    b_calls: list[int] = []
+
+    @registry.tool("t.paced_a", rate=pl.Rate(per_second=100, burst=1, concurrency=2))
+    async def paced_a(input):
+        return {"x": input["x"]}
+
+    @registry.tool("t.bulk_b", batch=pl.Batch(max_size=50), rate=pl.Rate(per_second=4, burst=1))
+    def bulk_b(inputs):
+        b_calls.append(len(inputs))
+        return [{"y": i["x"] * 2} for i in inputs]
+
+    async def play(ctx, input):
+        return await (
+            ctx.dataset("rows", rows_of(40), key="x")
+            .with_column("a", lambda row, ctx: ctx.tool("t.paced_a", {"x": row["x"]}))
+            .with_column("b", lambda row, ctx: ctx.tool("t.bulk_b", {"x": row["a"].data["x"]}))
+            .run()
+        )
+
+    result = pl.run(pl.play(name="gate-hold")(play), store="memory://", tools=[registry])
+
+    assert result.status == "completed"
+    assert [row["b"] for row in result.output] == [{"y": 2 * i} for i in range(40)]
+    assert sum(b_calls) == 40
+    assert len(b_calls) <= 10, b_calls  # one call per row would be 40
