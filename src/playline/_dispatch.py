@@ -97,7 +97,7 @@ class Dispatcher:
             if tool in self._holding:
                 continue
             spec = batch[0].spec
-            if 1 < spec.max_batch and len(batch) < spec.max_batch:
+            if spec.max_batch > 1 and len(batch) < spec.max_batch:
                 wait = self._executor.gate_wait(spec)
                 if wait > 0:
                     self._hold(tool, wait)
