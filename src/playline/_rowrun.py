@@ -28,7 +28,7 @@ from ._events import preview
 from ._rows import KeySpec, as_row, row_key_function
 from ._scope import RowScope, current_row
 from ._taskgroups import unwrapped
-from .errors import PlaylineError, ToolError
+from .errors import EventTimeout, PlaylineError, ToolError
 from .store import RowRecord
 from .tools import ToolResult
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["Column", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
 
 OnRowError = Literal["record", "raise"]
+# Playline errors that belong to one row (its cell fails); any other stops the run.
+ROW_ERRORS = (ToolError, EventTimeout)
 _WRITE_EVERY = 1000
 
 
@@ -316,7 +318,7 @@ class DatasetRun:
         """Record a failed cell; raise when the error must stop the run."""
         row.results = []
         notes, row.notes = row.notes, {}
-        if isinstance(error, PlaylineError) and not isinstance(error, ToolError):
+        if isinstance(error, PlaylineError) and not isinstance(error, ROW_ERRORS):
             raise error  # budgets, governance and misuse stop the run whatever on_row_error says
         if self.on_row_error == "raise":
             raise RowFailed(self.name, row.row_key, column.name, error) from error

@@ -140,3 +140,22 @@ def test_bad_waits_are_clear_errors(run):
         assert "non-empty event key" in str(exc)
     else:
         raise AssertionError("an empty key must be refused")
+
+
+def test_a_timeout_in_a_column_fails_only_that_row(run, worker, clock):
+    @pl.play(name=unique("row-timeout"))
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        async def reply(row: Any, ctx: pl.Context) -> Any:
+            if row["value"] == 2:
+                return await ctx.wait_for_event("never-comes", timeout=60)
+            return "fine"
+
+        return await ctx.dataset("rows", [1, 2, 3]).with_column("reply", reply).run()
+
+    assert run(play).status == "suspended"
+    clock.advance(60)
+    (resumed,) = worker()
+    assert resumed.status == "completed_with_errors"
+    assert [row["reply"] for row in resumed.output] == ["fine", None, "fine"]
+    (error,) = resumed.output.errors
+    assert "No event 'never-comes' arrived within 60s" in error.message
