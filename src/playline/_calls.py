@@ -18,7 +18,7 @@ from ._ledger import Ledger
 from ._limits import Governor, ToolGates
 from ._scope import RowScope
 from .errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
-from .store import Claim, ClaimOutcome, ReceiptStatus, Store
+from .store import Claim, ClaimOutcome, ReceiptStatus, Store, owner_alive
 from .tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 
 __all__ = ["CallExecutor", "CallStats", "ToolCall"]
@@ -190,8 +190,8 @@ class CallExecutor:
                     self._settle_cached(call, receipt.result)
                     return
                 break  # failed or released: claim it ourselves
-            if (receipt.lease_until or 0) <= self._clock.now():
-                break
+            if (receipt.lease_until or 0) <= self._clock.now() or not owner_alive(receipt.owner):
+                break  # its owner died, or its lease ran out: take it over
         else:
             self._settle(
                 call,

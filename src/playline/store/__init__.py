@@ -19,6 +19,7 @@ from ._records import (
     RowRecord,
     RunRecord,
     RunStatus,
+    owner_alive,
     owner_id,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "RunStatus",
     "Store",
     "open_store",
+    "owner_alive",
     "owner_id",
 ]
 
