@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-BENCHMARKS = ["bookkeeping", "cached_rerun", "pure_map", "saturation", "bulk"]
+BENCHMARKS = ["bookkeeping", "cached_rerun", "pure_map", "saturation", "bulk", "waterfall_coverage"]
 
 
 def main(argv: list[str]) -> int:

@@ -91,6 +91,8 @@ def main() -> dict[str, Any]:
     all_three = round(sum(s["credits"] for s in singles), 6)
     return {
         "bench": "waterfall_coverage",
+        # emails found by the waterfall per email found by the best single provider
+        "ratio": round(waterfall["found"] / best["found"], 3) if best["found"] else None,
         "people": len(people),
         "goal": "more emails than the best provider, fewer credits than all three per row",
         "met": waterfall["found"] > best["found"] and waterfall["credits"] < all_three,
