@@ -47,9 +47,12 @@ def is_value(value: Any) -> bool:
         return False
     if isinstance(value, str):
         return bool(value.strip())
-    if isinstance(value, list | tuple | dict):
+    if isinstance(value, _CONTAINERS):
         return bool(value)
     return True
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 class ToolResult:
