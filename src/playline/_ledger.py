@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 from ._clock import Clock
@@ -27,33 +26,50 @@ class Ledger:
         *,
         max_credits: float | None = None,
         spent: float = 0.0,
+        parent: Ledger | None = None,
     ) -> None:
         self._run_id = run_id
         self._clock = clock
         self.max_credits = max_credits
         self.spent = spent
         self.reserved = 0.0
-        self.by_tool: dict[str, float] = defaultdict(float)
+        # a child play's ledger: what it spends counts against its parents' budgets too
+        self.parent = parent
+
+    def _chain(self) -> list[Ledger]:
+        chain: list[Ledger] = []
+        ledger: Ledger | None = self
+        while ledger is not None:
+            chain.append(ledger)
+            ledger = ledger.parent
+        return chain
 
     def reserve(self, spec: ToolSpec, calls: int) -> int:
-        """Reserve the worst-case cost of as many of ``calls`` as the budget allows; returns
-        how many may be sent (the rest must not be)."""
+        """Reserve the worst-case cost of as many of ``calls`` as every budget in force
+        allows (this run's and its parents'); returns how many may be sent."""
         each = spec.cost.credits
         allowed = calls
-        if self.max_credits is not None and each > 0:
-            room = self.max_credits - self.spent - self.reserved
-            allowed = max(0, min(calls, int((room + 1e-9) // each)))
-        self.reserved += each * allowed
+        if each > 0:
+            for ledger in self._chain():
+                if ledger.max_credits is not None:
+                    room = ledger.max_credits - ledger.spent - ledger.reserved
+                    allowed = max(0, min(allowed, int((room + 1e-9) // each)))
+        for ledger in self._chain():
+            ledger.reserved += each * allowed
         return allowed
 
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
-        limit = self.max_credits or 0.0
+        """The error for ``calls`` refused: it names the budget that refused them."""
+        limited = [ledger for ledger in self._chain() if ledger.max_credits is not None]
+        tight = min(limited, key=lambda g: (g.max_credits or 0.0) - g.spent - g.reserved)
+        limit = tight.max_credits or 0.0
+        whose = "" if tight is self else f" of the parent run {tight._run_id}"
         return BudgetExceeded(
-            f"Budget of {limit:g} credits would be exceeded: {self.spent:g} spent, "
-            f"{self.reserved:g} in flight, and {calls} more call(s) to {spec.id} may cost "
+            f"Budget{whose} of {limit:g} credits would be exceeded: {tight.spent:g} spent, "
+            f"{tight.reserved:g} in flight, and {calls} more call(s) to {spec.id} may cost "
             f"{spec.cost.credits * calls:g}. Everything paid for so far is kept; raise "
             "max_credits and resume the run to go on.",
-            spent=self.spent,
+            spent=tight.spent,
             limit=limit,
             tool=spec.id,
         )
@@ -61,10 +77,10 @@ class Ledger:
     def settle(self, spec: ToolSpec, reserved: int, entries: Sequence[LedgerEntry]) -> None:
         """Replace the reservation of ``reserved`` calls by the entries charged (the caller
         writes them, with the results they paid for)."""
-        self.reserved -= spec.cost.credits * reserved
-        for entry in entries:
-            self.spent += entry.credits
-            self.by_tool[entry.tool] += entry.credits
+        charged = sum(entry.credits for entry in entries)
+        for ledger in self._chain():
+            ledger.reserved -= spec.cost.credits * reserved
+            ledger.spent += charged
 
     def entry(
         self,

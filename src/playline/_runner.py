@@ -178,6 +178,7 @@ async def _run(
     lineage: Lineage,
     parent_run_id: str | None = None,
     max_credits: float | None = None,
+    parent_ledger: Ledger | None = None,
 ) -> RunResult:
     """One attempt of a run (a root run or a child play's)."""
     db, clock = settings.store, settings.clock
@@ -204,9 +205,9 @@ async def _run(
     else:
         db.update_run(run_id, status=RunStatus.RUNNING, updated_at=now, error=None, waiting=None)
         input = existing.input if input is None else input
-    spent = sum(e.credits for e in db.read_ledger(run_id)) if existing else 0.0
+    spent = _tree_spent(db, run_id) if existing else 0.0
     events = EventLog(db, run_id, clock, settings.listeners)
-    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent)
+    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
     error: BaseException | None = None
     output: Any = None
     runtime: Runtime | None = None
@@ -282,6 +283,14 @@ def run(play: Play | PlayFn | str, input: Any = None, **options: Any) -> RunResu
     raise PlayDefinitionError(
         "pl.run() was called inside a running event loop; use `await pl.arun(...)` there."
     )
+
+
+def _tree_spent(db: Store, run_id: str) -> float:
+    """Credits spent by a run and its child plays (their run ids extend the parent's)."""
+    runs = [run_id] + [
+        r.run_id for r in db.list_runs(limit=1_000_000) if r.run_id.startswith(run_id + "/")
+    ]
+    return sum(e.credits for rid in runs for e in db.read_ledger(rid))
 
 
 def _json_or_error(value: Any, what: str) -> Any:

@@ -244,6 +244,7 @@ class Runtime:
                     run_id=child_id,
                     lineage=self.lineage.child(target),
                     parent_run_id=self.run_id,
+                    parent_ledger=self.ledger,
                 ),
                 context=context,
             )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import unique
-
 import playline as pl
+
+from conftest import unique
 
 
 def test_a_child_play_by_function_and_by_name_shares_receipts(store, clock):
@@ -135,3 +135,36 @@ def test_the_children_per_parent_limit(run):
     result = run(fan_out)
     assert isinstance(result.exception, pl.GovernanceError)
     assert result.exception.counter == "children_per_parent"
+
+
+def test_a_parent_budget_stops_its_children_spending(store, clock):
+    calls: list[int] = []
+    registry = pl.ToolRegistry()
+
+    @registry.tool("t.priced", cost=pl.Cost(1))
+    def priced(input: dict[str, Any]) -> dict[str, Any]:
+        calls.append(input["n"])
+        return {"n": input["n"]}
+
+    @pl.play(name=unique("spender"))
+    async def spender(ctx: pl.Context, input: Any) -> Any:
+        return [(await ctx.tool("t.priced", {"n": n})).data for n in range(10)]
+
+    @pl.play(name=unique("frugal"), max_credits=4)
+    async def frugal(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.run_play("spend", spender, None)
+
+    result = pl.run(frugal, store=store, clock=clock, tools=[registry])
+
+    assert isinstance(result.exception, pl.BudgetExceeded)
+    assert "of the parent run" in result.error
+    assert calls == [0, 1, 2, 3]
+    child = next(r for r in store.list_runs() if r.parent_run_id == result.run_id)
+    assert sum(e.credits for e in store.read_ledger(child.run_id)) == 4
+
+    # resumed with a bigger budget, the parent pays only for what is left
+    again = pl.run(
+        frugal, store=store, clock=clock, tools=[registry], run_id=result.run_id, max_credits=10
+    )
+    assert again.status == "completed", again.error
+    assert calls == list(range(10))

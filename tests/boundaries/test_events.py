@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import unique
-
 import playline as pl
+
+from conftest import unique
 
 
 def test_an_event_delivered_to_one_row_while_the_others_finish(run, worker, store):

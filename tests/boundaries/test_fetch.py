@@ -8,9 +8,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
-from conftest import unique
 
 import playline as pl
+
+from conftest import unique
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DAY, unique
 
 import playline as pl
+
+from conftest import DAY, unique
 
 
 def test_a_step_with_side_effects_runs_once_across_three_resumes(run, worker, store):

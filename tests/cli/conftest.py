@@ -4,9 +4,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clihelp import LOCAL_PLAY, Cli
 
 from playline.sim import Simulator, serve
+
+from clihelp import LOCAL_PLAY, Cli
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from clihelp import Cli, one_error_line
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from clihelp import Cli, one_error_line
 from typer.testing import CliRunner
 
 from playline.cli import app
 from playline.sim import Simulator
+
+from clihelp import Cli, one_error_line
 
 COMMANDS = [
     [], ["run"], ["resume"], ["runs"], ["show"], ["logs"], ["export"], ["cache"],

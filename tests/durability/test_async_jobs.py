@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from durability_helpers import wait_until
 
 import playline as pl
 from playline.sim import serve
+
+from durability_helpers import wait_until
 
 PLAY = """
 import sys

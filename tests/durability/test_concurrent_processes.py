@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from durability_helpers import TOOLS, Journal, finish, journal_lines, start, write_play
-
 from playline.store import open_store
+
+from durability_helpers import TOOLS, Journal, finish, journal_lines, start, write_play
 
 ROWS = 300
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from playline.store import ReceiptStatus, open_store
+
 from durability_helpers import (
     BATCH_SIZE,
     TOOLS,
@@ -16,8 +18,6 @@ from durability_helpers import (
     wait_until,
     write_play,
 )
-
-from playline.store import ReceiptStatus, open_store
 
 ROWS = 300
 

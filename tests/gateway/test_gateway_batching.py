@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gwhelp import by_email, people_play, tool_column, world_people
-
 import playline as pl
 from playline.sim import Simulator
+
+from gwhelp import by_email, people_play, tool_column, world_people
 
 
 def test_120_rows_go_out_as_three_bulk_requests(sim: Simulator, gateway: pl.tools.Gateway) -> None:

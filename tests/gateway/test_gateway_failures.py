@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from gwhelp import by_email, people_play, person_input, tool_column, world_people
 
 import playline as pl
 from playline.errors import GatewayError
 from playline.sim import Simulator
+
+from gwhelp import by_email, people_play, person_input, tool_column, world_people
 
 UNLIMITED = {"rate_per_second": 1_000_000, "burst": 1_000_000}
 

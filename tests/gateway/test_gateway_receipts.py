@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import httpx
-from gwhelp import by_email, people_play, person_input, tool_column, world_people
 
 import playline as pl
 from playline.sim import Simulator
 from playline.store import MemoryStore
+
+from gwhelp import by_email, people_play, person_input, tool_column, world_people
 
 
 def test_a_second_run_is_served_from_receipts(sim: Simulator, gateway: pl.tools.Gateway) -> None:

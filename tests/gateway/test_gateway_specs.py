@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gwhelp import by_email, people_play, tool_column, world_people
-
 import playline as pl
 from playline.sim import Simulator
+
+from gwhelp import by_email, people_play, tool_column, world_people
 
 local = pl.ToolRegistry()
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import httpx
 import pytest
-from simhelp import NOBODY, execute, people, person_input, unlimited
 
 from playline.sim import Simulator
+
+from simhelp import NOBODY, execute, people, person_input, unlimited
 
 
 def _faults(client: httpx.Client, doc: dict[str, Any]) -> dict[str, Any]:

@@ -6,10 +6,11 @@ from typing import Any
 
 import httpx
 import pytest
-from simhelp import NOBODY, execute, people, person_input, unlimited
 
 import playline.sim
 from playline.sim import Simulator
+
+from simhelp import NOBODY, execute, people, person_input, unlimited
 
 BASE_TOOLS = (
     "sim.email.alpha",

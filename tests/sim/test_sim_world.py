@@ -7,9 +7,10 @@ from typing import Any
 
 import httpx
 import pytest
-from simhelp import execute, person_input
 
 from playline.sim import Simulator, serve
+
+from simhelp import execute, person_input
 
 FINDERS = ("sim.email.alpha", "sim.email.beta", "sim.email.gamma")
 
