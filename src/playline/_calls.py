@@ -13,7 +13,7 @@ from typing import Any
 
 from ._clock import Clock
 from ._events import EventLog
-from ._json import dumps, loads
+from ._json import digest, dumps, loads
 from ._ledger import Ledger
 from ._limits import Governor, ToolGates
 from ._scope import RowScope
@@ -42,6 +42,7 @@ class ToolCall:
     followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
     on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
     job: bytes | None = None  # an async tool's submitted job, from the receipt
+    idempotency_key: str = ""  # sent to the provider: a repeat after a crash is not paid
 
 
 @dataclass(slots=True)
@@ -158,6 +159,10 @@ class CallExecutor:
                 waits.append(self._wait_for_receipt(call))
             else:
                 call.job = claim.receipt.job
+                # The same key for every attempt at the same receipt (a crash's retry is a
+                # repeat the provider can recognise); a forced refresh asks anew.
+                attempt = str(claim.receipt.attempt) if call.force else ""
+                call.idempotency_key = digest("idempotency", call.key, attempt)[:40]
                 to_run.append(call)
         chunks = [to_run[i : i + spec.max_batch] for i in range(0, len(to_run), spec.max_batch)]
         async with asyncio.TaskGroup() as tg:
@@ -248,7 +253,9 @@ class CallExecutor:
                 else:
                     async with gate.slot():
                         self._sent(spec, target, len(chunk))
-                        raws = await target.transport.call(target, [c.input for c in chunk])
+                        raws = await target.transport.call(
+                            target, [c.input for c in chunk], [c.idempotency_key for c in chunk]
+                        )
             except ToolError as exc:
                 if exc.status == 429:
                     self._governor.spend("retries")
@@ -279,7 +286,7 @@ class CallExecutor:
         else:
             async with self._gates[target].slot():
                 self._sent(spec, target, 1)
-                state = await jobs.submit(target, call.input)
+                state = await jobs.submit(target, call.input, call.idempotency_key)
             if not state.done:
                 call.job = dumps(state.job, what=f"The job of tool {spec.id}")
                 self._store.save_jobs([(call.key, call.job)], owner=self._owner)

@@ -20,8 +20,12 @@ class Ledger:
         self.charges_milli: dict[str, int] = {}
         self.inputs: dict[str, dict[str, int]] = {}
         self.duplicate_charges = 0
+        self.replayed: dict[str, int] = {}
         self.inflight: dict[str, int] = {}
         self.max_inflight: dict[str, int] = {}
+
+    def replay(self, tool: str) -> None:
+        self.replayed[tool] = self.replayed.get(tool, 0) + 1
 
     def call(self, tool: str) -> None:
         self.calls[tool] = self.calls.get(tool, 0) + 1
@@ -65,6 +69,7 @@ class Ledger:
             "charges": {tool: m / 1000 for tool, m in self.charges_milli.items()},
             "credits": sum(self.charges_milli.values()) / 1000,
             "duplicate_charges": self.duplicate_charges,
+            "replayed": dict(self.replayed),
             "inputs": {tool: dict(keys) for tool, keys in self.inputs.items()},
             "max_inflight": dict(self.max_inflight),
         }

@@ -104,6 +104,17 @@ def build_app(state: SimState) -> Starlette:
         except InvalidInput as exc:
             return _error(400, exc.code, str(exc), rid)
 
+        idempotency = request.headers.get("idempotency-key")
+        if idempotency and (tool_id, idempotency) in state.replies:
+            # Like real providers: the same request with the same key is answered again
+            # from the first answer, without doing (or charging) the work twice.
+            state.ledger.replay(tool_id)
+            return Response(
+                state.replies[(tool_id, idempotency)],
+                media_type=_JSON,
+                headers={"x-request-id": rid, "idempotent-replayed": "true"},
+            )
+
         wait = state.bucket(spec).take()
         if wait > 0.0:
             state.ledger.reject(tool_id)
@@ -137,6 +148,8 @@ def build_app(state: SimState) -> Starlette:
             return _error(failing, "transient_error", f"{tool_id} failed; safe to retry", rid)
 
         response = _work(spec, items, rid)
+        if idempotency and response.status_code == 200 and failing is None:
+            state.replies[(tool_id, idempotency)] = bytes(response.body)
         if failing is not None:
             state.ledger.error(tool_id)
             return _error(

@@ -36,16 +36,20 @@ class SimState:
         self.ledger = Ledger()
         self.faults = Faults(self.catalog)
         self.jobs = Jobs()
+        # (tool, Idempotency-Key) -> the 200 answer given: a repeat is replayed, not redone
+        self.replies: dict[tuple[str, str], bytes] = {}
         self.buckets: dict[str, TokenBucket] = {}
         self._sequence: dict[str, int] = {}
         self._requests = 0
         self._jitter = random.Random(seed)
 
     def reset(self) -> None:
-        """Forget the ledger, buckets, jobs, faults and fault sequences (not the world)."""
+        """Forget the ledger, buckets, jobs, replies, faults and fault sequences (not the
+        world)."""
         self.ledger = Ledger()
         self.faults.clear()
         self.jobs.clear()
+        self.replies.clear()
         self.buckets.clear()
         self._sequence.clear()
 

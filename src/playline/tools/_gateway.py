@@ -140,11 +140,16 @@ class Gateway:
             self._clients[loop] = client
         return client
 
-    async def execute(self, spec: ToolSpec, tool: str, payload: Any) -> tuple[str, Any]:
-        """One request; returns (status, result) or raises ``ToolError``."""
+    async def execute(
+        self, spec: ToolSpec, tool: str, payload: Any, key: str | None = None
+    ) -> tuple[str, Any]:
+        """One request; returns (status, result) or raises ``ToolError``. ``key`` is sent as
+        the request's Idempotency-Key."""
         try:
             response = await self._client().post(
-                f"{_PREFIX}/{tool}/execute", json={"payload": payload}
+                f"{_PREFIX}/{tool}/execute",
+                json={"payload": payload},
+                headers={"Idempotency-Key": key} if key else None,
             )
         except httpx.TimeoutException:
             raise ToolError(
@@ -195,10 +200,14 @@ class _GatewayTransport:
         self._poll = poll
         self.poll_interval = gateway.poll_interval
 
-    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    async def call(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> list[Any]:
         if self._bulk is not None and len(inputs) > 1:
+            # the same items in the same order, repeated, are the same bulk request
+            bulk_key = digest("bulk", *keys) if keys else None
             _, result = await self._gateway.execute(
-                spec, self._bulk, {"items": [dict(i) for i in inputs]}
+                spec, self._bulk, {"items": [dict(i) for i in inputs]}, bulk_key
             )
             results = result.get("results") if isinstance(result, dict) else None
             if not isinstance(results, list) or len(results) != len(inputs):
@@ -209,16 +218,18 @@ class _GatewayTransport:
                 )
             return results
         results = []
-        for payload in inputs:
-            state = await self.submit(spec, payload)
+        for index, payload in enumerate(inputs):
+            state = await self.submit(spec, payload, keys[index] if keys else None)
             while not state.done:
                 await asyncio.sleep(self.poll_interval)
                 state = await self.poll(spec, state.job)
             results.append(state.result)
         return results
 
-    async def submit(self, spec: ToolSpec, input: Mapping[str, Any]) -> JobState:
-        return self._state(spec, *await self._gateway.execute(spec, spec.id, dict(input)))
+    async def submit(
+        self, spec: ToolSpec, input: Mapping[str, Any], key: str | None = None
+    ) -> JobState:
+        return self._state(spec, *await self._gateway.execute(spec, spec.id, dict(input), key))
 
     async def poll(self, spec: ToolSpec, job: Any) -> JobState:
         if self._poll is None:

@@ -37,7 +37,9 @@ class LocalTransport:
             result = await result
         return result
 
-    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    async def call(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> list[Any]:
         try:
             if not self.takes_list:
                 return [await self._invoke(dict(inputs[0]))]

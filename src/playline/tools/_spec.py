@@ -80,10 +80,14 @@ class Transport(Protocol):
     """Sends one call (a chunk of inputs) to where a tool runs.
 
     Returns one raw result per input, aligned with ``inputs``: the result's JSON data, or
-    None for "not found". Raises ``ToolError`` when the call as a whole failed.
+    None for "not found". Raises ``ToolError`` when the call as a whole failed. ``keys`` are
+    the inputs' idempotency keys (derived from their receipts): a transport whose provider
+    honours them sends them, so a call repeated after a crash is not paid twice.
     """
 
-    async def call(self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]]) -> list[Any]: ...
+    async def call(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> list[Any]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +106,9 @@ class Jobs(Protocol):
 
     poll_interval: float
 
-    async def submit(self, spec: ToolSpec, input: Mapping[str, Any]) -> JobState: ...
+    async def submit(
+        self, spec: ToolSpec, input: Mapping[str, Any], key: str | None = None
+    ) -> JobState: ...
 
     async def poll(self, spec: ToolSpec, job: Any) -> JobState: ...
 
