@@ -21,6 +21,7 @@ from ._limits import ToolGates
 from ._play import Play, PlayFn, get_play
 from ._runtime import DEFAULT_FOREGROUND_SLEEP, DEFAULT_ROW_WINDOW, Lineage, Runtime, Settings
 from ._taskgroups import first_error
+from ._waterfall import waterfall_stats
 from .errors import PlayDefinitionError, PlaylineError
 from .store import RunRecord, RunStatus, Store, open_store, owner_id
 from .tools import ToolSource, ToolSpec, default_registry
@@ -252,6 +253,8 @@ async def _run(
             error, status = exc, "failed"
     message = _message(error)
     waiting = suspension.waiting() if suspension else None
+    for stats_of_waterfall in waterfall_stats(runtime).values():  # the step trace
+        events.emit("waterfall", data=stats_of_waterfall.to_dict())
     events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
     events.flush()
     db.update_run(

@@ -121,6 +121,7 @@ class Runtime:
         self.dispatcher = Dispatcher(self.executor, spawn, settings.clock)
         self.boundaries = Boundaries(self, foreground_sleep=settings.foreground_sleep)
         self.datasets: dict[str, DatasetStats | None] = {}
+        self.waterfalls: dict[str, Any] = {}  # waterfall id -> its tally (see _waterfall)
         self._auth_scopes: dict[str, str] = {}
 
     def _auth(self, spec: ToolSpec) -> str:
@@ -235,6 +236,7 @@ class Runtime:
         # The child is a play of its own: not inside this row's column, whatever called it.
         context = contextvars.copy_context()
         context.run(current_row.set, None)
+        self.events.emit("child", status="running", data={"run_id": child_id, "play": target.name})
         async with self.lineage.concurrent:
             result = await asyncio.get_running_loop().create_task(
                 self._run_child(
@@ -248,6 +250,12 @@ class Runtime:
                 ),
                 context=context,
             )
+        self.events.emit(
+            "child",
+            status=result.status,
+            error=result.error,
+            data={"run_id": child_id, "play": target.name},
+        )
         if result.status == "suspended":
             raise Suspension(**(result.waiting or {}))
         if result.status == "failed":

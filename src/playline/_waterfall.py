@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -300,19 +299,15 @@ class _Tally:
         )
 
 
-_tallies: weakref.WeakKeyDictionary[Runtime, dict[str, _Tally]] = weakref.WeakKeyDictionary()
-
-
 def waterfall_stats(runtime: Runtime) -> dict[str, WaterfallStats]:
     """The run's waterfalls so far, by id."""
-    return {wid: t.snapshot() for wid, t in _tallies.get(runtime, {}).items()}
+    return {wid: t.snapshot() for wid, t in runtime.waterfalls.items()}
 
 
 def _tally(runtime: Runtime, spec: Waterfall) -> _Tally:
-    by_id = _tallies.setdefault(runtime, {})
-    tally = by_id.get(spec.id)
+    tally: _Tally | None = runtime.waterfalls.get(spec.id)
     if tally is None:
-        tally = by_id[spec.id] = _Tally(spec)
+        tally = runtime.waterfalls[spec.id] = _Tally(spec)
     return tally
 
 

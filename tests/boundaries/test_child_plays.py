@@ -36,6 +36,12 @@ def test_a_child_play_by_function_and_by_name_shares_receipts(store, clock):
     assert calls == ["x"]  # the second child call and the second run used the receipt
     children = [r for r in store.list_runs() if r.parent_run_id == first.run_id]
     assert len(children) == 2
+    trace = store.read_events(first.run_id, kinds=["child"])
+    assert [(e.status, e.data["run_id"]) for e in trace] == [
+        (status, child.run_id)
+        for child in sorted(children, key=lambda r: r.created_at)
+        for status in ("running", "completed")
+    ]
 
 
 def test_a_child_returning_a_dataset_gives_the_parent_a_dataset(run, worker, store):

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import playline as pl
+from playline.store import open_store
 
 from .helpers import batch_tool, cells, fresh_store, run, waterfall_play
 
@@ -299,6 +300,17 @@ def test_waterfall_stats_per_step(registry):
     assert (by_step["b"]["attempts"], by_step["b"]["hits"], by_step["b"]["skipped"]) == (6, 2, 6)
     assert (by_step["c"]["attempts"], by_step["c"]["hits"], by_step["c"]["credits"]) == (4, 4, 8)
     assert by_step["c"]["credits_per_hit"] == 2.0
+
+
+def test_the_run_keeps_each_waterfalls_stats_in_its_step_trace(registry):
+    calls: dict[str, list[list[int]]] = {}
+    spec = three_steps(registry, calls)
+    store = fresh_store()
+
+    result = run(waterfall_play(spec, rows(12)), tools=[registry], store=store)
+
+    (event,) = open_store(store).read_events(result.run_id, kinds=["waterfall"])
+    assert event.data == result.output["stats"]["three"]
 
 
 def test_code_steps_sync_and_async_and_their_tool_costs(registry):
