@@ -20,7 +20,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from types import MappingProxyType
+from types import GeneratorType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._boundaries import Suspension
@@ -212,7 +212,9 @@ class DatasetRun:
                 except Exception as exc:
                     self._failed(row, column, exc)
                     break
-                if hasattr(type(value), "__await__") or inspect.isawaitable(value):
+                if hasattr(type(value), "__await__") or (
+                    type(value) is GeneratorType and inspect.isawaitable(value)
+                ):
                     self._report_cells(row)
                     if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
                         value.add_done_callback(functools.partial(self._resume, row, position))
