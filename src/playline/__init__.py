@@ -4,10 +4,10 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
-from ._boundaries import FetchResponse
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, RowFailed
+from ._engine.boundaries import FetchResponse
 from ._limits import Limits
 from ._play import Play, play
 from ._runner import RunResult, RunStats, arun, run

@@ -1,16 +1,18 @@
-"""The ``ctx`` a play sees: a thin facade over the attempt's runtime."""
+"""The ``ctx`` a play sees: a thin facade over the engine's attempt."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._boundaries import FetchResponse
-from ._dataset import DatasetBuilder
-from ._play import Play, PlayFn
-from ._rows import KeySpec
-from ._scope import current_row
+from ._dataset import DatasetBuilder, revive
+from ._engine.attempt import Attempt
+from ._engine.boundaries import FetchResponse
+from ._engine.rows import KeySpec
+from ._engine.scope import current_row
+from ._play import Play, PlayFn, get_play
 from ._secrets import Secrets
+from ._waterfall import Waterfall, WaterfallStats, resolve
 from .errors import PlayDefinitionError
 from .tools import ToolResult
 
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ._csv import CsvRows
-    from ._runtime import Runtime
-    from ._waterfall import Waterfall, WaterfallStats
 
 __all__ = ["Context", "Tools"]
 
@@ -27,8 +27,8 @@ __all__ = ["Context", "Tools"]
 class Tools:
     """``ctx.tools``: ``execute(id=..., tool=..., input=...)`` is ``ctx.tool`` by keywords."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
+    def __init__(self, attempt: Attempt) -> None:
+        self._rt = attempt
 
     def execute(
         self,
@@ -46,11 +46,11 @@ class Tools:
 
 
 class Context:
-    """What a play and its resolvers use: datasets, tools, logs."""
+    """What a play and its resolvers use: datasets, tools, waterfalls, durable steps, logs."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
-        self.tools = Tools(runtime)
+    def __init__(self, attempt: Attempt) -> None:
+        self._rt = attempt
+        self.tools = Tools(attempt)
         self.secrets = Secrets()
 
     @property
@@ -103,15 +103,13 @@ class Context:
         waiting on the same step send their calls as one batched pass; which step won, and
         each step's status and cost, go into the cell's metadata (``"waterfall"``).
         """
-        from ._waterfall import resolve, run_waterfall  # _waterfall builds on this module
-
         spec = resolve(waterfall)
         if not isinstance(input, Mapping):
             raise PlayDefinitionError(
                 f"ctx.waterfall({spec.id!r}, ...): the input must be a dict, not "
                 f"{type(input).__name__}."
             )
-        return run_waterfall(self._rt, spec, input)
+        return self._rt.waterfall(spec, input)
 
     def waterfall_stats(self) -> dict[str, WaterfallStats]:
         """Per waterfall of this run so far (by id): rows, rows satisfied, credits, and per
@@ -120,9 +118,7 @@ class Context:
         Read it after the datasets ran, e.g. ``return ctx.waterfall_stats()["work_email"]
         .to_dict()`` or log it; each cell also keeps its own provenance in the store.
         """
-        from ._waterfall import waterfall_stats
-
-        return waterfall_stats(self._rt)
+        return self._rt.waterfall_stats()
 
     async def step(self, key: str, fn: Callable[[], Any], *, stale_after: int | None = None) -> Any:
         """Run ``fn`` once; its JSON result is checkpointed and replayed on resume."""
@@ -154,7 +150,8 @@ class Context:
 
     async def run_play(self, key: str, play: Play | PlayFn | str, input: Any = None) -> Any:
         """Run a child play (a function or a registered name) and return its result."""
-        return await self._rt.run_play(key, play, input)
+        output = await self._rt.run_play(key, get_play(play), input)
+        return revive(self._rt.store, output)
 
     def log(self, message: str) -> None:
         """Add a line to the run's log."""

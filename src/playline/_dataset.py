@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._arity import takes_ctx
+from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
+from ._engine.rows import KeySpec
+from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
-from ._rowrun import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
-from ._rows import KeySpec
-from ._scope import current_row
 from .errors import PlayDefinitionError
 from .store import Store
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._engine.attempt import Attempt
 
-__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "RowFailed"]
+__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "RowFailed", "revive"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,7 +39,7 @@ class DatasetBuilder:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Attempt,
         name: str,
         rows: Iterable[Any],
         key: KeySpec,
@@ -123,6 +123,10 @@ class Dataset:
     def __len__(self) -> int:
         return self.stats.rows
 
+    def to_ref(self) -> dict[str, Any]:
+        """How a play's output that is a dataset is stored: by reference to its rows."""
+        return {"$dataset": self.name, "run_id": self.run_id, "rows": len(self)}
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for record in self.store.iter_rows(self.run_id, self.name):
             yield record.values
@@ -182,3 +186,12 @@ class Dataset:
                     }
                 )
         return out
+
+
+def revive(store: Store, output: Any) -> Any:
+    """A stored output back as the play returned it: a dataset reference as a ``Dataset``."""
+    if isinstance(output, dict) and "$dataset" in output and "run_id" in output:
+        return Dataset(
+            store, output["run_id"], output["$dataset"], DatasetStats(rows=output["rows"])
+        )
+    return output

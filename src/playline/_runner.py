@@ -1,4 +1,9 @@
-"""Running a play: the run record, its attempts, and the result."""
+"""Running a play: ``pl.run`` / ``pl.arun`` open the run, run an attempt, and report.
+
+The attempt itself is the engine's (``_engine/attempt.py``: ``run_attempt``); this module
+chooses the store, tools and clock, opens (or finds) the run record, and turns the outcome
+into a ``RunResult``.
+"""
 
 from __future__ import annotations
 
@@ -7,57 +12,37 @@ import os
 import secrets
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from ._boundaries import Suspension
 from ._clock import Clock, SystemClock
 from ._context import Context
-from ._dataset import Dataset
-from ._events import EventLog, Listener
-from ._json import dumps
-from ._ledger import Ledger
-from ._limits import ToolGates
+from ._engine.attempt import (
+    DEFAULT_FOREGROUND_SLEEP,
+    DEFAULT_ROW_WINDOW,
+    DEFAULT_STALL_AFTER,
+    AttemptOutcome,
+    RunStats,
+    Services,
+    Status,
+    open_run,
+    run_attempt,
+)
+from ._engine.drain import STOPPED, Drain
+from ._engine.events import Listener
 from ._play import Play, PlayFn, get_play
-from ._runtime import DEFAULT_FOREGROUND_SLEEP, DEFAULT_ROW_WINDOW, Lineage, Runtime, Settings
-from ._taskgroups import first_error
-from ._waterfall import waterfall_stats
-from .errors import PlayDefinitionError, PlaylineError
-from .store import RunRecord, RunStatus, Store, open_store, owner_id
+from .errors import PlayDefinitionError
+from .store import Store, open_store, owner_id
 from .tools import ToolSource, ToolSpec, default_registry
+from .tools._gates import ToolGates
 
-__all__ = ["RunResult", "RunStats", "arun", "resolve_tools", "run"]
-
-Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
+__all__ = ["RunResult", "RunStats", "arun", "gate_statistics", "resolve_tools", "run"]
 
 # Every run on one event loop (and clock) shares one gate per tool; asyncio primitives
 # cannot outlive their loop, so each loop has its own.
 _gates_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, ToolGates]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunStats:
-    rows: int = 0
-    rows_executed: int = 0
-    rows_reused: int = 0
-    rows_failed: int = 0
-    rows_duplicate: int = 0
-    rows_waiting: int = 0
-    tool_calls_live: int = 0
-    tool_calls_cached: int = 0
-    tool_calls_in_flight: int = 0
-    tool_calls_failed: int = 0
-    tool_requests: int = 0
-    dispatch_passes: int = 0
-    credits: float = 0.0
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,12 +121,22 @@ async def arun(
     clock: Clock | None = None,
     row_window: int = DEFAULT_ROW_WINDOW,
     foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP,
+    retry_in_doubt: bool = False,
+    stall_after: float | None = DEFAULT_STALL_AFTER,
+    stop: asyncio.Event | None = None,
 ) -> RunResult:
     """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
 
     Sleeps up to ``foreground_sleep`` seconds are waited out here; longer ones, and waits for
     events, end the attempt with status ``"suspended"`` (``RunResult.waiting`` says for what)
-    until ``pl.Worker`` or ``playline worker`` resumes it.
+    until ``pl.Worker`` or ``playline worker`` resumes it. ``max_credits`` stops the run before
+    a call that could pass it (on a resume, it replaces the budget the run started with).
+
+    ``stop``: set this event to stop the run cleanly: no new paid call starts, the calls
+    already sent finish and are recorded, and the run ends ``"suspended"`` until resumed.
+    ``retry_in_doubt`` buys again the calls whose requests may have reached their provider
+    before a crash, when that provider would not recognise a repeat (by default they fail).
+    ``stall_after`` seconds without progress write what the run waits for to its log.
     """
     target = get_play(play)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
@@ -150,130 +145,63 @@ async def arun(
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
     if not isinstance(foreground_sleep, int | float) or foreground_sleep < 0:
         raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
+    if max_credits is not None and (
+        isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
+    ):
+        raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
     clock = clock or _SYSTEM_CLOCK
-    settings = Settings(
+    services = Services(
         store=open_store(store),
         clock=clock,
         tools=resolve_tools(tools),
         gates=_gates(clock),
+        context=Context,
         listeners=listeners,
         row_window=row_window,
         foreground_sleep=foreground_sleep,
+        retry_in_doubt=retry_in_doubt,
+        stall_after=stall_after,
     )
-    return await _run(
-        settings,
-        target,
-        input,
-        run_id=run_id or _new_run_id(clock),
-        lineage=Lineage.root(target),
-        max_credits=max_credits,
-    )
-
-
-async def _run(
-    settings: Settings,
-    target: Play,
-    input: Any,
-    *,
-    run_id: str,
-    lineage: Lineage,
-    parent_run_id: str | None = None,
-    max_credits: float | None = None,
-    parent_ledger: Ledger | None = None,
-) -> RunResult:
-    """One attempt of a run (a root run or a child play's)."""
-    db, clock = settings.store, settings.clock
-    budget = max_credits if max_credits is not None else target.max_credits
-    now = clock.now()
-    existing = db.get_run(run_id)
-    if existing is not None and existing.play != target.name:
-        raise PlayDefinitionError(
-            f"Run {run_id!r} belongs to play {existing.play!r}, not {target.name!r}. Resume it "
-            "with its own play, or start a new run."
-        )
-    if existing is None:
-        db.create_run(
-            RunRecord(
-                run_id=run_id,
-                play=target.name,
-                status=RunStatus.RUNNING,
-                input=_json_or_error(input, "The play input"),
-                created_at=now,
-                updated_at=now,
-                parent_run_id=parent_run_id,
-            )
-        )
-    else:
-        db.update_run(run_id, status=RunStatus.RUNNING, updated_at=now, error=None, waiting=None)
-        input = existing.input if input is None else input
-    spent = _tree_spent(db, run_id) if existing else 0.0
-    events = EventLog(db, run_id, clock, settings.listeners)
-    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
-    error: BaseException | None = None
-    output: Any = None
-    runtime: Runtime | None = None
-    events.emit("run", status="running", data={"play": target.name, "resumed": bool(existing)})
-    try:
-        async with asyncio.TaskGroup() as tg:
-            runtime = Runtime(
-                settings,
-                run_id=run_id,
-                play=target,
-                events=events,
-                ledger=ledger,
-                owner=owner_id(secrets.token_hex(6)),
-                resuming=existing is not None,
-                spawn=tg.create_task,
-                lineage=lineage,
-                run_child=_run,
-            )
-            runtime.ctx = Context(runtime)
-            output = await target.fn(runtime.ctx, input)
-    except BaseExceptionGroup as group:
-        error = first_error(group)
-    except (Exception, Suspension) as exc:  # the play's error fails the run; reported, not raised
-        error = exc
-    assert runtime is not None
-    stats = _stats(runtime, ledger)
-    suspension = error if isinstance(error, Suspension) else None
-    status: Status
-    if suspension is not None:
-        status, error = "suspended", None
-    elif error is not None:
-        status = "failed"
-    elif stats.rows_failed:
-        status = "completed_with_errors"
-    else:
-        status = "completed"
-    stored_output: Any = None
-    if status != "failed" and suspension is None:
-        try:
-            stored_output = _stored_output(output, run_id)
-        except PlaylineError as exc:
-            error, status = exc, "failed"
-    message = _message(error)
-    waiting = suspension.waiting() if suspension else None
-    for stats_of_waterfall in waterfall_stats(runtime).values():  # the step trace
-        events.emit("waterfall", data=stats_of_waterfall.to_dict())
-    events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
-    events.flush()
-    db.update_run(
-        run_id,
-        status=RunStatus(status),
-        output=stored_output,
-        error=message,
-        stats=stats.to_dict(),
-        updated_at=clock.now(),
-        waiting=waiting,
-    )
-    return RunResult(
+    run_id = run_id or _new_run_id(clock)
+    await open_run(
+        services.store,
+        clock,
         run_id=run_id,
-        status=status,
-        output=output if status in ("completed", "completed_with_errors") else None,
-        stats=stats,
-        error=message,
-        exception=error,
-        waiting=waiting,
+        play=target,
+        input=input,
+        options={} if max_credits is None else {"max_credits": max_credits},
+    )
+    drain = Drain()
+    watching = None if stop is None else asyncio.get_running_loop().create_task(_watch(stop, drain))
+    try:
+        outcome = await run_attempt(
+            services,
+            run_id,
+            target,
+            holder=owner_id(secrets.token_hex(6)),
+            drain=drain,
+            max_credits=max_credits,
+        )
+    finally:
+        if watching is not None:
+            watching.cancel()
+    return _result(outcome)
+
+
+async def _watch(stop: asyncio.Event, drain: Drain) -> None:
+    await stop.wait()
+    drain.stop(STOPPED)
+
+
+def _result(outcome: AttemptOutcome) -> RunResult:
+    return RunResult(
+        run_id=outcome.run_id,
+        status=outcome.status,
+        output=outcome.output,
+        stats=outcome.stats,
+        error=outcome.error,
+        exception=outcome.exception,
+        waiting=outcome.waiting,
     )
 
 
@@ -285,51 +213,6 @@ def run(play: Play | PlayFn | str, input: Any = None, **options: Any) -> RunResu
         return asyncio.run(arun(play, input, **options))
     raise PlayDefinitionError(
         "pl.run() was called inside a running event loop; use `await pl.arun(...)` there."
-    )
-
-
-def _tree_spent(db: Store, run_id: str) -> float:
-    """Credits spent by a run and its child plays (their run ids extend the parent's)."""
-    runs = [run_id] + [
-        r.run_id for r in db.list_runs(limit=1_000_000) if r.run_id.startswith(run_id + "/")
-    ]
-    return sum(e.credits for rid in runs for e in db.read_ledger(rid))
-
-
-def _json_or_error(value: Any, what: str) -> Any:
-    dumps(value, what=what)
-    return value
-
-
-def _stored_output(output: Any, run_id: str) -> Any:
-    if isinstance(output, Dataset):
-        return {"$dataset": output.name, "run_id": run_id, "rows": len(output)}
-    return _json_or_error(output, "The play's return value")
-
-
-def _message(error: BaseException | None) -> str | None:
-    if error is None:
-        return None
-    text = str(error) or type(error).__name__
-    return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"
-
-
-def _stats(runtime: Runtime, ledger: Ledger) -> RunStats:
-    calls = runtime.executor.stats
-    totals: dict[str, int] = {}
-    for ds in runtime.datasets.values():
-        if ds is not None:
-            for name, value in ds.to_dict().items():
-                totals[name] = totals.get(name, 0) + value
-    return RunStats(
-        **totals,
-        tool_calls_live=calls.live,
-        tool_calls_cached=calls.cached,
-        tool_calls_in_flight=calls.in_flight,
-        tool_calls_failed=calls.failed,
-        tool_requests=calls.requests,
-        dispatch_passes=runtime.dispatcher.passes,
-        credits=round(ledger.spent, 6),
     )
 
 

@@ -6,16 +6,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._clock import Clock, SystemClock
-from ._events import Listener
+from ._engine.events import Listener
 from ._json import dumps
 from ._play import Play, get_play
 from ._runner import RunResult, arun
 from .errors import PlayDefinitionError, PlaylineError
-from .store import RunRecord, RunStatus, Store, open_store
+from .store import RunRecord, Store, open_store
 
 __all__ = ["Worker", "send_event"]
 
-_SCAN_LIMIT = 100_000
+_BATCH = 100  # due runs taken per look
 
 
 def send_event(key: str, payload: Any = None, *, store: str | Store | None = None) -> bool:
@@ -67,24 +67,9 @@ class Worker:
         self.skipped: dict[str, str] = {}
 
     def due(self) -> list[RunRecord]:
-        """Suspended root runs that can go on now."""
-        now = self._clock.now()
-        due = []
-        for run in self.store.list_runs(limit=_SCAN_LIMIT):
-            if (
-                run.status is not RunStatus.SUSPENDED
-                or run.parent_run_id is not None
-                or run.run_id in self.skipped
-            ):
-                continue
-            waiting = run.waiting or {}
-            wake_at = waiting.get("wake_at")
-            events = waiting.get("events") or []
-            if (wake_at is not None and wake_at <= now) or (
-                events and self.store.waiting_events(events)
-            ):
-                due.append(run)
-        return sorted(due, key=lambda r: r.updated_at)
+        """Suspended root runs that can go on now (an indexed query of the store)."""
+        due = self.store.due_runs(now=self._clock.now(), limit=_BATCH + len(self.skipped))
+        return [run for run in due if run.run_id not in self.skipped][:_BATCH]
 
     async def run(self, *, burst: bool = False) -> list[RunResult]:
         """Resume due runs; the results of every attempt made, in order."""

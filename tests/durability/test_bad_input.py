@@ -10,7 +10,7 @@ import pytest
 
 import playline as pl
 from playline.store import open_store
-from playline.store._sqlite import SQLiteStore
+from playline.store.sql import SQLiteStore
 
 ROWS = 30
 BAD = {7: {1, 2}, 19: object()}  # n -> a result that is not JSON-serialisable

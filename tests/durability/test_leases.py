@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import playline as pl
-from playline._receipts import auth_scope, receipt_key
+from playline._engine.receipts import auth_scope, receipt_key
 from playline.store import Claim, MemoryStore, ReceiptStatus, owner_id
 
 OTHER = owner_id("another-worker")  # this live process: its lease is honoured

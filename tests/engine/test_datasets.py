@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import playline as pl
-from playline._rows import row_key_function
+from playline._engine.rows import row_key_function
 
 from .helpers import (
     Gauge,
@@ -504,8 +504,12 @@ def test_plain_sync_resolvers_take_the_fast_path_and_still_report_progress():
     assert not [e for e in events if e.kind == "cell"]
     row_events = [e for e in events if e.kind == "row" and e.status == "completed"]
     assert len(row_events) == n
-    both = {"cells": {"double": "completed", "label": "completed"}}
-    assert all(e.data == both for e in row_events)
+    both = {"double": "completed", "label": "completed"}
+    assert all(e.data is not None and e.data["cells"] == both for e in row_events)
+    # ... with their values, so a live view needs nothing else
+    assert [e.data["values"] for e in row_events if e.data] == [
+        {"double": 2 * i, "label": f"#{2 * i}"} for i in range(n)
+    ]
 
 
 def test_output_rows_keep_the_input_columns_then_the_computed_ones_in_order(store):

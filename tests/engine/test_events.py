@@ -57,7 +57,10 @@ def test_listeners_see_every_cell_change(enriched):
     # row "a" waited on t.company, then finished: its cells ride in its row event
     (row_a,) = only(events, kind="row", row_key="a", status="completed")
     assert row_a.run_id == result.run_id and row_a.dataset == "rows"
-    assert row_a.data == {"cells": {"company": "completed", "plain": "completed"}}
+    assert row_a.data == {
+        "cells": {"company": "completed", "plain": "completed"},
+        "values": {"company": {"domain": "a.io"}, "plain": "A"},
+    }
     # what was queued and sent is reported per batch
     (batch,) = only(events, kind="batch")
     assert batch.provider == "t.company"
@@ -76,7 +79,10 @@ def test_a_cell_set_before_its_row_waits_gets_its_own_event(company_tool):
     (plain,) = only(events, kind="cell", row_key="a", column="plain")
     assert (plain.status, plain.preview) == ("completed", "A")
     (row,) = only(events, kind="row", row_key="a")
-    assert row.data == {"cells": {"company": "completed"}}
+    assert row.data == {
+        "cells": {"company": "completed"},
+        "values": {"company": {"domain": "a.io"}},
+    }
 
 
 def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
@@ -143,7 +149,7 @@ def test_a_failed_cell_event_carries_the_error():
     run_dataset([{"x": 1}], {"y": explode}, tools=[], listeners=[events.append])
 
     (row,) = only(events, kind="row", status="failed")
-    assert row.data == {"cells": {"y": "failed"}}
+    assert row.data == {"cells": {"y": "failed"}, "values": {"y": None}}
     assert "nope" in row.error
 
 
@@ -157,7 +163,7 @@ def test_a_skipped_cell_is_an_event():
     run_play(play, tools=[], listeners=[events.append])
 
     (row,) = only(events, kind="row")
-    assert row.data == {"cells": {"y": "skipped"}}
+    assert row.data == {"cells": {"y": "skipped"}, "values": {"y": None}}
 
 
 def test_hidden_columns_make_no_cell_events(company_tool):

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import playline as pl
-from playline._receipts import auth_scope, receipt_key
+from playline._engine.receipts import auth_scope, receipt_key
 
 from .helpers import call_tool, dataset_play, json_ints, json_text, rows_of, run_play
 

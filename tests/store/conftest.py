@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from playline.store import MemoryStore, Store
-from playline.store._sqlite import SQLiteStore
+from playline.store.sql import SQLiteStore
 
 
 @pytest.fixture(params=["memory", "sqlite"])

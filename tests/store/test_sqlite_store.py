@@ -27,8 +27,8 @@ from playline.store import (
     open_store,
     owner_id,
 )
-from playline.store._schema import SCHEMA_VERSION
-from playline.store._sqlite import SQLiteStore
+from playline.store.sql._schema import SCHEMA_VERSION
+from playline.store.sql import SQLiteStore
 
 ME = owner_id("me")
 SRC = str(Path(playline.store.__file__).resolve().parents[2])
@@ -90,7 +90,7 @@ def test_wal_mode_and_schema_version(db_url: str, tmp_path: Path) -> None:
 
 
 def test_a_version_1_store_is_migrated_and_keeps_its_receipts(tmp_path: Path) -> None:
-    from playline.store._schema import MIGRATIONS
+    from playline.store.sql._schema import MIGRATIONS
 
     path = tmp_path / "v1.db"
     with sqlite3.connect(path) as conn:
@@ -228,7 +228,7 @@ def test_non_json_values_raise_before_anything_is_written(db_url: str) -> None:
 _CLAIMER = """
 import json, sys, time
 from playline.store import Claim, ClaimOutcome, owner_id
-from playline.store._sqlite import SQLiteStore
+from playline.store.sql import SQLiteStore
 
 store = SQLiteStore(sys.argv[1])
 owner = owner_id("process")

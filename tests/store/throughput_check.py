@@ -10,7 +10,7 @@ import tempfile
 import time
 
 from playline.store import Claim, Event, RowRecord, owner_id
-from playline.store._sqlite import SQLiteStore
+from playline.store.sql import SQLiteStore
 
 
 def main(n: int = 100_000, batch: int = 500) -> None:

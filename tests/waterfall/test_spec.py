@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import playline as pl
-from playline._waterfall import extract
+from playline._engine.waterfalls import extract
 
 
 def ok_step(step_id: str = "a") -> pl.ToolStep:

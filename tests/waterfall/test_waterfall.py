@@ -441,5 +441,8 @@ def test_a_code_step_bug_fails_the_cell_not_the_step(registry):
 
     result = run(waterfall_play(spec, rows(1)), tools=[registry], store=store)
 
-    assert result.status == "completed_with_errors"
+    # the cell fails and the play goes on to its end; with every row failed, so does the run
     assert cells(result, store)[0]["status"] == "failed"
+    assert result.output is not None
+    assert result.status == "failed"
+    assert result.error is not None and "All 1 rows failed" in result.error

@@ -5,39 +5,66 @@ from __future__ import annotations
 import os
 
 from ..errors import StoreError
+from ._io import StoreIO
 from ._memory import MemoryStore
-from ._protocol import Store
+from ._owners import owner_alive, owner_id
+from ._protocol import (
+    BoundaryStore,
+    EventStore,
+    LedgerStore,
+    ReceiptStore,
+    RowStore,
+    RunStore,
+    Store,
+)
 from ._records import (
     Boundary,
     Claim,
     ClaimOutcome,
     ClaimResult,
+    Completion,
     Event,
+    Failure,
     LedgerEntry,
     Receipt,
     ReceiptStatus,
     RowRecord,
+    RowStatus,
+    RunClaim,
+    RunClaimOutcome,
+    RunEnd,
     RunRecord,
     RunStatus,
-    owner_alive,
-    owner_id,
 )
 
 __all__ = [
     "DEFAULT_STORE_URL",
     "Boundary",
+    "BoundaryStore",
     "Claim",
     "ClaimOutcome",
     "ClaimResult",
+    "Completion",
     "Event",
+    "EventStore",
+    "Failure",
     "LedgerEntry",
+    "LedgerStore",
     "MemoryStore",
     "Receipt",
     "ReceiptStatus",
+    "ReceiptStore",
     "RowRecord",
+    "RowStatus",
+    "RowStore",
+    "RunClaim",
+    "RunClaimOutcome",
+    "RunEnd",
     "RunRecord",
     "RunStatus",
+    "RunStore",
     "Store",
+    "StoreIO",
     "open_store",
     "owner_alive",
     "owner_id",
@@ -60,16 +87,10 @@ def open_store(url: str | Store | None = None) -> Store:
         return MemoryStore()
     if url.startswith("memory://"):
         return _named_memory.setdefault(url, MemoryStore(url))
-    if url.startswith("sqlite://"):
-        try:
-            from ._sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise StoreError(
-                f"The SQLite store is not available in this build; use store='memory://' "
-                f"instead of {url!r}."
-            ) from None
-        store: Store = SQLiteStore(url)
-        return store
+    if url.startswith("sqlite:"):
+        from .sql import SQLiteStore
+
+        return SQLiteStore(url)
     raise StoreError(
         f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db' or 'memory://'."
     )

@@ -1,18 +1,54 @@
-"""The receipt state machine, shared by every store implementation."""
+"""The claim rules of receipts and runs, shared by every store implementation.
+
+A receipt (keyed by a call's content) moves through::
+
+    (none) --claim--> running --complete--> completed
+                        |  \\--fail--------> failed    (the provider said no)
+                        |   \\--in doubt---> unknown   (timeout, 5xx: it may have charged)
+                        \\--owner died or its lease ran out: in doubt as well
+
+A claim of a receipt in doubt sends it again only under the same idempotency key (``resend``:
+the provider recognises the repeat), or as a new purchase when the caller asks for one
+(``force``, ``retry_in_doubt``: a new generation, a new key). Otherwise the claim answers
+IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
+
+A run is held by one attempt at a time, under a lease its holder renews.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ._records import Claim, ClaimOutcome, ClaimResult, Receipt, ReceiptStatus, owner_alive
+from ._owners import owner_alive
+from ._records import (
+    Claim,
+    ClaimOutcome,
+    ClaimResult,
+    Receipt,
+    ReceiptStatus,
+    RunClaim,
+    RunClaimOutcome,
+    RunRecord,
+    RunStatus,
+)
 
-__all__ = ["decide_claim"]
+__all__ = ["IN_DOUBT_MESSAGE", "decide_claim", "decide_run_claim", "lease_live"]
+
+IN_DOUBT_MESSAGE = (
+    "its request may have reached the provider (and been charged) when the process that sent "
+    "it stopped"
+)
+
+
+def lease_live(holder: str | None, lease_until: float | None, now: float) -> bool:
+    """Whether ``holder`` still holds what it leased: its lease runs and its process lives."""
+    return holder is not None and (lease_until or 0.0) > now and owner_alive(holder)
 
 
 def decide_claim(
     existing: Receipt | None, claim: Claim, *, owner: str, lease_until: float, now: float
 ) -> ClaimResult:
-    """What a claim on ``existing`` yields; an OWNED result carries the receipt to write."""
+    """What a claim on ``existing`` yields; ``changed`` results carry the receipt to write."""
     if existing is None:
         fresh = Receipt(
             key=claim.key,
@@ -23,25 +59,74 @@ def decide_claim(
             attempt=1,
             lease_until=lease_until,
             updated_at=now,
+            request=claim.request,
         )
-        return ClaimResult(ClaimOutcome.OWNED, fresh)
-    if existing.status is ReceiptStatus.COMPLETED and not claim.force:
+        return ClaimResult(ClaimOutcome.OWNED, fresh, changed=True)
+    status = existing.status
+    if status is ReceiptStatus.COMPLETED and not claim.force:
         return ClaimResult(ClaimOutcome.COMPLETED, existing)
-    if (
-        existing.status is ReceiptStatus.RUNNING
-        and existing.owner != owner
-        and (existing.lease_until or 0) > now
-        and owner_alive(existing.owner)
-    ):
-        return ClaimResult(ClaimOutcome.HELD, existing)
+    if status is ReceiptStatus.RUNNING and existing.owner != owner:
+        if lease_live(existing.owner, existing.lease_until, now):
+            return ClaimResult(ClaimOutcome.HELD, existing)
+        status = ReceiptStatus.UNKNOWN  # its owner died or its lease ran out mid-call
+    generation = existing.generation
+    resent = False
+    if claim.force:
+        generation += 1  # bought again on purpose
+    elif status is ReceiptStatus.UNKNOWN:
+        if claim.resend:
+            resent = True  # the same key: the provider answers the first request again
+        elif claim.retry_in_doubt:
+            generation += 1
+        else:
+            doubt = replace(
+                existing,
+                status=ReceiptStatus.UNKNOWN,
+                lease_until=None,
+                error=existing.error or IN_DOUBT_MESSAGE,
+                updated_at=now,
+            )
+            return ClaimResult(
+                ClaimOutcome.IN_DOUBT, doubt, changed=existing.status != doubt.status
+            )
     taken = replace(
         existing,
         status=ReceiptStatus.RUNNING,
         owner=owner,
         run_id=claim.run_id,
         attempt=existing.attempt + 1,
+        generation=generation,
         lease_until=lease_until,
         error=None,
         updated_at=now,
+        request=claim.request,
+        # a new purchase submits a new job; a re-send or a retry polls the one it has
+        job=None if generation != existing.generation else existing.job,
     )
-    return ClaimResult(ClaimOutcome.OWNED, taken)
+    return ClaimResult(ClaimOutcome.OWNED, taken, resent=resent, changed=True)
+
+
+def decide_run_claim(
+    existing: RunRecord | None, *, holder: str, lease_until: float, now: float
+) -> tuple[RunClaim, RunRecord | None]:
+    """The answer to a claim of a run, and the record to write when the claim is granted."""
+    if existing is None:
+        return RunClaim(RunClaimOutcome.MISSING, None), None
+    if (
+        existing.status is RunStatus.RUNNING
+        and existing.holder != holder
+        and lease_live(existing.holder, existing.lease_until, now)
+    ):
+        return RunClaim(RunClaimOutcome.HELD, existing), None
+    held = replace(
+        existing,
+        status=RunStatus.RUNNING,
+        holder=holder,
+        lease_until=lease_until,
+        attempts=existing.attempts + (existing.holder != holder),
+        stop_requested=False,
+        error=None,
+        waiting=None,
+        updated_at=now,
+    )
+    return RunClaim(RunClaimOutcome.OWNED, held), held

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from .._json import dumps, loads
-from ._claims import decide_claim
+from ..errors import StoreError
+from ._claims import decide_claim, decide_run_claim
+from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
     Boundary,
     Claim,
     ClaimResult,
+    Completion,
     Event,
+    Failure,
     LedgerEntry,
     Receipt,
     ReceiptStatus,
     RowRecord,
+    RunClaim,
+    RunEnd,
     RunRecord,
+    RunStatus,
 )
 
 __all__ = ["MemoryStore"]
@@ -27,127 +34,274 @@ __all__ = ["MemoryStore"]
 EVENT_HISTORY = 200_000  # the newest events kept; older ones are dropped
 
 
+def _exact(data: bytes) -> bytes:
+    """orjson's bytes carry a ~4 KB allocation each; keep an exact-size copy."""
+    return bytes(memoryview(data))
+
+
 class MemoryStore:
     """``memory://``: for tests and experiments. Rows are kept as JSON bytes, so what comes
     back is what a durable store would give, and a million rows stay small. Only the newest
     ``EVENT_HISTORY`` events are kept."""
 
+    io_threads = 0  # it never blocks: the engine calls it on its loop
+
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
+        self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._receipts: dict[str, Receipt] = {}
         self._rows: dict[tuple[str, str], dict[str, tuple[int, bytes]]] = {}
         self._events: deque[Event] = deque(maxlen=EVENT_HISTORY)
         self._ledger: list[LedgerEntry] = []
+        self._charged: set[tuple[str, int]] = set()  # (receipt key, generation)
         self._seq = itertools.count(1)
         self._boundaries: dict[str, Boundary] = {}
         self._inbox: dict[str, tuple[bytes, str | None]] = {}  # key -> (payload, delivered to)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({self.url!r})"
 
     def close(self) -> None:
         pass
 
     # runs
-    def create_run(self, run: RunRecord) -> None:
-        self._runs[run.run_id] = run
+    def create_run(self, run: RunRecord) -> bool:
+        with self._lock:
+            if run.run_id in self._runs:
+                return False
+            self._runs[run.run_id] = run
+            return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
 
-    def update_run(self, run_id: str, **changes: Any) -> None:
-        self._runs[run_id] = replace(self._runs[run_id], **changes)
-
-    def list_runs(self, *, limit: int = 50) -> list[RunRecord]:
-        runs = sorted(self._runs.values(), key=lambda r: r.created_at, reverse=True)
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: RunStatus | None = None,
+        play: str | None = None,
+        roots_only: bool = False,
+    ) -> list[RunRecord]:
+        with self._lock:
+            runs = [
+                r
+                for r in self._runs.values()
+                if (status is None or r.status is status)
+                and (play is None or r.play == play)
+                and not (roots_only and r.parent_run_id is not None)
+            ]
+        runs.sort(key=lambda r: r.created_at, reverse=True)
         return runs[:limit]
 
+    def child_runs(self, run_id: str) -> list[RunRecord]:
+        with self._lock:
+            children = [r for r in self._runs.values() if r.parent_run_id == run_id]
+        return sorted(children, key=lambda r: r.created_at)
+
+    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+        with self._lock:
+            claim, held = decide_run_claim(
+                self._runs.get(run_id), holder=holder, lease_until=lease_until, now=now
+            )
+            if held is not None:
+                self._runs[run_id] = held
+            return claim
+
+    def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
+        with self._lock:
+            renewed = []
+            for run_id, run in self._runs.items():
+                if run.holder == holder and run.status is RunStatus.RUNNING:
+                    self._runs[run_id] = run = replace(run, lease_until=lease_until)
+                    renewed.append(run)
+            return renewed
+
+    def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.holder != holder:
+                raise StoreError(lost_run(run_id, run))
+            self._runs[run_id] = replace(
+                run,
+                status=end.status,
+                output=end.output,
+                error=end.error,
+                stats=end.stats,
+                waiting=end.waiting,
+                counters=end.counters,
+                holder=None,
+                lease_until=None,
+                stop_requested=False,
+                updated_at=now,
+            )
+
+    def request_stop(self, run_id: str) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.status is not RunStatus.RUNNING:
+                return False
+            self._runs[run_id] = replace(run, stop_requested=True)
+            return True
+
+    def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
+        with self._lock:
+            due = [
+                r
+                for r in self._runs.values()
+                if r.status is RunStatus.SUSPENDED
+                and r.parent_run_id is None
+                and (
+                    (r.wake_at is not None and r.wake_at <= now)
+                    or any(self._inbox.get(e, (b"", "x"))[1] is None for e in r.awaited_events)
+                )
+            ]
+        return sorted(due, key=lambda r: r.updated_at)[:limit]
+
     # receipts
+    def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
+        receipts = self._receipts
+        return {k: receipts[k] for k in keys if k in receipts}
+
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:
         results = []
-        for claim in claims:
-            result = decide_claim(
-                self._receipts.get(claim.key), claim, owner=owner, lease_until=lease_until, now=now
-            )
-            if result.outcome == "owned":
-                self._receipts[claim.key] = result.receipt
-            results.append(result)
+        with self._lock:
+            for claim in claims:
+                result = decide_claim(
+                    self._receipts.get(claim.key),
+                    claim,
+                    owner=owner,
+                    lease_until=lease_until,
+                    now=now,
+                )
+                if result.changed:
+                    self._receipts[claim.key] = result.receipt
+                results.append(result)
         return results
 
     def complete_receipts(
-        self,
-        completions: Sequence[tuple[str, bytes]],
-        *,
-        owner: str,
-        now: float,
-        ledger: Sequence[LedgerEntry] = (),
+        self, completions: Sequence[Completion], *, owner: str, now: float
     ) -> dict[str, bytes]:
         kept: dict[str, bytes] = {}
-        self._ledger.extend(ledger)
-        for key, result in completions:
-            current = self._receipts[key]
-            if (
-                current.status is ReceiptStatus.COMPLETED
-                and current.owner != owner
-                and current.result is not None
-            ):
-                kept[key] = current.result
-                continue
-            self._receipts[key] = replace(
-                current,
-                status=ReceiptStatus.COMPLETED,
-                result=bytes(memoryview(result)),  # exact size (see save_rows)
-                error=None,
-                lease_until=None,
-                updated_at=now,
-            )
-        return kept
-
-    def fail_receipts(self, failures: Sequence[tuple[str, str]], *, owner: str, now: float) -> None:
-        for key, error in failures:
-            current = self._receipts[key]
-            if current.owner == owner and current.status is ReceiptStatus.RUNNING:
-                self._receipts[key] = replace(
+        with self._lock:
+            missing = [c.key for c in completions if c.key not in self._receipts]
+            if missing:
+                raise StoreError(never_claimed(missing))
+            for completion in completions:
+                self._charge(completion.charge)
+                current = self._receipts[completion.key]
+                if (
+                    current.status is ReceiptStatus.COMPLETED
+                    and current.owner != owner
+                    and current.result is not None
+                ):
+                    kept[completion.key] = current.result
+                    continue
+                self._receipts[completion.key] = replace(
                     current,
-                    status=ReceiptStatus.FAILED,
-                    error=error,
+                    status=ReceiptStatus.COMPLETED,
+                    result=_exact(completion.result),
+                    error=None,
                     lease_until=None,
                     updated_at=now,
                 )
+        return kept
 
-    def save_jobs(self, jobs: Sequence[tuple[str, bytes]], *, owner: str) -> None:
-        for key, job in jobs:
-            current = self._receipts.get(key)
-            if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
-                self._receipts[key] = replace(current, job=bytes(memoryview(job)))
+    def _charge(self, entry: LedgerEntry | None) -> None:
+        if entry is not None and (entry.receipt_key, entry.generation) not in self._charged:
+            self._charged.add((entry.receipt_key, entry.generation))
+            self._ledger.append(entry)
 
-    def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
-        for key in keys:
-            current = self._receipts.get(key)
-            if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
-                if current.attempt == 1 and current.result is None and current.job is None:
-                    del self._receipts[key]
-                else:
-                    self._receipts[key] = replace(
-                        current, status=ReceiptStatus.FAILED, error="released", lease_until=None
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        with self._lock:
+            for failure in failures:
+                self._charge(failure.charge)
+                current = self._receipts.get(failure.key)
+                if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
+                    self._receipts[failure.key] = replace(
+                        current,
+                        status=ReceiptStatus.UNKNOWN if failure.in_doubt else ReceiptStatus.FAILED,
+                        error=failure.error,
+                        lease_until=None,
+                        updated_at=now,
+                        generation=current.generation + failure.rebuy,
+                        job=None if failure.rebuy else current.job,
                     )
 
-    def get_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
-        return {k: self._receipts[k] for k in keys if k in self._receipts}
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
+        with self._lock:
+            for key, job in jobs:
+                current = self._receipts.get(key)
+                if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
+                    self._receipts[key] = replace(current, job=None if job is None else _exact(job))
+
+    def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
+        with self._lock:
+            for key in keys:
+                current = self._receipts.get(key)
+                if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
+                    if current.attempt == 1 and current.job is None:
+                        del self._receipts[key]  # never sent anywhere: forget it
+                    else:
+                        self._receipts[key] = replace(
+                            current,
+                            status=ReceiptStatus.FAILED,
+                            error=current.error or "released before it was sent",
+                            lease_until=None,
+                        )
+
+    def renew_receipts(self, owner: str, *, lease_until: float) -> int:
+        with self._lock:
+            held = [
+                key
+                for key, r in self._receipts.items()
+                if r.owner == owner and r.status is ReceiptStatus.RUNNING
+            ]
+            for key in held:
+                self._receipts[key] = replace(self._receipts[key], lease_until=lease_until)
+            return len(held)
+
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        stats: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for receipt in self._receipts.values():
+                per = stats.setdefault(receipt.tool, empty_receipt_stats())
+                per[receipt.status.value] += 1
+                per["bytes"] += len(receipt.result or b"")
+        return stats
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        with self._lock:
+            doomed = [
+                key
+                for key, r in self._receipts.items()
+                if r.status is not ReceiptStatus.RUNNING and (tool is None or r.tool == tool)
+            ]
+            for key in doomed:
+                del self._receipts[key]
+        return len(doomed)
 
     # rows
     def save_rows(self, rows: Sequence[RowRecord]) -> None:
-        for row in rows:
-            # orjson's bytes carry a ~4 KB allocation each; keep an exact-size copy
-            blob = bytes(
-                memoryview(
+        encoded = [
+            (
+                row,
+                _exact(
                     dumps(
                         [row.status, row.values, row.cells, row.error, row.updated_at],
                         ordered=True,
+                        what=f"Row {row.key!r} of dataset {row.dataset!r}",
                     )
-                )
+                ),
             )
-            self._rows.setdefault((row.run_id, row.dataset), {})[row.key] = (row.index, blob)
+            for row in rows
+        ]
+        with self._lock:
+            for row, blob in encoded:
+                self._rows.setdefault((row.run_id, row.dataset), {})[row.key] = (row.index, blob)
 
     def _row(self, run_id: str, dataset: str, key: str, index: int, blob: bytes) -> RowRecord:
         status, values, cells, error, updated_at = loads(blob)
@@ -168,76 +322,87 @@ class MemoryStore:
         return {k: self._row(run_id, dataset, k, *table[k]) for k in keys if k in table}
 
     def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
-        table = self._rows.get((run_id, dataset), {})
-        for key, (index, blob) in sorted(table.items(), key=lambda item: item[1][0]):
+        with self._lock:
+            table = sorted(self._rows.get((run_id, dataset), {}).items(), key=lambda i: i[1][0])
+        for key, (index, blob) in table:
             yield self._row(run_id, dataset, key, index, blob)
 
     def datasets(self, run_id: str) -> list[str]:
-        return [name for (rid, name) in self._rows if rid == run_id]
+        with self._lock:
+            return [name for (rid, name) in self._rows if rid == run_id]
 
     # events
+    def reserve_seqs(self, count: int) -> int:
+        with self._lock:
+            first = next(self._seq)
+            for _ in range(count - 1):
+                next(self._seq)
+            return first
+
     def append_events(self, events: Sequence[Event]) -> None:
-        for event in events:
-            event.seq = next(self._seq)
-        self._events.extend(events)
+        with self._lock:
+            for event in events:
+                if not event.seq:
+                    event.seq = next(self._seq)
+            self._events.extend(events)
 
     def read_events(
-        self, run_id: str, *, after_seq: int = 0, kinds: Sequence[str] | None = None
+        self,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[Event]:
-        return [
-            e
-            for e in self._events
-            if e.run_id == run_id and e.seq > after_seq and (kinds is None or e.kind in kinds)
-        ]
+        with self._lock:
+            found = sorted(
+                (
+                    e
+                    for e in self._events
+                    if e.run_id == run_id
+                    and e.seq > after_seq
+                    and (kinds is None or e.kind in kinds)
+                ),
+                key=lambda e: e.seq,
+            )
+        return found if limit is None else found[:limit]
 
     # ledger
-    def append_ledger(self, entries: Sequence[LedgerEntry]) -> None:
-        self._ledger.extend(entries)
-
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:
-        return [e for e in self._ledger if e.run_id == run_id]
+        with self._lock:
+            return [e for e in self._ledger if e.run_id == run_id]
+
+    def spent(self, run_id: str) -> float:
+        prefix = run_id + "/"
+        with self._lock:
+            return sum(
+                e.credits for e in self._ledger if e.run_id == run_id or e.run_id.startswith(prefix)
+            )
 
     # boundaries and events
     def get_boundary(self, key: str) -> Boundary | None:
         return self._boundaries.get(key)
 
     def put_boundary(self, boundary: Boundary) -> None:
-        self._boundaries[boundary.key] = boundary
+        with self._lock:
+            self._boundaries[boundary.key] = boundary
 
     def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
-        if key in self._inbox:
-            return False
-        self._inbox[key] = (bytes(memoryview(payload)), None)
-        return True
+        with self._lock:
+            if key in self._inbox:
+                return False
+            self._inbox[key] = (_exact(payload), None)
+            return True
 
     def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
-        sent = self._inbox.get(key)
-        if sent is None or sent[1] not in (None, boundary.key):
-            return None
-        self._inbox[key] = (sent[0], boundary.key)
-        self._boundaries[boundary.key] = replace(boundary, status="completed", output=sent[0])
-        return sent[0]
+        with self._lock:
+            sent = self._inbox.get(key)
+            if sent is None or sent[1] not in (None, boundary.key):
+                return None
+            self._inbox[key] = (sent[0], boundary.key)
+            self._boundaries[boundary.key] = replace(boundary, status="completed", output=sent[0])
+            return sent[0]
 
     def waiting_events(self, keys: Sequence[str]) -> set[str]:
-        return {k for k in keys if k in self._inbox and self._inbox[k][1] is None}
-
-    # receipt maintenance
-    def receipt_stats(self) -> dict[str, dict[str, int]]:
-        stats: dict[str, dict[str, int]] = {}
-        for receipt in self._receipts.values():
-            per = stats.setdefault(
-                receipt.tool, {"completed": 0, "failed": 0, "running": 0, "bytes": 0}
-            )
-            per[receipt.status.value] += 1
-            per["bytes"] += len(receipt.result or b"")
-        return stats
-
-    def clear_receipts(self, tool: str | None = None) -> int:
-        doomed = [
-            key
-            for key, r in self._receipts.items()
-            if r.status != ReceiptStatus.RUNNING and (tool is None or r.tool == tool)
-        ]
-        for key in doomed:
-            del self._receipts[key]
-        return len(doomed)
+        with self._lock:
+            return {k for k in keys if k in self._inbox and self._inbox[k][1] is None}

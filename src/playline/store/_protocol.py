@@ -1,99 +1,162 @@
-"""The store protocol: what the engine needs from a store, whatever keeps the data.
+"""What the engine needs from a store, by role; ``Store`` is all of them.
 
-Every method is synchronous and batched: the engine calls it once per batch of claims,
-completions, rows or events, never per cell. Implementations: ``MemoryStore`` (nothing
-persisted) and the SQL stores.
+Roles: runs (records and their leases), receipts (claims, results, leases), rows, durable
+boundaries with the event inbox, events (the progress log), the ledger. Every method that
+writes takes a batch and is one transaction: the engine calls it once per batch of claims,
+completions, rows or events, never per cell.
+
+Stores are synchronous and thread-safe. The engine never calls one on its event loop: it goes
+through ``StoreIO`` (``_io.py``), which runs each batch on the store's own worker thread, so
+neither a SQLite commit nor a network database stalls the loop, and one store object can
+serve several event loops (``pl.run`` starts one per call). Inspection (``playline show``,
+``Dataset`` iteration) calls the store directly.
+
+Every implementation raises ``StoreError`` for anything that goes wrong, with what to do
+next; the conformance suite (tests/store) holds them to the same behaviour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ._records import (
     Boundary,
     Claim,
     ClaimResult,
+    Completion,
     Event,
+    Failure,
     LedgerEntry,
     Receipt,
     RowRecord,
+    RunClaim,
+    RunEnd,
     RunRecord,
+    RunStatus,
 )
 
-__all__ = ["Store"]
+__all__ = [
+    "BoundaryStore",
+    "EventStore",
+    "LedgerStore",
+    "ReceiptStore",
+    "RowStore",
+    "RunStore",
+    "Store",
+]
 
 
-class Store(Protocol):
-    url: str
+class RunStore(Protocol):
+    def create_run(self, run: RunRecord) -> bool:
+        """Insert ``run`` (normally ``running`` and held by its creator); False when a run
+        with that id exists (nothing is written)."""
+        ...
 
-    def close(self) -> None: ...
-
-    # runs
-    def create_run(self, run: RunRecord) -> None: ...
     def get_run(self, run_id: str) -> RunRecord | None: ...
-    def update_run(self, run_id: str, **changes: Any) -> None: ...
-    def list_runs(self, *, limit: int = 50) -> list[RunRecord]: ...
 
-    # receipts
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: RunStatus | None = None,
+        play: str | None = None,
+        roots_only: bool = False,
+    ) -> list[RunRecord]:
+        """Newest first."""
+        ...
+
+    def child_runs(self, run_id: str) -> list[RunRecord]:
+        """The runs whose parent is ``run_id``, oldest first."""
+        ...
+
+    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+        """Hold the run for an attempt: OWNED when it is free (finished, suspended, or
+        running under a lease that expired or a holder that died) or already ``holder``'s;
+        it becomes ``running``, its attempt count goes up and its stop request is cleared.
+        HELD (with the record) while another live attempt holds it; MISSING if unknown."""
+        ...
+
+    def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
+        """Extend the lease of every run ``holder`` holds; returns them (a run whose lease
+        was taken over is not among them; ``stop_requested`` tells the holder to stop)."""
+        ...
+
+    def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
+        """Write how the attempt ended and release the run. Raises ``StoreError`` when
+        ``holder`` no longer holds it (its lease was taken over)."""
+        ...
+
+    def request_stop(self, run_id: str) -> bool:
+        """Ask the attempt holding a running run to stop before its next paid call; False
+        when the run is not running."""
+        ...
+
+    def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
+        """Suspended root runs that can go on: their wake time passed or an event they
+        await was sent. Oldest first."""
+        ...
+
+
+class ReceiptStore(Protocol):
+    def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
+        """The receipts of ``keys`` that exist (a read: nothing is claimed)."""
+        ...
+
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:
-        """Claim each key in one transaction, aligned with ``claims``.
-
-        A missing, failed or (with ``force``) completed receipt, or a running one whose owner
-        is dead or whose lease expired, becomes ``running`` under ``owner``: OWNED. A
-        completed one: COMPLETED. A running one under a live lease: HELD.
-        """
+        """Claim each key in one transaction, aligned with ``claims`` (``_claims.py`` says how
+        each state answers). An OWNED receipt records the request it goes out in."""
         ...
 
     def complete_receipts(
-        self,
-        completions: Sequence[tuple[str, bytes]],
-        *,
-        owner: str,
-        now: float,
-        ledger: Sequence[LedgerEntry] = (),
+        self, completions: Sequence[Completion], *, owner: str, now: float
     ) -> dict[str, bytes]:
-        """Store results, and the ledger entries of the calls that paid for them, in one
-        transaction: a paid result is never kept without its charge, nor a charge without
-        its result. Returns the keys where another owner's completed result was already
-        stored (and is kept), with that result."""
+        """Store results and the charges that paid for them in one transaction: a paid
+        result is never kept without its charge, nor a charge without its result, and a
+        receipt's generation is charged once. Returns the keys where another owner's result
+        was already stored (and is kept), with that result."""
         ...
 
-    def fail_receipts(
-        self, failures: Sequence[tuple[str, str]], *, owner: str, now: float
-    ) -> None: ...
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        """Mark receipts failed, or ``unknown`` when the request may have charged."""
+        ...
 
-    def save_jobs(self, jobs: Sequence[tuple[str, bytes]], *, owner: str) -> None:
-        """Record the job an async tool call submitted, on receipts ``owner`` holds: a resumed
-        run then polls that job instead of submitting (and paying) again."""
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
+        """Record (or, with None, clear) the job an async tool call submitted, on receipts
+        ``owner`` holds: a resumed run then polls it instead of paying again."""
         ...
 
     def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
-        """Drop claims whose calls were never sent (a budget stop, a shutdown); a receipt
-        with a submitted job is kept, as failed, so its job can still be polled."""
+        """Drop claims whose requests were never sent (a budget stop, a shutdown)."""
         ...
 
-    def get_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]: ...
+    def renew_receipts(self, owner: str, *, lease_until: float) -> int:
+        """Extend the lease of every receipt ``owner`` holds; returns how many."""
+        ...
 
-    # rows
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        """Per tool: receipts by status and the ``bytes`` of their stored results."""
+        ...
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        """Delete the finished receipts (of ``tool``, else of every tool), so the next call
+        executes live; running ones are left to their owner. Returns how many."""
+        ...
+
+
+class RowStore(Protocol):
     def save_rows(self, rows: Sequence[RowRecord]) -> None: ...
     def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]: ...
-    def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]: ...
+    def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
+        """In input order, in pages: no read stays open between pages."""
+        ...
+
     def datasets(self, run_id: str) -> list[str]: ...
 
-    # events, logs, trace
-    def append_events(self, events: Sequence[Event]) -> None: ...
-    def read_events(
-        self, run_id: str, *, after_seq: int = 0, kinds: Sequence[str] | None = None
-    ) -> list[Event]: ...
 
-    # ledger
-    def append_ledger(self, entries: Sequence[LedgerEntry]) -> None: ...
-    def read_ledger(self, run_id: str) -> list[LedgerEntry]: ...
-
-    # durable boundaries and events
+class BoundaryStore(Protocol):
     def get_boundary(self, key: str) -> Boundary | None: ...
     def put_boundary(self, boundary: Boundary) -> None: ...
     def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
@@ -103,22 +166,46 @@ class Store(Protocol):
 
     def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
         """In one transaction: hand the event ``key`` to ``boundary`` (written as completed with
-        the payload as output) and return the payload; None if no such event is waiting. An
-        event goes to one boundary only."""
+        the payload as output) and return the payload; None if no such event is waiting."""
         ...
 
     def waiting_events(self, keys: Sequence[str]) -> set[str]:
         """Which of ``keys`` have an event sent and not yet delivered."""
         ...
 
-    # receipt maintenance (``playline cache stats|clear``)
-    def receipt_stats(self) -> dict[str, dict[str, int]]:
-        """Per tool: receipts ``completed``, ``failed`` and ``running``, and the ``bytes`` of
-        their stored results."""
+
+class EventStore(Protocol):
+    def reserve_seqs(self, count: int) -> int:
+        """Reserve ``count`` store-wide sequence numbers; returns the first. Events get theirs
+        when they are emitted, so listeners see the same ``seq`` the store keeps."""
         ...
 
-    def clear_receipts(self, tool: str | None = None) -> int:
-        """Delete the completed and failed receipts (of ``tool``, else of every tool), so the
-        next call executes live; running receipts are left to their owner. Returns how many
-        were deleted."""
+    def append_events(self, events: Sequence[Event]) -> None:
+        """Write events (their ``seq`` reserved before, or 0 for one given here)."""
         ...
+
+    def read_events(
+        self,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """A run's events in ``seq`` order, after ``after_seq``; ``limit`` pages them."""
+        ...
+
+
+class LedgerStore(Protocol):
+    def read_ledger(self, run_id: str) -> list[LedgerEntry]: ...
+
+    def spent(self, run_id: str) -> float:
+        """Credits charged to ``run_id`` and to its child plays (their ids extend it)."""
+        ...
+
+
+class Store(RunStore, ReceiptStore, RowStore, BoundaryStore, EventStore, LedgerStore, Protocol):
+    url: str
+    io_threads: int  # worker threads the engine may call it from (0: it never blocks)
+
+    def close(self) -> None: ...

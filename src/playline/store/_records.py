@@ -1,9 +1,12 @@
-"""The records the store keeps: runs, receipts, rows, events, ledger entries."""
+"""The records the store keeps: runs, receipts, rows, events, ledger entries, boundaries.
+
+Frozen, slotted, keyword-only dataclasses: what a store returns is a snapshot, never a handle
+that changes under the caller. Statuses are enums; the JSON-shaped parts (inputs, outputs,
+cell values) stay plain Python values.
+"""
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -13,15 +16,19 @@ __all__ = [
     "Claim",
     "ClaimOutcome",
     "ClaimResult",
+    "Completion",
     "Event",
+    "Failure",
     "LedgerEntry",
     "Receipt",
     "ReceiptStatus",
     "RowRecord",
+    "RowStatus",
+    "RunClaim",
+    "RunClaimOutcome",
+    "RunEnd",
     "RunRecord",
     "RunStatus",
-    "owner_alive",
-    "owner_id",
 ]
 
 
@@ -35,6 +42,14 @@ class RunStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecord:
+    """A run: what it was asked, where it stands, and who holds it.
+
+    A run being worked on is ``running`` and held by one attempt (``holder``) whose lease it
+    renews until ``lease_until``; a ``running`` run whose holder is gone was interrupted.
+    ``waiting`` says what a suspended run waits for (``wake_at``, ``events``); ``wake_at`` is
+    kept apart as well so that "which runs are due" is an indexed query.
+    """
+
     run_id: str
     play: str
     status: RunStatus
@@ -46,16 +61,65 @@ class RunRecord:
     updated_at: float = 0.0
     parent_run_id: str | None = None
     waiting: dict[str, Any] | None = None
+    holder: str | None = None
+    lease_until: float | None = None
+    attempts: int = 0
+    stop_requested: bool = False
+    # governance counters so far: {"run": {...}, "tree": {...}} (the tree's: a root run's)
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. max_credits, where it came from
+
+    @property
+    def wake_at(self) -> float | None:
+        wake = (self.waiting or {}).get("wake_at")
+        return float(wake) if isinstance(wake, int | float) else None
+
+    @property
+    def awaited_events(self) -> list[str]:
+        return [str(e) for e in (self.waiting or {}).get("events") or ()]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEnd:
+    """How an attempt left its run: the typed update ``end_attempt`` writes."""
+
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    waiting: dict[str, Any] | None = None
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class RunClaimOutcome(StrEnum):
+    OWNED = "owned"  # the caller holds the run now and runs its attempt
+    HELD = "held"  # another live attempt holds it (``RunClaim.record.holder``)
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class RunClaim:
+    outcome: RunClaimOutcome
+    record: RunRecord | None
 
 
 class ReceiptStatus(StrEnum):
-    RUNNING = "running"
+    RUNNING = "running"  # claimed: its request is about to go out or is out
     COMPLETED = "completed"
-    FAILED = "failed"
+    FAILED = "failed"  # the provider said no: safe to send again
+    UNKNOWN = "unknown"  # in doubt: the request may have reached (and charged) the provider
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Receipt:
+    """A tool call's durable record, keyed by its content (``_receipts.receipt_key``).
+
+    ``generation`` counts deliberate re-purchases (``force=True``, a retry of an in-doubt call
+    the user asked for): the idempotency key sent to the provider is derived from the key and
+    the generation, so a crash's repeat of the same generation is recognised by the provider,
+    and the ledger counts a generation once. ``attempt`` counts claims.
+    """
+
     key: str
     tool: str
     status: ReceiptStatus
@@ -67,26 +131,84 @@ class Receipt:
     error: str | None = None
     updated_at: float = 0.0
     job: bytes | None = None  # an async tool's submitted job (JSON), so a resume polls it
+    generation: int = 1
+    request: str | None = None  # the request it last went out in (intent before sending)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
+    """A claim of ``key`` for a call about to be sent in ``request``.
+
+    ``force`` buys again (a new generation); ``resend`` says an in-doubt receipt may be sent
+    again with its idempotency key (the provider recognises it); ``retry_in_doubt`` buys an
+    in-doubt call again when the provider would not recognise it (the user asked).
+    """
+
     key: str
     tool: str
     run_id: str
     force: bool = False
+    resend: bool = True
+    retry_in_doubt: bool = False
+    request: str | None = None
 
 
 class ClaimOutcome(StrEnum):
     OWNED = "owned"  # the caller must execute the call and complete or fail the receipt
     COMPLETED = "completed"  # a stored result exists; use it
     HELD = "held"  # a live owner elsewhere is executing it; wait for it
+    IN_DOUBT = "in_doubt"  # it may have been paid and cannot be sent again safely
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
     outcome: ClaimOutcome
     receipt: Receipt
+    resent: bool = False  # OWNED a receipt in doubt: its request may have reached the provider
+    changed: bool = False  # ``receipt`` is a new state the store must write
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry:
+    """One paid (or free) live call: what it cost and whether it found something."""
+
+    run_id: str
+    tool: str
+    receipt_key: str
+    credits: float
+    found: bool
+    at: float
+    dataset: str | None = None
+    row_key: str | None = None
+    generation: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A receipt's result, with the charge that paid for it (written in one transaction)."""
+
+    key: str
+    result: bytes
+    charge: LedgerEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A receipt's failure; ``in_doubt`` when the request may have charged the provider.
+    ``charge`` is a call the provider answered (and charged) with an unusable result;
+    ``rebuy`` one it charged and lost (an async job it forgot): the next claim buys anew."""
+
+    key: str
+    error: str
+    in_doubt: bool = False
+    charge: LedgerEntry | None = None
+    rebuy: bool = False
+
+
+class RowStatus(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +217,7 @@ class RowRecord:
     dataset: str
     key: str
     index: int
-    status: str  # "completed" | "failed" | "waiting"
+    status: str  # a RowStatus value
     values: dict[str, Any]  # the visible output row
     cells: dict[str, dict[str, Any]]  # column -> {status, provider, error, cost, ...}
     error: str | None = None
@@ -117,19 +239,7 @@ class Event:
     error: str | None = None
     preview: str | None = None
     data: dict[str, Any] | None = None
-    seq: int = 0  # set by the store when written: monotonically increasing, store-wide
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerEntry:
-    run_id: str
-    tool: str
-    receipt_key: str
-    credits: float
-    found: bool
-    at: float
-    dataset: str | None = None
-    row_key: str | None = None
+    seq: int = 0  # store-wide, monotonically increasing; given when the event is emitted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,29 +257,3 @@ class Boundary:
     output: bytes | None = None
     wake_at: float | None = None
     updated_at: float = 0.0
-
-
-_HOST = socket.gethostname()
-
-
-def owner_id(token: str) -> str:
-    """Who holds a receipt: host, process and attempt, so a dead process can be told apart."""
-    return f"{_HOST}/{os.getpid()}/{token}"
-
-
-def owner_alive(owner: str) -> bool:
-    """False only when the owner was a process on this host that no longer exists."""
-    host, _, rest = owner.partition("/")
-    pid_text = rest.partition("/")[0]
-    if host != _HOST or not pid_text.isdigit():
-        return True
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

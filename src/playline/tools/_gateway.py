@@ -25,6 +25,7 @@ from ._spec import Batch, Cost, JobState, Rate, ToolSpec
 __all__ = ["Gateway", "parse_retry_after"]
 
 _PREFIX = "/api/v2/integrations"
+BULK_SECONDS_PER_ITEM = 1.0
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float:
@@ -70,6 +71,11 @@ class Gateway:
     def __repr__(self) -> str:
         return f"Gateway({self.url!r})"
 
+    def bulk_timeout(self, items: int) -> float:
+        """A bulk request's timeout: the single one plus time per item, so a slow provider
+        working through a big batch is waited for instead of asked (and paid) again."""
+        return self._timeout + BULK_SECONDS_PER_ITEM * items
+
     # listing
     def specs(self) -> list[ToolSpec]:
         if self._specs is None:
@@ -85,9 +91,16 @@ class Gateway:
                 "it (`playline sim` for the simulator) or fix --gateway / PLAYLINE_GATEWAY_URL."
             ) from None
         if response.status_code != 200:
+            hint = (
+                "Check the token (PLAYLINE_GATEWAY_TOKEN; the simulator's is 'dev')."
+                if response.status_code in (401, 403)
+                else f"Check the URL: the tool list is served at {self.url}{_PREFIX}."
+                if response.status_code == 404
+                else "Check that the gateway is healthy."
+            )
             raise GatewayError(
                 f"The gateway at {self.url} answered {response.status_code} to its tool list: "
-                f"{response.text[:200]}. Check the token (PLAYLINE_GATEWAY_TOKEN)."
+                f"{' '.join(response.text[:200].split())}. {hint}"
             )
         try:
             tools = response.json()["tools"]
@@ -106,7 +119,13 @@ class Gateway:
         cost = meta.get("cost") or {}
         batch = meta.get("batch")
         poll = (meta.get("async") or {}).get("poll")
-        transport = _GatewayTransport(self, bulk=batch["operation"] if batch else None, poll=poll)
+        idempotency = meta.get("idempotency") or {}
+        item_keys = bool(idempotency.get("bulk_items"))
+        # A call in doubt may be re-sent only if every way it goes out carries its key.
+        honoured = bool(idempotency.get("header")) and (batch is None or item_keys)
+        transport = _GatewayTransport(
+            self, bulk=batch["operation"] if batch else None, poll=poll, item_keys=item_keys
+        )
         return ToolSpec(
             id=str(meta["id"]),
             transport=transport,
@@ -122,6 +141,7 @@ class Gateway:
             lists=dict(meta.get("lists") or {}),
             version=str(meta.get("version", "1")),
             retry_safe=bool(meta.get("retry_safe", False)),
+            in_doubt="resend" if honoured else "fail",
             auth_scope=self._account,
             description=str(meta.get("description", "")),
         )
@@ -141,29 +161,45 @@ class Gateway:
         return client
 
     async def execute(
-        self, spec: ToolSpec, tool: str, payload: Any, key: str | None = None
+        self,
+        spec: ToolSpec,
+        tool: str,
+        payload: Any,
+        key: str | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpx's per-request timeout
     ) -> tuple[str, Any]:
         """One request; returns (status, result) or raises ``ToolError``. ``key`` is sent as
-        the request's Idempotency-Key."""
+        the request's Idempotency-Key.
+
+        The error's ``code`` tells whether the request may have reached the provider:
+        ``connection_error`` (it did not: refused, or no connection in time) or ``timeout`` /
+        ``protocol_error`` (it may have: no answer in time, or the connection broke).
+        """
+        wait = timeout or self._timeout
         try:
             response = await self._client().post(
                 f"{_PREFIX}/{tool}/execute",
                 json={"payload": payload},
                 headers={"Idempotency-Key": key} if key else None,
+                timeout=wait,
             )
-        except httpx.TimeoutException:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise ToolError(
                 spec.id,
-                f"timed out after {self._timeout:g}s",
-                code="timeout",
-                retryable=spec.retry_safe,
+                f"could not connect ({type(exc).__name__}: {exc}); is the gateway at "
+                f"{self.url} up?",
+                code="connection_error",
+            ) from None
+        except httpx.TimeoutException:
+            raise ToolError(
+                spec.id, f"no answer within {wait:g}s (it may still be working)", code="timeout"
             ) from None
         except httpx.HTTPError as exc:
             raise ToolError(
                 spec.id,
-                f"{type(exc).__name__}: {exc} (is the gateway at {self.url} up?)",
-                code="connection_error",
-                retryable=spec.retry_safe,
+                f"the connection broke ({type(exc).__name__}: {exc})",
+                code="protocol_error",
             ) from None
         try:
             body = response.json()
@@ -192,24 +228,39 @@ class Gateway:
 
 
 class _GatewayTransport:
-    """Calls one gateway tool: single, bulk (``items``), or async (submit, then poll)."""
+    """Calls one gateway tool: single, bulk (``items``), or async (submit, then poll).
 
-    def __init__(self, gateway: Gateway, *, bulk: str | None, poll: str | None) -> None:
+    A bulk request carries each item's idempotency key (``idempotency_keys``) where the
+    provider honours them: an item re-sent after a crash, in whatever batch, is recognised.
+    """
+
+    def __init__(
+        self, gateway: Gateway, *, bulk: str | None, poll: str | None, item_keys: bool = False
+    ) -> None:
         self._gateway = gateway
         self._bulk = bulk
         self._poll = poll
+        self._item_keys = item_keys
         self.poll_interval = gateway.poll_interval
 
     async def call(
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
     ) -> list[Any]:
         if self._bulk is not None and len(inputs) > 1:
-            # the same items in the same order, repeated, are the same bulk request
-            bulk_key = digest("bulk", *keys) if keys else None
-            _, result = await self._gateway.execute(
-                spec, self._bulk, {"items": [dict(i) for i in inputs]}, bulk_key
+            payload: dict[str, Any] = {"items": [dict(i) for i in inputs]}
+            bulk_key = None
+            if keys and self._item_keys:
+                payload["idempotency_keys"] = list(keys)
+            elif keys:  # the same items in the same order, repeated, are the same request
+                bulk_key = digest("bulk", *keys)
+            _, answer = await self._gateway.execute(
+                spec,
+                self._bulk,
+                payload,
+                bulk_key,
+                timeout=self._gateway.bulk_timeout(len(inputs)),
             )
-            results = result.get("results") if isinstance(result, dict) else None
+            results = answer.get("results") if isinstance(answer, dict) else None
             if not isinstance(results, list) or len(results) != len(inputs):
                 raise ToolError(
                     spec.id,
@@ -218,8 +269,8 @@ class _GatewayTransport:
                 )
             return results
         results = []
-        for index, payload in enumerate(inputs):
-            state = await self.submit(spec, payload, keys[index] if keys else None)
+        for index, item in enumerate(inputs):
+            state = await self.submit(spec, item, keys[index] if keys else None)
             while not state.done:
                 await asyncio.sleep(self.poll_interval)
                 state = await self.poll(spec, state.job)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ..errors import PlayDefinitionError, ToolError
 from ._spec import Batch, Cost, Rate, ToolSpec, normalise_outputs
@@ -88,9 +88,20 @@ class ToolRegistry:
         lists: Mapping[str, str] | None = None,
         version: str = "1",
         retry_safe: bool = False,
+        in_doubt: Literal["resend", "fail"] = "resend",
         description: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a function as a tool (see ``pl.tool``)."""
+        """Register a function as a tool (see ``pl.tool``).
+
+        ``in_doubt`` says what happens to a call that was running when its process died:
+        ``"resend"`` (the default) runs it again (the function receives nothing to tell a
+        repeat; make it idempotent, or choose ``"fail"``), ``"fail"`` fails it until the user
+        retries it.
+        """
+        if in_doubt not in ("resend", "fail"):
+            raise PlayDefinitionError(
+                f'@pl.tool({id!r}, in_doubt={in_doubt!r}): use "resend" or "fail".'
+            )
         if not isinstance(id, str) or not _ID.match(id):
             raise PlayDefinitionError(
                 f"Tool id {id!r} is not valid; use letters, digits and . _ - : /, "
@@ -113,6 +124,7 @@ class ToolRegistry:
                 lists=dict(lists or {}),
                 version=str(version),
                 retry_safe=retry_safe,
+                in_doubt=in_doubt,
                 description=description or (inspect.getdoc(fn) or "").split("\n")[0],
             )
             fn.__playline_tool__ = spec  # type: ignore[attr-defined]

@@ -126,6 +126,10 @@ class ToolSpec:
     lists: Mapping[str, str] = field(default_factory=dict)
     version: str = "1"
     retry_safe: bool = False
+    # A call whose request may have reached the provider (a crash, a timeout, a 5xx) is sent
+    # again with the same idempotency key ("resend": the provider recognises the repeat and
+    # does not charge twice) or failed, to be bought again only when the user asks ("fail").
+    in_doubt: Literal["resend", "fail"] = "resend"
     auth_scope: str = "local"
     description: str = ""
     jobs: Jobs | None = field(default=None, repr=False, compare=False)
@@ -151,6 +155,7 @@ class ToolSpec:
             "lists": dict(self.lists),
             "version": self.version,
             "retry_safe": self.retry_safe,
+            "in_doubt": self.in_doubt,
         }
 
 

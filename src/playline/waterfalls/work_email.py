@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._context import Context
-from .._waterfall import CodeStep, ToolStep, Waterfall, register_waterfall
+from .._waterfall import CodeStep, ToolStep, Waterfall
 
 __all__ = ["WORK_EMAIL"]
 
@@ -53,15 +53,13 @@ async def gamma_verified(input: Mapping[str, Any], ctx: Context) -> str | None:
     return email if check.get("status") == "valid" else None
 
 
-WORK_EMAIL = register_waterfall(
-    Waterfall(
-        "work_email",
-        output="email",
-        steps=[
-            ToolStep("beta", "sim.email.beta", map_input=person),
-            ToolStep("alpha", "sim.email.alpha", map_input=person),
-            CodeStep("gamma", gamma_verified),
-        ],
-        description="Work email from name and company domain: beta, alpha, then gamma.",
-    )
+WORK_EMAIL = Waterfall(
+    "work_email",
+    output="email",
+    steps=[
+        ToolStep("beta", "sim.email.beta", map_input=person),
+        ToolStep("alpha", "sim.email.alpha", map_input=person),
+        CodeStep("gamma", gamma_verified),
+    ],
+    description="Work email from name and company domain: beta, alpha, then gamma.",
 )

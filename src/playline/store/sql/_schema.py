@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
@@ -106,11 +106,57 @@ _V3 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# v4: runs are held under leases, their waits are indexed, receipts know their generation and
+# the request they went out in, the ledger counts a receipt's generation once, and events get
+# their sequence numbers when emitted (a counter in meta).
+_V4 = (
+    "ALTER TABLE runs ADD COLUMN holder TEXT",
+    "ALTER TABLE runs ADD COLUMN lease_until REAL",
+    "ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN counters TEXT",
+    "ALTER TABLE runs ADD COLUMN wake_at REAL",
+    "ALTER TABLE runs ADD COLUMN options TEXT",
+    "UPDATE runs SET wake_at = json_extract(waiting, '$.wake_at') WHERE waiting IS NOT NULL",
+    "CREATE INDEX runs_due ON runs (status, wake_at)",
+    "CREATE INDEX runs_parent ON runs (parent_run_id)",
+    "CREATE INDEX runs_holder ON runs (holder)",
+    """CREATE TABLE run_waits (
+        run_id TEXT NOT NULL,
+        event_key TEXT NOT NULL,
+        PRIMARY KEY (run_id, event_key)
+    )""",
+    "CREATE INDEX run_waits_event ON run_waits (event_key)",
+    """INSERT INTO run_waits (run_id, event_key)
+        SELECT runs.run_id, json_each.value FROM runs, json_each(runs.waiting, '$.events')
+        WHERE runs.status = 'suspended'""",
+    "ALTER TABLE receipts ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE receipts ADD COLUMN request TEXT",
+    "CREATE INDEX receipts_owner ON receipts (owner) WHERE status = 'running'",
+    "ALTER TABLE ledger ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
+    "CREATE INDEX ledger_receipt ON ledger (receipt_key, generation)",
+    "CREATE INDEX rows_page ON rows (run_id, dataset, idx, key)",
+    "DROP INDEX rows_order",
+    """INSERT INTO meta (key, value)
+        SELECT 'event_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM events""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(
-    {"meta", "runs", "receipts", "rows", "events", "ledger", "boundaries", "sqlite_sequence"}
+    {
+        "meta",
+        "runs",
+        "run_waits",
+        "receipts",
+        "rows",
+        "events",
+        "ledger",
+        "boundaries",
+        "inbox",
+        "sqlite_sequence",
+    }
 )
 
 

@@ -6,8 +6,8 @@ import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from ._json import canonical, digest
-from .errors import PlayDefinitionError
+from .._json import canonical, digest
+from ..errors import PlayDefinitionError
 
 __all__ = ["KeySpec", "as_row", "row_key_function"]
 

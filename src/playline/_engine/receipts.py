@@ -11,8 +11,8 @@ import hashlib
 import math
 from typing import Any
 
-from ._json import digest, dumps, normalise_input
-from .errors import PlayDefinitionError
+from .._json import digest, dumps, normalise_input
+from ..errors import PlayDefinitionError
 
 __all__ = ["KEY_VERSION", "auth_scope", "receipt_key", "stale_bucket", "validate_stale_after"]
 

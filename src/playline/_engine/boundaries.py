@@ -10,54 +10,24 @@ waits, and the run suspends once every other row is done.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
-from ._json import digest, dumps, loads
-from ._receipts import stale_bucket, validate_stale_after
-from ._scope import current_row
-from .errors import EventTimeout, PlayDefinitionError, ToolError
-from .store import Boundary
+from .._clock import Clock
+from .._json import digest, dumps, loads
+from ..errors import EventTimeout, PlayDefinitionError, ToolError
+from ..store import Boundary, Store, StoreIO
+from .receipts import stale_bucket, validate_stale_after
+from .scope import current_row
+from .suspension import Suspension
 
-if TYPE_CHECKING:
-    from ._runtime import Runtime
-
-__all__ = ["Boundaries", "FetchResponse", "Suspension"]
+__all__ = ["Boundaries", "FetchResponse"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 TIMED_OUT = "timed_out"
-
-
-class Suspension(BaseException):
-    """A run or row must wait: until ``wake_at`` (seconds since the epoch), or for events.
-
-    A BaseException, so a play's ``except Exception`` does not swallow it.
-    """
-
-    def __init__(self, *, wake_at: float | None = None, events: Sequence[str] = ()) -> None:
-        self.wake_at = wake_at
-        self.events = tuple(events)
-        super().__init__(self.describe())
-
-    @classmethod
-    def merge(cls, waits: Sequence[Suspension]) -> Suspension:
-        times = [w.wake_at for w in waits if w.wake_at is not None]
-        events = dict.fromkeys(e for w in waits for e in w.events)
-        return cls(wake_at=min(times) if times else None, events=list(events))
-
-    def waiting(self) -> dict[str, Any]:
-        return {"wake_at": self.wake_at, "events": list(self.events)}
-
-    def describe(self) -> str:
-        parts = []
-        if self.events:
-            parts.append(f"events {', '.join(self.events)}")
-        if self.wake_at is not None:
-            parts.append(f"until {self.wake_at:.0f}")
-        return "waiting for " + " or ".join(parts) if parts else "waiting"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +44,11 @@ class FetchResponse:
 class Boundaries:
     """The boundaries of one attempt; ``ctx.step/sleep/fetch/wait_for_event`` land here."""
 
-    def __init__(self, runtime: Runtime, *, foreground_sleep: float) -> None:
-        self._rt = runtime
+    def __init__(self, *, run_id: str, store: Store, clock: Clock, foreground_sleep: float) -> None:
+        self._run_id = run_id
+        self._store = store
+        self._io = StoreIO(store)
+        self._clock = clock
         self._foreground_sleep = foreground_sleep
         self._ordinals: dict[tuple[str, str, str], int] = {}
 
@@ -86,17 +59,23 @@ class Boundaries:
         slot = (scope, kind, name)
         ordinal = self._ordinals.get(slot, 0)
         self._ordinals[slot] = ordinal + 1
-        return f"{kind}:" + digest(self._rt.run_id, scope, kind, name, str(ordinal), *extra)[:40]
+        return f"{kind}:" + digest(self._run_id, scope, kind, name, str(ordinal), *extra)[:40]
 
     def record(self, key: str, kind: str, status: str = "completed", **fields: Any) -> Boundary:
         return Boundary(
             key=key,
-            run_id=self._rt.run_id,
+            run_id=self._run_id,
             kind=kind,
             status=status,
-            updated_at=self._rt.clock.now(),
+            updated_at=self._clock.now(),
             **fields,
         )
+
+    async def get(self, key: str) -> Boundary | None:
+        return await self._io(self._store.get_boundary, key)
+
+    async def put(self, boundary: Boundary) -> None:
+        await self._io(self._store.put_boundary, boundary)
 
     async def step(
         self, name: str, fn: Callable[[], Any], *, stale_after: int | None = None
@@ -105,8 +84,8 @@ class Boundaries:
         if not callable(fn):
             raise PlayDefinitionError(f"ctx.step({name!r}, fn): fn must be a function.")
         stale = validate_stale_after(stale_after)
-        key = self.key("step", name, stale_bucket(stale, self._rt.clock.now()))
-        stored = self._rt.store.get_boundary(key)
+        key = self.key("step", name, stale_bucket(stale, self._clock.now()))
+        stored = await self.get(key)
         if stored is not None and stored.status == "completed":
             assert stored.output is not None
             return loads(stored.output)
@@ -119,27 +98,27 @@ class Boundaries:
             raise PlayDefinitionError(
                 f"ctx.step({name!r}) returned a value that cannot be checkpointed as JSON: {exc}"
             ) from None
-        self._rt.store.put_boundary(self.record(key, "step", "completed", output=output))
+        await self.put(self.record(key, "step", "completed", output=output))
         return loads(output)
 
     async def sleep(self, seconds: float) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
             raise PlayDefinitionError(f"ctx.sleep({seconds!r}): give a number of seconds >= 0.")
         key = self.key("sleep", "", str(round(seconds, 3)))
-        store, clock = self._rt.store, self._rt.clock
-        stored = store.get_boundary(key)
+        clock = self._clock
+        stored = await self.get(key)
         if stored is not None and stored.status == "completed":
             return
         if stored is None:
             stored = self.record(key, "sleep", "waiting", wake_at=clock.now() + seconds)
-            store.put_boundary(stored)
+            await self.put(stored)
         assert stored.wake_at is not None
         remaining = stored.wake_at - clock.now()
         if remaining > self._foreground_sleep:
             raise Suspension(wake_at=stored.wake_at)
         if remaining > 0:
             await clock.sleep(remaining)
-        store.put_boundary(self.record(key, "sleep", "completed", wake_at=stored.wake_at))
+        await self.put(self.record(key, "sleep", "completed", wake_at=stored.wake_at))
 
     async def wait_for_event(self, name: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API names it
         _check_name("ctx.wait_for_event", name)
@@ -150,8 +129,8 @@ class Boundaries:
                 f"ctx.wait_for_event({name!r}, timeout={timeout!r}): give seconds > 0 or None."
             )
         key = self.key("event", name)
-        store, clock = self._rt.store, self._rt.clock
-        stored = store.get_boundary(key)
+        clock = self._clock
+        stored = await self.get(key)
         if stored is not None and stored.status == "completed":
             assert stored.output is not None
             return loads(stored.output)
@@ -160,12 +139,12 @@ class Boundaries:
         if stored is None:
             deadline = None if timeout is None else clock.now() + timeout
             stored = self.record(key, "event", "waiting", wake_at=deadline)
-            store.put_boundary(stored)
-        payload = store.deliver_event(name, stored)
+            await self.put(stored)
+        payload = await self._io(self._store.deliver_event, name, stored)
         if payload is not None:
             return loads(payload)
         if stored.wake_at is not None and clock.now() >= stored.wake_at:
-            store.put_boundary(self.record(key, "event", TIMED_OUT, wake_at=stored.wake_at))
+            await self.put(self.record(key, "event", TIMED_OUT, wake_at=stored.wake_at))
             raise EventTimeout(name, timeout or 0.0)
         raise Suspension(wake_at=stored.wake_at, events=[name])
 
@@ -196,7 +175,7 @@ class Boundaries:
             )
         body = dumps({"json": json, "data": data}, what=f"The body of ctx.fetch({name!r})")
         key = self.key("fetch", name, method, url, body.decode())
-        stored = self._rt.store.get_boundary(key)
+        stored = await self.get(key)
         if stored is None or stored.status != "completed" or stored.output is None:
             response = await _request(name, method, url, headers, json, data)
             record = {
@@ -208,7 +187,7 @@ class Boundaries:
                 "text": response.text,
             }
             output = dumps(record, what=f"The response of ctx.fetch({name!r})")
-            self._rt.store.put_boundary(self.record(key, "fetch", "completed", output=output))
+            await self.put(self.record(key, "fetch", "completed", output=output))
         else:
             output = stored.output
         saved = loads(output)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "not_a_database", "parse_url", "prepare_folder"]
 

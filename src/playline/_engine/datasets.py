@@ -21,21 +21,21 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from types import GeneratorType, MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from ._boundaries import Suspension
-from ._events import preview
-from ._rows import KeySpec, as_row, row_key_function
-from ._scope import RowScope, current_row
-from ._taskgroups import unwrapped
-from .errors import EventTimeout, PlaylineError, ToolError
-from .store import RowRecord
-from .tools import ToolResult
+from .._clock import Clock
+from .._json import dumps
+from ..errors import EventTimeout, PlayDefinitionError, PlaylineError, ToolError
+from ..store import RowRecord, Store, StoreIO
+from ..tools import ToolResult
+from .dispatch import Dispatcher
+from .events import EventLog, preview
+from .rows import KeySpec, as_row, row_key_function
+from .scope import RowScope, current_row
+from .suspension import Suspension
+from .taskgroups import unwrapped
 
-if TYPE_CHECKING:
-    from ._runtime import Runtime
-
-__all__ = ["Column", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
+__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
 
 OnRowError = Literal["record", "raise"]
 # Playline errors that belong to one row (its cell fails); any other stops the run.
@@ -82,18 +82,34 @@ class DatasetStats:
         return asdict(self)
 
 
+class DatasetHost(Protocol):
+    """What a dataset needs of its attempt."""
+
+    run_id: str
+    store: Store
+    clock: Clock
+    events: EventLog
+    dispatcher: Dispatcher
+    ctx: object  # the play's context, handed to resolvers that take it
+    row_window: int
+    resuming: bool
+
+
 class DatasetRun:
     """One execution of a dataset: feeds rows through the window and records them."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        host: DatasetHost,
         name: str,
         columns: tuple[Column, ...],
         key: KeySpec,
         on_row_error: OnRowError,
     ) -> None:
-        self.rt = runtime
+        self.rt = host
+        self._io = StoreIO(host.store)
+        self._writing: asyncio.Task[None] | None = None
+        self._write_error: BaseException | None = None
         self.name = name
         self.columns = columns
         self.on_row_error = on_row_error
@@ -132,7 +148,9 @@ class DatasetRun:
                             seen.add(key)
                             fresh.append((index, key, values))
                     done = (
-                        rt.store.load_rows(rt.run_id, self.name, [k for _, k, _ in fresh])
+                        await self._io(
+                            rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh]
+                        )
                         if rt.resuming
                         else {}
                     )
@@ -159,7 +177,7 @@ class DatasetRun:
         finally:
             if feeding:
                 rt.dispatcher.exit_row()
-            self._write(force=True)
+            await self._flush()
         if self.stats.rows_duplicate:
             rt.events.log(
                 f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
@@ -212,9 +230,7 @@ class DatasetRun:
                 except Exception as exc:
                     self._failed(row, column, exc)
                     break
-                if hasattr(type(value), "__await__") or (
-                    type(value) is GeneratorType and inspect.isawaitable(value)
-                ):
+                if hasattr(type(value), "__await__") or _generator_coroutine(value):
                     self._report_cells(row)
                     if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
                         value.add_done_callback(functools.partial(self._resume, row, position))
@@ -364,21 +380,21 @@ class DatasetRun:
         cells = row.cells
         if self._hidden_columns:
             cells = {c: m for c, m in cells.items() if c[0] != "_"}
-        error = None
-        for meta in cells.values():
-            if meta["status"] == "failed":
-                error = meta["error"]
-                self.stats.rows_failed += 1
-                break
+        values = {
+            k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
+        }
+        if not _storable(values):
+            self._fail_unstorable(values, cells)
+        error = next((m["error"] for m in cells.values() if m["status"] == "failed"), None)
         if waiting is not None:
             status = "waiting"
             self.stats.rows_waiting += 1
             self._waits.append(waiting)
+        elif error is not None:
+            status = "failed"
+            self.stats.rows_failed += 1
         else:
-            status = "completed" if error is None else "failed"
-        values = {
-            k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
-        }
+            status = "completed"
         self._writes.append(
             RowRecord(
                 run_id=self.rt.run_id,
@@ -392,25 +408,68 @@ class DatasetRun:
                 updated_at=self.rt.clock.now(),
             )
         )
-        data: dict[str, Any] | None = (
-            {"cells": {c: cells[c]["status"] for c in row.unreported}} if row.unreported else None
-        )
-        row.unreported.clear()
+        data: dict[str, Any] | None = None
+        if row.unreported:  # the cells set since the row last reported, with their values
+            data = {
+                "cells": {c: cells[c]["status"] for c in row.unreported if c in cells},
+                "values": {c: values[c] for c in row.unreported if c in values},
+            }
+            row.unreported.clear()
         if waiting is not None:
             data = {**(data or {}), "waiting": waiting.waiting()}
         self.rt.events.emit(
             "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
         )
-        if len(self._writes) >= _WRITE_EVERY:
-            self._write()
+        if len(self._writes) >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
+            self._writing = asyncio.get_running_loop().create_task(self._write())
         self._active -= 1
         self.rt.dispatcher.exit_row()
         self._wake()
 
-    def _write(self, *, force: bool = False) -> None:
-        if self._writes:
+    def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, dict[str, Any]]) -> None:
+        """Fail the cells whose values cannot be stored; the row's other cells stay."""
+        for name, value in list(values.items()):
+            if not _storable({name: value}):
+                values[name] = None
+                cells[name] = {
+                    "status": "failed",
+                    "error": (
+                        f"Column {name!r} returned a {type(value).__name__}, which cannot be "
+                        "stored. Return plain dicts, lists, strings, numbers, booleans or None."
+                    ),
+                    "updated_at": self.rt.clock.now(),
+                }
+
+    async def _write(self) -> None:
+        """Write the finished rows buffered so far (one transaction, off the event loop)."""
+        while self._writes:
             rows, self._writes = self._writes, []
-            self.rt.store.save_rows(rows)
+            try:
+                await self._io(self.rt.store.save_rows, rows)
+            except Exception as exc:  # raised at the dataset's end: the run fails with it
+                self._write_error = self._write_error or exc
+                self._abort(exc)
+                return
+
+    async def _flush(self) -> None:
+        if self._writing is not None:
+            await asyncio.shield(self._writing)
+        await self._write()
+        if self._write_error is not None:
+            raise self._write_error
+
+
+def _generator_coroutine(value: Any) -> bool:
+    """A generator-based coroutine (``@types.coroutine``): awaitable without ``__await__``."""
+    return type(value) is GeneratorType and inspect.isawaitable(value)
+
+
+def _storable(values: dict[str, Any]) -> bool:
+    try:
+        dumps(values, ordered=True)
+    except PlayDefinitionError:
+        return False
+    return True
 
 
 def _keyed(

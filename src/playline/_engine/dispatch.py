@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ._calls import CallExecutor, ToolCall
-from ._clock import Clock
-from ._scope import RowScope
-from .tools import ToolResult
+from .._clock import Clock
+from ..tools import ToolResult
+from .calls import CallExecutor, ToolCall
+from .scope import RowScope
 
 __all__ = ["Dispatcher"]
 

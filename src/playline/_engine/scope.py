@@ -1,7 +1,8 @@
-"""The row in flight: which row and column running code belongs to, and the row's state.
+"""Where running code stands: which row and column it belongs to, and where tool results go.
 
-A context variable holds it while a row's resolvers run, so ``ctx.tool`` knows to queue its
-call with the other rows' calls instead of executing it at once.
+Context variables, so ``ctx.tool`` knows to queue its call with the other rows' calls (inside
+a column) instead of executing it at once, and so a waterfall step learns the results of the
+calls its code made without wrapping the play's context.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tools import ToolResult
+from ..tools import ToolResult
 
-__all__ = ["RowScope", "current_row"]
+__all__ = ["RowScope", "current_row", "result_sink"]
 
 
 @dataclass(slots=True, eq=False)
@@ -30,3 +31,6 @@ class RowScope:
 
 
 current_row: ContextVar[RowScope | None] = ContextVar("playline_row", default=None)
+
+# A list that collects the results of the tool calls made while it is set (a waterfall step).
+result_sink: ContextVar[list[ToolResult] | None] = ContextVar("playline_sink", default=None)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._clock import Clock
-from .errors import BudgetExceeded
-from .store import LedgerEntry
-from .tools import ToolSpec
+from .._clock import Clock
+from ..errors import BudgetExceeded
+from ..store import LedgerEntry
+from ..tools import ToolSpec
 
 __all__ = ["Ledger"]
 
@@ -15,8 +15,10 @@ __all__ = ["Ledger"]
 class Ledger:
     """Credits spent by a run; with ``max_credits``, calls that could pass it are refused.
 
-    Before a batch is sent its worst-case cost is reserved; after it returns the reservation
-    is replaced by what was charged. So concurrent batches can never overspend together.
+    Just before a request is sent, the worst-case cost of each of its inputs is reserved (a
+    request that does not fit whole is shrunk to the inputs that do); after it returns the
+    reservation is replaced by what was charged. So concurrent requests can never overspend
+    together, and a budget fills rows up to the cap.
     """
 
     def __init__(
@@ -74,6 +76,10 @@ class Ledger:
             tool=spec.id,
         )
 
+    def release(self, spec: ToolSpec, reserved: int) -> None:
+        """Give back the reservation of ``reserved`` inputs that were never sent."""
+        self.settle(spec, reserved, ())
+
     def settle(self, spec: ToolSpec, reserved: int, entries: Sequence[LedgerEntry]) -> None:
         """Replace the reservation of ``reserved`` calls by the entries charged (the caller
         writes them, with the results they paid for)."""
@@ -90,6 +96,7 @@ class Ledger:
         found: bool,
         dataset: str | None,
         row_key: str | None,
+        generation: int = 1,
     ) -> LedgerEntry:
         return LedgerEntry(
             run_id=self._run_id,
@@ -100,4 +107,5 @@ class Ledger:
             at=self._clock.now(),
             dataset=dataset,
             row_key=row_key,
+            generation=generation,
         )

@@ -1,0 +1,624 @@
+"""One attempt of a run: its parts wired together, and ``run_attempt()``.
+
+``run_attempt(services, run_id, play, ...)`` is the one seam where an attempt runs: the local
+runner (``pl.run``), a worker resuming a suspended run, a child play, or a Temporal activity
+call it. Everything it needs to resume is in the store: it claims the run (a lease its
+holder renews), runs the play from the start (receipts and boundaries make the replay
+cheap), and writes how the attempt ended. An attempt ends completed, failed, or suspended
+(with what it waits for: a wake time, events, or a stop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .._clock import Clock
+from .._json import dumps
+from .._play import Play
+from .._waterfall import Waterfall, WaterfallStats
+from ..errors import PlayDefinitionError, PlaylineError, StoreError
+from ..store import (
+    RunClaimOutcome,
+    RunEnd,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoreIO,
+)
+from ..store._owners import holding
+from ..tools import ToolResult, ToolSpec
+from ..tools._gates import ToolGates
+from .boundaries import Boundaries
+from .calls import CallExecutor, CallStats, ToolCall
+from .children import ChildPlays
+from .datasets import DatasetStats
+from .dispatch import Dispatcher
+from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
+from .events import EventLog, Listener
+from .governance import Governor, Lineage
+from .ledger import Ledger
+from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
+from .scope import current_row, result_sink
+from .supervise import LEASE_SECONDS, Supervisor
+from .suspension import Suspension
+from .taskgroups import TaskSet, first_error
+from .waterfalls import Tally, run_waterfall
+
+__all__ = [
+    "Attempt",
+    "AttemptOutcome",
+    "RunHeld",
+    "RunStats",
+    "Services",
+    "Status",
+    "StoredAs",
+    "open_run",
+    "run_attempt",
+]
+
+DEFAULT_ROW_WINDOW = 1000
+DEFAULT_FOREGROUND_SLEEP = 5.0  # sleeps up to this long are waited out in the process
+DEFAULT_STALL_AFTER = 60.0
+
+Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
+
+
+@runtime_checkable
+class StoredAs(Protocol):
+    """A play output stored by reference (a ``Dataset``: its rows are in the store)."""
+
+    def to_ref(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Services:
+    """What every attempt started by one caller shares, child plays included."""
+
+    store: Store
+    clock: Clock
+    tools: Mapping[str, ToolSpec]
+    gates: ToolGates
+    context: Callable[[Attempt], object]  # the ``ctx`` a play sees (the facade's Context)
+    listeners: Sequence[Listener] = ()
+    row_window: int = DEFAULT_ROW_WINDOW
+    foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP
+    org: str = "local"
+    retry_in_doubt: bool = False
+    stall_after: float | None = DEFAULT_STALL_AFTER
+
+
+@dataclass(kw_only=True)
+class RunStats(DatasetStats):
+    """A run's counts: its datasets' rows, its tool calls, its credits, its failures."""
+
+    tool_calls_live: int = 0
+    tool_calls_cached: int = 0
+    tool_calls_in_flight: int = 0
+    tool_calls_failed: int = 0
+    tool_requests: int = 0
+    dispatch_passes: int = 0
+    credits: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptOutcome:
+    """How an attempt ended. ``output`` is the play's value (live), ``stored`` as stored."""
+
+    run_id: str
+    status: Status
+    output: Any
+    stored: Any
+    stats: RunStats
+    error: str | None = None
+    exception: BaseException | None = None
+    waiting: dict[str, Any] | None = None
+
+
+class RunHeld(PlaylineError):
+    """Another live attempt holds the run; nothing was done."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.holder = record.holder
+        super().__init__(
+            f"Run {record.run_id} is being run by another process ({record.holder}, lease "
+            f"renewed until {record.lease_until:.0f}). Wait for it to finish or stop it "
+            "(playline runs shows it as running); a holder that died is taken over once its "
+            "lease runs out."
+        )
+
+
+async def open_run(
+    store: Store,
+    clock: Clock,
+    *,
+    run_id: str,
+    play: Play,
+    input: Any,
+    parent_run_id: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> RunRecord:
+    """The run ``run_id``, created (not yet held) when it is new. A known run must belong to
+    ``play``; ``input`` is ignored for it, ``options`` given here replace the stored ones."""
+    io = StoreIO(store)
+    existing = await io(store.get_run, run_id)
+    if existing is None:
+        now = clock.now()
+        record = RunRecord(
+            run_id=run_id,
+            play=play.name,
+            status=RunStatus.RUNNING,
+            input=_json_or_error(input, "The play input"),
+            created_at=now,
+            updated_at=now,
+            parent_run_id=parent_run_id,
+            options=dict(options or {}),
+        )
+        if await io(store.create_run, record):
+            return record
+        existing = await io(store.get_run, run_id)  # created meanwhile by another process
+        assert existing is not None
+    if existing.play != play.name:
+        raise PlayDefinitionError(
+            f"Run {run_id!r} belongs to play {existing.play!r}, not {play.name!r}. Resume it "
+            "with its own play, or start a new run."
+        )
+    return existing
+
+
+class Attempt:
+    """The parts of one attempt, wired together; the ``Context`` a play sees delegates here.
+
+    Engine parts do not take the attempt whole: each gets what it uses (datasets take it as
+    a ``DatasetHost``)."""
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        record: RunRecord,
+        play: Play,
+        holder: str,
+        drain: Drain,
+        lineage: Lineage,
+        ledger: Ledger,
+    ) -> None:
+        self.services = services
+        self.run_id = record.run_id
+        self.play = play
+        self.play_name = play.name
+        self.store = services.store
+        self.clock = services.clock
+        self.row_window = services.row_window
+        self.resuming = record.attempts > 1
+        self.holder = holder
+        self.drain = drain
+        self.lineage = lineage
+        self.ledger = ledger
+        self.governor = Governor(play.limits, record.counters.get("run"))
+        self.events = EventLog(services.store, self.run_id, self.clock, services.listeners)
+        self.tasks = TaskSet()
+        self.executor = CallExecutor(
+            store=self.store,
+            clock=self.clock,
+            gates=services.gates,
+            governor=self.governor,
+            ledger=ledger,
+            events=self.events,
+            tools=services.tools,
+            run_id=self.run_id,
+            owner=holder,
+            drain=drain,
+            retry_in_doubt=services.retry_in_doubt,
+        )
+        self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
+        self.boundaries = Boundaries(
+            run_id=self.run_id,
+            store=self.store,
+            clock=self.clock,
+            foreground_sleep=services.foreground_sleep,
+        )
+        self.children = ChildPlays(
+            run_id=self.run_id,
+            play=play,
+            store=self.store,
+            boundaries=self.boundaries,
+            events=self.events,
+            governor=self.governor,
+            lineage=lineage,
+            start=self._start_child,
+        )
+        self.datasets: dict[str, DatasetStats | None] = {}
+        self.waterfalls: dict[str, Tally] = {}
+        self._auth_scopes: dict[str, str] = {}
+        self.ctx = services.context(self)
+
+    # datasets
+    def claim_dataset_name(self, name: str) -> None:
+        if name in self.datasets:
+            raise PlayDefinitionError(
+                f"Play {self.play_name!r} already ran a dataset named {name!r} in this run. "
+                "Give each ctx.dataset(...) its own name."
+            )
+        self.datasets[name] = None
+
+    # tools
+    def tool_spec(self, tool: str) -> ToolSpec:
+        spec = self.services.tools.get(tool)
+        if spec is None:
+            close = difflib.get_close_matches(tool, list(self.services.tools), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise PlayDefinitionError(
+                f"Unknown tool {tool!r}.{hint} Define it with @pl.tool({tool!r}), pass it in "
+                "tools=[...], or connect the gateway that serves it (pl.Gateway or "
+                "PLAYLINE_GATEWAY_URL)."
+            )
+        return spec
+
+    def _auth(self, spec: ToolSpec) -> str:
+        scope = self._auth_scopes.get(spec.id)
+        if scope is None:
+            scope = auth_scope(self.services.org, spec.auth_scope, spec.id)
+            self._auth_scopes[spec.id] = scope
+        return scope
+
+    def call_tool(
+        self,
+        tool: str,
+        input: Mapping[str, Any],
+        *,
+        label: str | None = None,
+        force: bool = False,
+        stale_after: int | None = None,
+    ) -> Awaitable[ToolResult]:
+        """Queue (inside a column) or prepare (outside) a tool call; await the result.
+
+        Inside a column the call joins the dispatcher's queue at once, so several calls a
+        resolver makes (``asyncio.gather``) go out in the same pass.
+        """
+        if not isinstance(tool, str) or not tool:
+            raise PlayDefinitionError(
+                "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
+            )
+        if not isinstance(input, Mapping):
+            raise PlayDefinitionError(
+                f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
+            )
+        spec = self.tool_spec(tool)
+        stale = validate_stale_after(stale_after)
+        self.governor.spend("tool_calls")
+        payload = dict(input)
+        key = receipt_key(
+            org=self.services.org,
+            tool=spec.id,
+            input=payload,
+            auth=self._auth(spec),
+            version=spec.version,
+            bucket=stale_bucket(stale, self.clock.now()),
+        )
+        scope = current_row.get()
+        call = ToolCall(
+            spec=spec,
+            input=payload,
+            key=key,
+            future=asyncio.get_running_loop().create_future(),
+            label=label,
+            force=bool(force),
+            scope=scope,
+            sink=result_sink.get(),
+        )
+        if scope is None:
+            return self._direct(call)
+        return self.dispatcher.submit(call, scope)
+
+    async def _direct(self, call: ToolCall) -> ToolResult:
+        await self.executor.execute(call.spec, [call])
+        return await call.future
+
+    # waterfalls
+    def waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
+        return run_waterfall(
+            spec, input, ctx=self.ctx, call_tool=self.call_tool, tallies=self.waterfalls
+        )
+
+    def waterfall_stats(self) -> dict[str, WaterfallStats]:
+        return {wid: tally.snapshot() for wid, tally in self.waterfalls.items()}
+
+    # child plays
+    async def run_play(self, key: str, play: Play, input: Any) -> Any:
+        """Run a child play; returns its output as stored (a dataset as its reference)."""
+        return await self.children.run(key, play, input)
+
+    async def _start_child(
+        self, child_id: str, play: Play, input: Any, lineage: Lineage
+    ) -> AttemptOutcome:
+        await open_run(
+            self.store,
+            self.clock,
+            run_id=child_id,
+            play=play,
+            input=input,
+            parent_run_id=self.run_id,
+        )
+        return await run_attempt(
+            self.services,
+            child_id,
+            play,
+            holder=self.holder,
+            drain=self.drain,
+            lineage=lineage,
+            parent_ledger=self.ledger,
+        )
+
+    # running
+    async def execute(self, input: Any) -> tuple[Any, BaseException | None]:
+        """Run the play; a stop lets the requests already sent finish, then ends it."""
+        loop = asyncio.get_running_loop()
+        play = loop.create_task(self._play(input))
+        stop = loop.create_task(self.drain.wait())
+        error: BaseException | None = None
+        output: Any = None
+        try:
+            await asyncio.wait({play, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not play.done() and self.drain.reason != BUDGET:
+                # (over budget, the refused calls fail and the play ends on its own)
+                await self.executor.settle_in_flight()
+                play.cancel()
+            try:
+                output = await play
+            except asyncio.CancelledError:
+                if not self.drain.stopping:
+                    raise
+                error = self._stopped()
+            except BaseExceptionGroup as group:
+                error = first_error(group)
+            except (Exception, Suspension) as exc:
+                error = exc
+        finally:
+            stop.cancel()
+            if not play.done():
+                play.cancel()
+            await self.executor.settle_in_flight()
+            await self.tasks.close()
+            await self.executor.close()
+        if self.tasks.error is not None and error is None:
+            error = self.tasks.error
+        if isinstance(error, PlaylineError) and self.drain.reason == BUDGET:
+            error = self.drain.error or error
+        return output, error
+
+    async def _play(self, input: Any) -> Any:
+        return await self.play.fn(self.ctx, input)
+
+    def _stopped(self) -> BaseException:
+        reason = self.drain.reason
+        if reason == BUDGET and self.drain.error is not None:
+            return self.drain.error
+        if reason == LEASE_LOST:
+            return StoreError(
+                f"Run {self.run_id} was taken over by another attempt (this one could not renew "
+                "its lease in time); this attempt stopped. Its paid calls are kept."
+            )
+        return Suspension(stop=reason)
+
+    def stats(self) -> RunStats:
+        calls: CallStats = self.executor.stats
+        totals: dict[str, int] = {}
+        for ds in self.datasets.values():
+            if ds is not None:
+                for name, value in ds.to_dict().items():
+                    totals[name] = totals.get(name, 0) + value
+        return RunStats(
+            **totals,
+            tool_calls_live=calls.live,
+            tool_calls_cached=calls.cached,
+            tool_calls_in_flight=calls.in_flight,
+            tool_calls_failed=calls.failed,
+            tool_requests=calls.requests,
+            dispatch_passes=self.dispatcher.passes,
+            credits=round(self.ledger.spent, 6),
+            errors=dict(calls.errors),
+        )
+
+    def describe(self) -> str:
+        """What the attempt waits for: rows, calls, gates (for the stall report)."""
+        parts = [
+            f"{self.dispatcher.active_rows} rows active, {self.dispatcher.blocked_rows} "
+            f"waiting on calls, {self.executor.in_flight} calls in flight"
+        ]
+        for tool, stats in self.services.gates.statistics().items():
+            if stats["in_flight"] or stats["waiting"]:
+                parts.append(
+                    f"{tool}: {stats['in_flight']} sent, {stats['waiting']} waiting for its "
+                    "rate limit or concurrency cap"
+                )
+        return "; ".join(parts) + "."
+
+
+async def run_attempt(
+    services: Services,
+    run_id: str,
+    play: Play,
+    *,
+    holder: str,
+    drain: Drain | None = None,
+    lineage: Lineage | None = None,
+    parent_ledger: Ledger | None = None,
+    max_credits: float | None = None,
+) -> AttemptOutcome:
+    """Claim the run, run one attempt of ``play`` and record how it ended. ``max_credits``
+    overrides the budget the run was started with (e.g. raised to go on after a budget stop).
+
+    Raises ``RunHeld`` when another live attempt holds the run (nothing is done), and
+    ``StoreError`` when the store cannot record; the play's own errors end the attempt
+    ``failed`` and are returned, not raised.
+    """
+    store, clock = services.store, services.clock
+    io = StoreIO(store)
+    now = clock.now()
+    claim = await io(
+        store.claim_run, run_id, holder=holder, lease_until=now + LEASE_SECONDS, now=now
+    )
+    if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
+        raise StoreError(f"Run {run_id} is not in the store {store.url}: open it first.")
+    record = claim.record
+    if claim.outcome is RunClaimOutcome.HELD:
+        raise RunHeld(record)
+    root = lineage is None
+    drain = drain or Drain()
+    if lineage is None:
+        lineage = Lineage.root(play, record.counters.get("tree"))
+    budget = max_credits
+    if budget is None:
+        budget = record.options.get("max_credits", play.max_credits)
+    spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
+    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
+    attempt = Attempt(
+        services,
+        record=record,
+        play=play,
+        holder=holder,
+        drain=drain,
+        lineage=lineage,
+        ledger=ledger,
+    )
+    attempt.events.emit(
+        "run",
+        status="running",
+        data={"play": play.name, "resumed": attempt.resuming, "attempt": record.attempts},
+    )
+    supervising: asyncio.Task[None] | None = None
+    if root:
+        supervisor = Supervisor(
+            store=store,
+            clock=clock,
+            holder=holder,
+            run_id=run_id,
+            drain=drain,
+            events=attempt.events,
+            progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
+            describe=attempt.describe,
+            stall_after=services.stall_after,
+        )
+        supervising = asyncio.get_running_loop().create_task(supervisor.run())
+    with holding(holder):
+        try:
+            output, error = await attempt.execute(record.input)
+        except asyncio.CancelledError:
+            # cancelled from outside (a parent play stopping): still record how it ended
+            await _end(attempt, record, None, Suspension(stop=drain.reason or STOPPED), root=root)
+            raise
+        finally:
+            if supervising is not None:
+                supervising.cancel()
+                await asyncio.gather(supervising, return_exceptions=True)
+        return await _end(attempt, record, output, error, root=root)
+
+
+async def _end(
+    attempt: Attempt, record: RunRecord, output: Any, error: BaseException | None, *, root: bool
+) -> AttemptOutcome:
+    stats = attempt.stats()
+    suspension = error if isinstance(error, Suspension) else None
+    returned = error is None  # the play returned: its output is kept whatever the verdict
+    status: Status
+    stored: Any = None
+    if suspension is not None:
+        status, error = "suspended", None
+    elif error is not None:
+        status = "failed"
+    else:
+        status = "completed_with_errors" if stats.rows_failed else "completed"
+        try:
+            stored = _stored_output(output)
+        except PlaylineError as exc:
+            error, status, returned = exc, "failed", False
+        else:
+            error = _all_failed(stats, attempt.executor.stats)
+            if error is not None:
+                status = "failed"
+    message = _message(error)
+    waiting = suspension.waiting() if suspension else None
+    events = attempt.events
+    for tally in attempt.waterfall_stats().values():  # the step trace
+        events.emit("waterfall", data=tally.to_dict())
+    events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
+    await events.flush()
+    counters = {"run": dict(attempt.governor.counts)}
+    if root:
+        counters["tree"] = dict(attempt.lineage.tree.counts)
+    end = RunEnd(
+        status=RunStatus(status),
+        output=stored,
+        error=message,
+        stats=stats.to_dict(),
+        waiting=waiting,
+        counters=counters,
+    )
+    if attempt.drain.reason != LEASE_LOST:
+        await StoreIO(attempt.store)(
+            attempt.store.end_attempt,
+            attempt.run_id,
+            holder=attempt.holder,
+            end=end,
+            now=attempt.clock.now(),
+        )
+    return AttemptOutcome(
+        run_id=attempt.run_id,
+        status=status,
+        output=output if returned else None,
+        stored=stored,
+        stats=stats,
+        error=message,
+        exception=error,
+        waiting=waiting,
+    )
+
+
+def _all_failed(stats: RunStats, calls: CallStats) -> PlaylineError | None:
+    """The run failed as a whole although every row ended: all of them failed, or a tool
+    was refused for every input (a wrong token, an unknown tool)."""
+    for tool, counts in calls.by_tool.items():
+        refused = counts.get("refused", 0)
+        if refused and refused == counts.get("failed", 0) and not counts.get("live"):
+            return PlaylineError(
+                f"Tool {tool} refused every call ({refused}): {_top_cause(calls)}."
+            )
+    if stats.rows and stats.rows_failed == stats.rows:
+        return PlaylineError(f"All {stats.rows} rows failed: {_top_cause(calls)}.")
+    return None
+
+
+def _top_cause(calls: CallStats) -> str:
+    if not calls.errors:
+        return "see the failed cells (playline export --with-status)"
+    cause, count = max(calls.errors.items(), key=lambda item: item[1])
+    return f"{count} x {cause}"
+
+
+def _json_or_error(value: Any, what: str) -> Any:
+    dumps(value, what=what)
+    return value
+
+
+def _stored_output(output: Any) -> Any:
+    if isinstance(output, StoredAs):
+        return output.to_ref()
+    return _json_or_error(output, "The play's return value")
+
+
+def _message(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    text = str(error) or type(error).__name__
+    return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"

@@ -1,0 +1,608 @@
+"""Executing tool calls so that nothing is paid twice (SEMANTICS.md 7-14, 24-27).
+
+``CallExecutor.execute(spec, calls)`` takes calls to one tool (one dispatch pass, or a single
+direct call) and settles every call's future; it never raises for a failed call. A call goes:
+
+1. **Receipts first.** Calls with the same receipt key share one execution (one owner, the
+   rest followers, also across passes while the owner is in flight); a completed receipt
+   answers at once (one lookup for the whole pass).
+2. **Requests.** The rest are packed into requests of up to the tool's batch size. Each
+   request passes the tool's gate (breaker, concurrency cap, rate limit), then, just before
+   it is sent, reserves its worst-case cost against the budget and **claims** its receipts
+   (one transaction): the claim records the intent, the request it goes out in and its
+   idempotency keys, so a crash from here on leaves the receipts *in doubt*, and a resume
+   re-sends them with the same keys (the provider recognises the repeat) or fails them.
+3. **Retries** follow ``tools/_retry.py``: a 429 waits (and teaches the gate), a transient
+   failure repeats the same request with the same keys, a failure that may have charged is
+   never repeated blindly.
+4. **Group commit.** Results and their charges are written together (``commits.py``), then
+   the calls settle: a row never goes on with a result the store does not hold.
+
+Stopping (``drain.py``): a request that has not been sent when the attempt must stop is
+dropped (its receipts were never claimed); one already sent finishes and is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._clock import Clock
+from .._json import digest, dumps, loads
+from ..errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
+from ..store import (
+    Claim,
+    ClaimOutcome,
+    Completion,
+    Failure,
+    Receipt,
+    ReceiptStatus,
+    Store,
+    StoreIO,
+)
+from ..store._claims import lease_live
+from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
+from ..tools._gates import ToolGate, ToolGates
+from ..tools._retry import Verdict, decide, provider_failure
+from .commits import Committer
+from .drain import BUDGET, Drain
+from .events import EventLog
+from .governance import Governor, RetryBudgetExceeded
+from .ledger import Ledger
+from .scope import RowScope
+
+__all__ = ["LEASE_SECONDS", "CallExecutor", "CallStats", "ToolCall"]
+
+LEASE_SECONDS = 60.0  # a receipt's lease; renewed every third of it while its call runs
+MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
+_RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
+
+
+@dataclass(slots=True, eq=False)
+class ToolCall:
+    spec: ToolSpec
+    input: dict[str, Any]
+    key: str
+    future: asyncio.Future[ToolResult]
+    label: str | None = None
+    force: bool = False
+    scope: RowScope | None = None
+    sink: list[ToolResult] | None = None  # a waterfall step collecting its results
+    followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
+    on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
+    job: bytes | None = None  # an async tool's submitted job, from the receipt
+    generation: int = 1
+    idempotency_key: str = ""  # sent to the provider: a repeat after a crash is not paid
+    resent: bool = False  # its request may have reached the provider before (in doubt)
+
+
+@dataclass(slots=True)
+class CallStats:
+    live: int = 0
+    cached: int = 0
+    in_flight: int = 0
+    failed: int = 0
+    requests: int = 0  # requests sent to transports (a batch call counts once)
+    by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+
+    def count(self, tool: str, what: str, n: int = 1) -> None:
+        setattr(self, what, getattr(self, what) + n)
+        per = self.by_tool.setdefault(tool, {})
+        per[what] = per.get(what, 0) + n
+
+
+def idempotency_key(key: str, generation: int) -> str:
+    """The key a provider sees for a receipt's generation: the same for every send of that
+    generation (a crash's repeat is recognised), new for a deliberate re-purchase."""
+    return digest("idempotency", key, "" if generation == 1 else str(generation))[:40]
+
+
+class CallExecutor:
+    """Runs calls through receipts, the budget, gates, retries and transports."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        gates: ToolGates,
+        governor: Governor,
+        ledger: Ledger,
+        events: EventLog,
+        tools: Mapping[str, ToolSpec],
+        run_id: str,
+        owner: str,
+        drain: Drain,
+        receipt_wait: float = 600.0,
+        retry_in_doubt: bool = False,
+    ) -> None:
+        self._store = store
+        self._io = StoreIO(store)
+        self._clock = clock
+        self._gates = gates
+        self._governor = governor
+        self._ledger = ledger
+        self._events = events
+        self._tools = tools
+        self._run_id = run_id
+        self._owner = owner
+        self._drain = drain
+        self._receipt_wait = receipt_wait
+        self._retry_in_doubt = retry_in_doubt
+        self._committer = Committer(store, owner, clock.now)
+        self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
+        self._sending: set[asyncio.Task[None]] = set()  # requests past their claim
+        self._waits: set[asyncio.Task[None]] = set()  # calls waiting for another's receipt
+        self.stats = CallStats()
+        self.progress = 0  # calls settled: the watchdog's sign of life
+
+    def gate_of(self, spec: ToolSpec) -> ToolGate:
+        return self._gates[self._target(spec)]
+
+    def _target(self, spec: ToolSpec) -> ToolSpec:
+        return self._tools[spec.batch.via] if spec.batch and spec.batch.via else spec
+
+    def gate_wait(self, spec: ToolSpec) -> float:
+        """Seconds until the rate gate of ``spec``'s calls would let one through."""
+        return self.gate_of(spec).wait_time()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # entry
+    async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
+        owners = self._owners(calls)
+        if not owners:
+            return
+        fresh = [c.key for c in owners if not c.force]
+        if fresh:
+            try:
+                found = await self._io(self._store.find_receipts, fresh)
+            except PlaylineError as exc:
+                for call in owners:
+                    self._settle(call, None, exc)
+                return
+            for call in owners:
+                receipt = None if call.force else found.get(call.key)
+                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                    assert receipt.result is not None
+                    self._settle_cached(call, receipt.result)
+        pending = [c for c in owners if not c.future.done()]
+        size = spec.max_batch
+        # each request its own task: a stop waits for the requests sent, nothing else
+        loop = asyncio.get_running_loop()
+        requests = [
+            loop.create_task(self._request(spec, pending[i : i + size]))
+            for i in range(0, len(pending), size)
+        ]
+        if requests:
+            await asyncio.gather(*requests)
+
+    def _owners(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """Attach calls whose key is already being executed to that call; the rest own."""
+        owners: list[ToolCall] = []
+        in_flight = self._in_flight
+        for call in calls:
+            running = None if call.force else in_flight.get(call.key)
+            if running is not None and not running.future.done():
+                running.followers.append(call)
+                continue
+            owners.append(call)
+            if not call.force:
+                in_flight[call.key] = call
+        return owners
+
+    # settling
+    def _settle(
+        self, call: ToolCall, result: ToolResult | None, error: BaseException | None = None
+    ) -> None:
+        """Settle a call and, synchronously, its followers (so batching counts stay exact)."""
+        if call.future.done():
+            return
+        if self._in_flight.get(call.key) is call:
+            del self._in_flight[call.key]  # no later call may follow a settled owner
+        self.progress += 1
+        if error is None:
+            assert result is not None
+            call.future.set_result(result)
+            if call.scope is not None:  # the cell that asked gets its cost and provider
+                call.scope.results.append(result)
+            if call.sink is not None:
+                call.sink.append(result)
+            source = result.execution.source
+            self.stats.count(call.spec.id, "cached" if source == "cache" else source)
+        elif isinstance(error, asyncio.CancelledError):
+            call.future.cancel()
+        else:
+            call.future.set_exception(error)
+            self.stats.count(call.spec.id, "failed")
+            if _refused(error):
+                self.stats.by_tool[call.spec.id]["refused"] = (
+                    self.stats.by_tool[call.spec.id].get("refused", 0) + 1
+                )
+            cause = _cause(error)
+            self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+        if call.on_settle is not None:
+            call.on_settle()
+        for follower in call.followers:
+            shared = None if result is None else result.with_source("in_flight", cost=0.0)
+            self._settle(follower, shared, error)
+
+    def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
+        result = ToolResult.from_json(
+            loads(stored),
+            outputs=call.spec.outputs,
+            lists=call.spec.lists,
+            source="cache",
+            cost=0.0,
+        )
+        self._settle(call, result)
+
+    def _stop(self, calls: Sequence[ToolCall]) -> None:
+        """The attempt is stopping: these calls were never sent. Over budget, they fail with
+        the budget's error; otherwise they are cancelled and their rows stay pending."""
+        error = self._drain.error if self._drain.reason == BUDGET else None
+        for call in calls:
+            self._settle(call, None, error or asyncio.CancelledError())
+
+    # one request
+    async def _request(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
+        try:
+            await self._send(spec, chunk)
+        except BaseException as exc:  # settle whatever is left; never leave a row hanging
+            error: BaseException = exc
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                error = asyncio.CancelledError()
+            for call in chunk:
+                self._settle(call, None, error)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _send(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
+        target = self._target(spec)
+        gate = self._gates[target]
+        reserved = 0
+        sends = 0
+        claimed = False
+        while True:
+            cause = gate.open_cause()
+            if cause is not None:
+                await self._fail(
+                    spec,
+                    chunk,
+                    ToolError(spec.id, f"{target.id} {cause}", code="circuit_open"),
+                    claimed=claimed,
+                )
+                self._ledger.release(spec, reserved)
+                return
+            if self._drain.stopping and not claimed:
+                self._stop(chunk)
+                return
+            async with gate.slot():
+                if self._drain.stopping and not claimed:
+                    self._stop(chunk)
+                    return
+                if not claimed:
+                    chunk, reserved = await self._claim(spec, chunk)
+                    claimed = True
+                    if not chunk:
+                        return
+                    self._register_sending()
+                sends += 1
+                try:
+                    raws = await self._transport(spec, target, chunk)
+                except ToolError as exc:
+                    error: ToolError | None = exc
+                else:
+                    error = None
+            if error is None:
+                gate.succeeded()
+                await self._complete(spec, chunk, raws, reserved)
+                return
+            decision = decide(error, spec, sends)
+            wait = decision.delay
+            if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
+                if (error.status or 0) == 429:
+                    wait = gate.throttled(error.retry_after)
+                try:
+                    self._governor.retry(spec.id)
+                except RetryBudgetExceeded as exc:
+                    exhausted = ToolError(spec.id, str(exc), code="retry_budget")
+                    in_doubt = decision.verdict is Verdict.REPEAT and not spec.retry_safe
+                    await self._fail(spec, chunk, exhausted, claimed=True, in_doubt=in_doubt)
+                    self._ledger.release(spec, reserved)
+                    return
+                await self._clock.sleep(wait)
+                continue
+            if provider_failure(error):
+                gate.failed(_cause(error))
+            in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT
+            if in_doubt:
+                error = _in_doubt_error(spec, error)
+            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
+            self._ledger.release(spec, reserved)
+            return
+
+    def _register_sending(self) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _claim(self, spec: ToolSpec, chunk: list[ToolCall]) -> tuple[list[ToolCall], int]:
+        """Reserve the budget and claim the receipts of a request about to be sent; returns
+        the calls to send and the inputs reserved."""
+        allowed = self._ledger.reserve(spec, len(chunk))
+        if allowed < len(chunk):
+            refused, chunk = chunk[allowed:], chunk[:allowed]
+            error = self._ledger.exceeded(spec, len(refused))
+            self._drain.stop(BUDGET, error)
+            for call in refused:
+                self._settle(call, None, error)
+            if not chunk:
+                return [], 0
+        request = secrets.token_hex(6)
+        now = self._clock.now()
+        claims = [
+            Claim(
+                key=c.key,
+                tool=spec.id,
+                run_id=self._run_id,
+                force=c.force,
+                resend=spec.in_doubt == "resend",
+                retry_in_doubt=self._retry_in_doubt,
+                request=request,
+            )
+            for c in chunk
+        ]
+        results = await self._io(
+            self._store.claim_receipts,
+            claims,
+            owner=self._owner,
+            lease_until=now + LEASE_SECONDS,
+            now=now,
+        )
+        send: list[ToolCall] = []
+        for call, claim in zip(chunk, results, strict=True):
+            receipt = claim.receipt
+            if claim.outcome is ClaimOutcome.OWNED:
+                call.job = receipt.job
+                call.generation = receipt.generation
+                call.idempotency_key = idempotency_key(call.key, receipt.generation)
+                call.resent = claim.resent
+                send.append(call)
+            elif claim.outcome is ClaimOutcome.COMPLETED:
+                assert receipt.result is not None
+                self._settle_cached(call, receipt.result)
+            elif claim.outcome is ClaimOutcome.HELD:
+                waiting = asyncio.get_running_loop().create_task(self._wait_for(spec, call))
+                self._waits.add(waiting)
+                waiting.add_done_callback(self._waits.discard)
+            else:
+                self._settle(call, None, _in_doubt_error(spec, receipt.error))
+        if len(send) < len(chunk):
+            self._ledger.release(spec, len(chunk) - len(send))
+        return send, len(send)
+
+    async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
+        """Another live worker owns this call: wait for its result, or take over if it dies."""
+        try:
+            deadline = self._clock.monotonic() + self._receipt_wait
+            delay = 0.05
+            while self._clock.monotonic() < deadline:
+                await self._clock.sleep(delay)
+                delay = min(delay * 2, _RECEIPT_POLL_MAX)
+                receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                    assert receipt.result is not None
+                    self._settle_cached(call, receipt.result)
+                    return
+                if not _held(receipt, self._clock.now()):
+                    break  # failed, released, or its holder is gone: claim it ourselves
+            else:
+                self._settle(
+                    call,
+                    None,
+                    ReceiptWaitTimeout(
+                        f"Tool {spec.id}: another worker has been executing the same call "
+                        f"for over {self._receipt_wait:g}s. Nothing was written; run again "
+                        "once it has finished, or stop the other worker."
+                    ),
+                )
+                return
+            await self._request(spec, [call])
+        except BaseException as exc:
+            if not call.future.done():
+                self._settle(call, None, exc if isinstance(exc, Exception) else None)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _transport(
+        self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
+    ) -> list[Any]:
+        if target.jobs is not None:
+            return [await self._run_job(spec, target, target.jobs, chunk[0])]
+        self._sent(spec, target, len(chunk))
+        raws = await target.transport.call(
+            target, [c.input for c in chunk], [c.idempotency_key for c in chunk]
+        )
+        if len(raws) != len(chunk):
+            raise ToolError(
+                spec.id,
+                f"returned {len(raws)} results for {len(chunk)} inputs",
+                code="misaligned_batch",
+            )
+        return raws
+
+    def _sent(self, spec: ToolSpec, target: ToolSpec, size: int) -> None:
+        self.stats.requests += 1
+        self._events.emit("batch", provider=target.id, data={"tool": spec.id, "size": size})
+
+    async def _run_job(self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall) -> Any:
+        """An async tool call: submit it (once: the job is kept on the receipt), then poll.
+
+        Polls are free and safe to repeat; a job the provider no longer knows
+        (``unknown_job``) fails the call, and the next attempt buys it anew.
+        """
+        if call.job is not None:  # submitted by an earlier attempt: poll it, do not pay again
+            state = JobState(done=False, job=loads(call.job))
+        else:
+            self._sent(spec, target, 1)
+            state = await jobs.submit(target, call.input, call.idempotency_key)
+            if not state.done:
+                call.job = dumps(state.job, what=f"The job of tool {spec.id}")
+                await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+        failures = 0
+        while not state.done:
+            await self._clock.sleep(jobs.poll_interval)
+            try:
+                state = await jobs.poll(target, state.job)
+            except ToolError as exc:
+                if exc.code == "unknown_job":
+                    raise _LostJob(spec.id, exc) from None
+                status = exc.status or 0
+                transient = status == 429 or status >= 500 or exc.code in _UNREACHABLE
+                failures += 1
+                if not transient or failures >= MAX_POLL_FAILURES:
+                    raise
+                self._governor.retry(spec.id)
+                await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
+        return state.result
+
+    # recording
+    async def _complete(
+        self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: int
+    ) -> None:
+        completions: list[Completion] = []
+        failures: list[Failure] = []
+        outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
+        entries = []
+        for call, raw in zip(chunk, raws, strict=True):
+            result = ToolResult(
+                tool=spec.id,
+                data=raw,
+                execution=_LIVE,
+                outputs=spec.outputs,
+                lists=spec.lists,
+            )
+            result.cost = spec.cost.charged(result.found)
+            scope = call.scope
+            # the provider was called: the ledger records it even if the result is unusable
+            entry = self._ledger.entry(
+                spec,
+                call.key,
+                result.cost,
+                result.found,
+                scope.dataset if scope else None,
+                scope.row_key if scope else None,
+                call.generation,
+            )
+            entries.append(entry)
+            try:
+                stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
+            except PlayDefinitionError as exc:
+                error = ToolError(spec.id, str(exc), code="invalid_result")
+                failures.append(Failure(call.key, str(error), charge=entry))
+                outcomes.append((call, error))
+                continue
+            completions.append(Completion(call.key, stored, entry))
+            outcomes.append((call, result))
+        kept = await self._committer.commit(completions, failures)
+        self._ledger.settle(spec, reserved, entries)
+        for call, outcome in outcomes:
+            if isinstance(outcome, ToolError):
+                self._settle(call, None, outcome)
+            elif call.key in kept:
+                self._settle_cached(call, kept[call.key])
+            else:
+                self._settle(call, outcome)
+
+    async def _fail(
+        self,
+        spec: ToolSpec,
+        chunk: list[ToolCall],
+        error: ToolError,
+        *,
+        claimed: bool,
+        in_doubt: bool = False,
+    ) -> None:
+        if claimed:
+            rebuy = isinstance(error, _LostJob)
+            await self._committer.commit(
+                failures=[Failure(c.key, str(error), in_doubt=in_doubt, rebuy=rebuy) for c in chunk]
+            )
+        for call in chunk:
+            self._settle(call, None, error)
+
+    async def settle_in_flight(self) -> None:
+        """Wait for every request already sent to finish and be recorded (a stop)."""
+        while self._sending:
+            await asyncio.gather(*list(self._sending), return_exceptions=True)
+
+    async def close(self) -> None:
+        """The attempt ends: stop waiting for receipts other workers hold."""
+        for task in list(self._waits):
+            task.cancel()
+        if self._waits:
+            await asyncio.gather(*list(self._waits), return_exceptions=True)
+
+
+_LIVE = Execution("live")
+_UNREACHABLE = frozenset({"timeout", "connection_error", "protocol_error"})
+
+
+class _LostJob(ToolError):
+    """The provider lost an async job it accepted (and charged)."""
+
+    def __init__(self, tool: str, error: ToolError) -> None:
+        super().__init__(
+            tool,
+            f"the provider no longer knows the job it accepted ({error.provider_message}). "
+            "It is bought again when the run is resumed.",
+            status=error.status,
+            code="unknown_job",
+            request_id=error.request_id,
+        )
+
+
+def _refused(error: BaseException) -> bool:
+    """The provider refused the caller, not the input: a wrong token, an unknown tool."""
+    return isinstance(error, ToolError) and (
+        error.status in (401, 403) or error.code == "unknown_tool"
+    )
+
+
+def _held(receipt: Receipt | None, now: float) -> bool:
+    return (
+        receipt is not None
+        and receipt.status is ReceiptStatus.RUNNING
+        and lease_live(receipt.owner, receipt.lease_until, now)
+    )
+
+
+def _in_doubt_error(spec: ToolSpec, cause: ToolError | str | None) -> ToolError:
+    what = cause.provider_message if isinstance(cause, ToolError) else cause or "unknown cause"
+    return ToolError(
+        spec.id,
+        f"in doubt: {what}. The request may have reached the provider and been charged, and "
+        f"{spec.id} would not recognise a repeat, so it was not sent again. To buy it again, "
+        "resume with --retry-in-doubt (pl.run(..., retry_in_doubt=True)).",
+        status=cause.status if isinstance(cause, ToolError) else None,
+        code="in_doubt",
+        request_id=cause.request_id if isinstance(cause, ToolError) else None,
+    )
+
+
+def _cause(error: BaseException) -> str:
+    """A failed call's cause, short enough to count failures by (``15 x 401 from ...``)."""
+    if isinstance(error, ToolError):
+        what = str(error.status) if error.status else error.code or "error"
+        return f"{what} from {error.tool}" + (
+            f" ({error.code})" if error.status and error.code else ""
+        )
+    return type(error).__name__

@@ -1,0 +1,85 @@
+"""Keeping an attempt's claims alive, and saying so when it stops moving.
+
+While an attempt runs, its ``Supervisor`` renews the leases of everything its holder holds
+(the run, its child plays, the receipts of calls in flight or async jobs being polled) every
+third of a lease, so no other worker takes them over while this one lives; it hands a stop
+that someone asked for through the store (``playline`` UI, another process) to the drain; and
+when nothing has settled for ``stall_after`` seconds it writes to the log what the attempt
+waits for, once per stall.
+
+It runs on real time (``time.monotonic``), not the engine's clock: renewing is I/O, not play.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from .._clock import Clock
+from ..store import Store, StoreIO
+from .drain import LEASE_LOST, STOPPED, Drain
+from .events import EventLog
+
+__all__ = ["LEASE_SECONDS", "Supervisor"]
+
+LEASE_SECONDS = 60.0
+_TICK = 1.0
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        holder: str,
+        run_id: str,
+        drain: Drain,
+        events: EventLog,
+        progress: Callable[[], int],
+        describe: Callable[[], str],
+        stall_after: float | None,
+    ) -> None:
+        self._store = store
+        self._io = StoreIO(store)
+        self._clock = clock
+        self._holder = holder
+        self._run_id = run_id
+        self._drain = drain
+        self._events = events
+        self._progress = progress
+        self._describe = describe
+        self._stall_after = stall_after
+
+    async def run(self) -> None:
+        renewed = time.monotonic()
+        moved, seen, reported = time.monotonic(), self._progress(), False
+        while True:
+            await asyncio.sleep(_TICK)
+            now = time.monotonic()
+            if now - renewed >= LEASE_SECONDS / 3:
+                renewed = now
+                await self._renew()
+            progress = self._progress()
+            if progress != seen:
+                moved, seen, reported = now, progress, False
+            elif (
+                self._stall_after is not None and not reported and now - moved >= self._stall_after
+            ):
+                reported = True
+                self._events.log(
+                    f"No progress for {now - moved:.0f} s. {self._describe()}",
+                    stalled=True,
+                )
+
+    async def _renew(self) -> None:
+        lease_until = self._clock.now() + LEASE_SECONDS
+        runs = await self._io(self._store.renew_runs, self._holder, lease_until=lease_until)
+        await self._io(self._store.renew_receipts, self._holder, lease_until=lease_until)
+        mine = {run.run_id: run for run in runs}
+        root = mine.get(self._run_id)
+        if root is None:
+            self._drain.stop(LEASE_LOST)
+        elif any(run.stop_requested for run in runs):
+            self._drain.stop(STOPPED)

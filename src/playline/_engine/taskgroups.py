@@ -1,0 +1,58 @@
+"""Tasks of an attempt, and errors out of task groups as the error that happened."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ..errors import PlaylineError
+
+__all__ = ["TaskSet", "first_error", "unwrapped"]
+
+
+class TaskSet:
+    """Tasks an attempt starts from callbacks (a dispatch pass, a batch held for its rate
+    gate) that must outlive the code that started them but not the attempt: ``close()``
+    cancels what is left and waits for it. A task that fails unexpectedly is kept as
+    ``error`` (the attempt fails with it) instead of vanishing."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.error: BaseException | None = None
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            self.error = task.exception()
+
+    async def close(self) -> None:
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The most telling leaf of an exception group: a Playline error if there is one."""
+    if not isinstance(error, BaseExceptionGroup):
+        return error
+    leaves = [first_error(e) for e in error.exceptions]
+    return next((e for e in leaves if isinstance(e, PlaylineError)), leaves[0])
+
+
+@asynccontextmanager
+async def unwrapped() -> AsyncIterator[None]:
+    """Re-raise an exception group coming out of the block as its most telling error."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        raise first_error(group) from None

@@ -1,0 +1,593 @@
+"""Every store role on SQL, written once: a dialect supplies connections and transactions.
+
+``SQLStore`` implements the store protocol with the statements of ``_tables.py``; its
+subclasses (``SQLiteStore``, ``PostgresStore``) say how to open a transaction, how to lock the
+receipt keys a claim decides on, and how errors read. Each public method is one transaction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any, Protocol
+
+from ...errors import StoreError
+from .._claims import decide_claim, decide_run_claim
+from .._messages import empty_receipt_stats, lost_run, never_claimed
+from .._records import (
+    Boundary,
+    Claim,
+    ClaimResult,
+    Completion,
+    Event,
+    Failure,
+    LedgerEntry,
+    Receipt,
+    ReceiptStatus,
+    RowRecord,
+    RunClaim,
+    RunEnd,
+    RunRecord,
+    RunStatus,
+)
+from ._tables import (
+    EVENT_COLUMNS,
+    INSERT_EVENT,
+    INSERT_LEDGER,
+    LEDGER_COLUMNS,
+    RECEIPT_COLUMNS,
+    ROW_COLUMNS,
+    RUN_COLUMNS,
+    UPSERT_RECEIPT,
+    UPSERT_ROW,
+    UPSERT_RUN,
+    event_from,
+    event_params,
+    ledger_from,
+    ledger_params,
+    marks,
+    receipt_from,
+    receipt_params,
+    row_from,
+    row_params,
+    run_from,
+    run_params,
+)
+
+__all__ = ["Cursor", "SQLStore"]
+
+CHUNK = 500  # keys per IN (...) list
+PAGE = 1000  # rows per page when streaming a dataset
+
+
+class Cursor(Protocol):
+    """What the shared code needs of a DB-API cursor (``?`` placeholders)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+class SQLStore(ABC):
+    url: str
+    io_threads = 1
+
+    # the dialect
+    @abstractmethod
+    def _transaction(self, what: str, *, write: bool) -> AbstractContextManager[Cursor]:
+        """One transaction; a write one holds the write lock (or row locks) from its first
+        read, so a read-decide-write cannot race another process. Errors become StoreError
+        naming ``what``."""
+
+    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:  # noqa: B027
+        """Serialise claims of the same receipt keys across connections (nothing to do where
+        the transaction already holds the database's write lock, as SQLite's does)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # runs
+    def create_run(self, run: RunRecord) -> bool:
+        with self._transaction(f"create run {run.run_id}", write=True) as cur:
+            if cur.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
+                return False
+            cur.execute(UPSERT_RUN, run_params(run))
+            self._set_waits(cur, run)
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._transaction(f"read run {run_id}", write=False) as cur:
+            row = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else run_from(row)
+
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: RunStatus | None = None,
+        play: str | None = None,
+        roots_only: bool = False,
+    ) -> list[RunRecord]:
+        where, params = ["1 = 1"], []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status.value)
+        if play is not None:
+            where.append("play = ?")
+            params.append(play)
+        if roots_only:
+            where.append("parent_run_id IS NULL")
+        with self._transaction("list runs", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} "
+                "ORDER BY created_at DESC, run_id DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [run_from(row) for row in rows]
+
+    def child_runs(self, run_id: str) -> list[RunRecord]:
+        with self._transaction(f"list the child plays of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id = ? "
+                "ORDER BY created_at, run_id",
+                (run_id,),
+            ).fetchall()
+        return [run_from(row) for row in rows]
+
+    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+        with self._transaction(f"claim run {run_id}", write=True) as cur:
+            self._lock_keys(cur, [f"run:{run_id}"])
+            row = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            claim, held = decide_run_claim(
+                None if row is None else run_from(row),
+                holder=holder,
+                lease_until=lease_until,
+                now=now,
+            )
+            if held is not None:
+                cur.execute(UPSERT_RUN, run_params(held))
+                self._set_waits(cur, held)
+        return claim
+
+    def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
+        with self._transaction("renew run leases", write=True) as cur:
+            cur.execute(
+                "UPDATE runs SET lease_until = ? WHERE holder = ? AND status = 'running'",
+                (lease_until, holder),
+            )
+            rows = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE holder = ? AND status = 'running'",
+                (holder,),
+            ).fetchall()
+        return [run_from(row) for row in rows]
+
+    def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
+        with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
+            row = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            run = None if row is None else run_from(row)
+            if run is None or run.holder != holder:
+                raise StoreError(lost_run(run_id, run))
+            ended = replace(
+                run,
+                status=end.status,
+                output=end.output,
+                error=end.error,
+                stats=end.stats,
+                waiting=end.waiting,
+                counters=end.counters,
+                holder=None,
+                lease_until=None,
+                stop_requested=False,
+                updated_at=now,
+            )
+            cur.execute(UPSERT_RUN, run_params(ended))
+            self._set_waits(cur, ended)
+
+    @staticmethod
+    def _set_waits(cur: Cursor, run: RunRecord) -> None:
+        """The events a suspended run waits for, indexed for ``due_runs``."""
+        cur.execute("DELETE FROM run_waits WHERE run_id = ?", (run.run_id,))
+        if run.status is RunStatus.SUSPENDED and run.awaited_events:
+            cur.executemany(
+                "INSERT INTO run_waits (run_id, event_key) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(run.run_id, key) for key in run.awaited_events],
+            )
+
+    def request_stop(self, run_id: str) -> bool:
+        with self._transaction(f"ask run {run_id} to stop", write=True) as cur:
+            cur.execute(
+                "UPDATE runs SET stop_requested = 1 WHERE run_id = ? AND status = 'running'",
+                (run_id,),
+            )
+            return bool(cur.rowcount == 1)
+
+    def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
+        with self._transaction("find the runs that are due", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.status = 'suspended' "
+                "AND r.parent_run_id IS NULL AND ((r.wake_at IS NOT NULL AND r.wake_at <= ?) "
+                "OR EXISTS (SELECT 1 FROM run_waits w JOIN inbox i ON i.key = w.event_key "
+                "WHERE w.run_id = r.run_id AND i.delivered_to IS NULL)) "
+                "ORDER BY r.updated_at LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        return [run_from(row) for row in rows]
+
+    # receipts
+    def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
+        if not keys:
+            return {}
+        unique = list(dict.fromkeys(keys))
+        with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
+            return self._select_receipts(cur, unique)
+
+    @staticmethod
+    def _select_receipts(cur: Cursor, keys: Sequence[str]) -> dict[str, Receipt]:
+        found: dict[str, Receipt] = {}
+        for chunk in _chunks(keys):
+            for row in cur.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE key IN ({marks(len(chunk))})",
+                chunk,
+            ).fetchall():
+                found[row[0]] = receipt_from(row)
+        return found
+
+    def claim_receipts(
+        self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
+    ) -> list[ClaimResult]:
+        if not claims:
+            return []
+        keys = list(dict.fromkeys(c.key for c in claims))
+        with self._transaction(f"claim {len(claims)} receipts", write=True) as cur:
+            self._lock_keys(cur, keys)
+            known: dict[str, Receipt | None] = dict(self._select_receipts(cur, keys))
+            results: list[ClaimResult] = []
+            changed: dict[str, Receipt] = {}
+            for claim in claims:
+                result = decide_claim(
+                    known.get(claim.key), claim, owner=owner, lease_until=lease_until, now=now
+                )
+                if result.changed:
+                    # A later claim on the same key in this batch sees this one.
+                    known[claim.key] = changed[claim.key] = result.receipt
+                results.append(result)
+            if changed:
+                cur.executemany(UPSERT_RECEIPT, [receipt_params(r) for r in changed.values()])
+        return results
+
+    def complete_receipts(
+        self, completions: Sequence[Completion], *, owner: str, now: float
+    ) -> dict[str, bytes]:
+        if not completions:
+            return {}
+        keys = list(dict.fromkeys(c.key for c in completions))
+        kept: dict[str, bytes] = {}
+        with self._transaction(f"complete {len(completions)} receipts", write=True) as cur:
+            # key -> (status, owner, the stored result when another owner completed it)
+            state: dict[str, tuple[str, str, bytes | None]] = {}
+            for chunk in _chunks(keys):
+                for key, status, current_owner, result in cur.execute(
+                    "SELECT key, status, owner, CASE WHEN status = 'completed' AND owner != ? "
+                    f"THEN result END FROM receipts WHERE key IN ({marks(len(chunk))})",
+                    (owner, *chunk),
+                ).fetchall():
+                    state[key] = (status, current_owner, None if result is None else bytes(result))
+            missing = [key for key in keys if key not in state]
+            if missing:
+                raise StoreError(never_claimed(missing))
+            updates: list[tuple[bytes, float, str]] = []
+            for completion in completions:
+                status, current_owner, stored = state[completion.key]
+                if status == "completed" and current_owner != owner and stored is not None:
+                    kept[completion.key] = stored
+                    continue
+                updates.append((completion.result, now, completion.key))
+                state[completion.key] = ("completed", current_owner, completion.result)
+            cur.executemany(
+                "UPDATE receipts SET status = 'completed', result = ?, error = NULL, "
+                "lease_until = NULL, updated_at = ? WHERE key = ?",
+                updates,
+            )
+            self._charge(cur, [c.charge for c in completions if c.charge is not None])
+        return kept
+
+    @staticmethod
+    def _charge(cur: Cursor, entries: Sequence[LedgerEntry]) -> None:
+        if entries:
+            cur.executemany(INSERT_LEDGER, [ledger_params(e) for e in entries])
+
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        if not failures:
+            return
+        with self._transaction(f"fail {len(failures)} receipts", write=True) as cur:
+            cur.executemany(
+                "UPDATE receipts SET status = ?, error = ?, lease_until = NULL, updated_at = ?, "
+                "generation = generation + ?, job = CASE WHEN ? = 1 THEN NULL ELSE job END "
+                "WHERE key = ? AND owner = ? AND status = 'running'",
+                [
+                    (
+                        (ReceiptStatus.UNKNOWN if f.in_doubt else ReceiptStatus.FAILED).value,
+                        f.error,
+                        now,
+                        int(f.rebuy),
+                        int(f.rebuy),
+                        f.key,
+                        owner,
+                    )
+                    for f in failures
+                ],
+            )
+            self._charge(cur, [f.charge for f in failures if f.charge is not None])
+
+    def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
+        if not jobs:
+            return
+        with self._transaction(f"record {len(jobs)} submitted jobs", write=True) as cur:
+            cur.executemany(
+                "UPDATE receipts SET job = ? WHERE key = ? AND owner = ? AND status = 'running'",
+                [(job, key, owner) for key, job in jobs],
+            )
+
+    def release_receipts(self, keys: Sequence[str], *, owner: str) -> None:
+        if not keys:
+            return
+        params = [(key, owner) for key in keys]
+        with self._transaction(f"release {len(keys)} receipts", write=True) as cur:
+            # Never sent anywhere: forget it. Sent before (a job, an earlier attempt): keep
+            # its history, as failed, so the next claim takes it up again.
+            cur.executemany(
+                "DELETE FROM receipts WHERE key = ? AND owner = ? AND status = 'running' "
+                "AND attempt = 1 AND job IS NULL",
+                params,
+            )
+            cur.executemany(
+                "UPDATE receipts SET status = 'failed', "
+                "error = COALESCE(error, 'released before it was sent'), lease_until = NULL "
+                "WHERE key = ? AND owner = ? AND status = 'running'",
+                params,
+            )
+
+    def renew_receipts(self, owner: str, *, lease_until: float) -> int:
+        with self._transaction("renew receipt leases", write=True) as cur:
+            cur.execute(
+                "UPDATE receipts SET lease_until = ? WHERE owner = ? AND status = 'running'",
+                (lease_until, owner),
+            )
+            return int(cur.rowcount)
+
+    def receipt_stats(self) -> dict[str, dict[str, int]]:
+        stats: dict[str, dict[str, int]] = {}
+        with self._transaction("count receipts", write=False) as cur:
+            rows = cur.execute(
+                "SELECT tool, status, COUNT(*), COALESCE(SUM(LENGTH(result)), 0) FROM receipts "
+                "GROUP BY tool, status ORDER BY tool"
+            ).fetchall()
+        for tool, status, count, size in rows:
+            per = stats.setdefault(tool, empty_receipt_stats())
+            per[status] = per.get(status, 0) + int(count)
+            per["bytes"] += int(size)
+        return stats
+
+    def clear_receipts(self, tool: str | None = None) -> int:
+        sql = "DELETE FROM receipts WHERE status != 'running'"
+        params: tuple[str, ...] = ()
+        if tool is not None:
+            sql, params = sql + " AND tool = ?", (tool,)
+        with self._transaction("clear receipts", write=True) as cur:
+            cur.execute(sql, params)
+            return int(cur.rowcount)
+
+    # rows
+    def save_rows(self, rows: Sequence[RowRecord]) -> None:
+        if not rows:
+            return
+        params = [row_params(row) for row in rows]
+        with self._transaction(f"save {len(rows)} rows", write=True) as cur:
+            cur.executemany(UPSERT_ROW, params)
+
+    def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
+        if not keys:
+            return {}
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, RowRecord] = {}
+        with self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur:
+            for chunk in _chunks(unique):
+                for row in cur.execute(
+                    f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
+                    f"AND key IN ({marks(len(chunk))})",
+                    (run_id, dataset, *chunk),
+                ).fetchall():
+                    found[row[0]] = row_from(run_id, dataset, row)
+        return {key: found[key] for key in unique if key in found}
+
+    def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
+        # Keyset pages, each its own short read: nothing stays open between yields, so the
+        # caller (or another process) may write rows while iterating.
+        after: tuple[int, str] | None = None
+        what = f"read rows of dataset {dataset!r} in run {run_id}"
+        while True:
+            with self._transaction(what, write=False) as cur:
+                if after is None:
+                    page = cur.execute(
+                        f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
+                        "ORDER BY idx, key LIMIT ?",
+                        (run_id, dataset, PAGE),
+                    ).fetchall()
+                else:
+                    page = cur.execute(
+                        f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
+                        "AND (idx > ? OR (idx = ? AND key > ?)) ORDER BY idx, key LIMIT ?",
+                        (run_id, dataset, after[0], after[0], after[1], PAGE),
+                    ).fetchall()
+            for row in page:
+                yield row_from(run_id, dataset, row)
+            if len(page) < PAGE:
+                return
+            after = (page[-1][1], page[-1][0])
+
+    def datasets(self, run_id: str) -> list[str]:
+        with self._transaction(f"list the datasets of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                "SELECT dataset FROM rows WHERE run_id = ? GROUP BY dataset "
+                "ORDER BY MIN(updated_at), dataset",
+                (run_id,),
+            ).fetchall()
+        return [name for (name,) in rows]
+
+    # events
+    def reserve_seqs(self, count: int) -> int:
+        with self._transaction(f"reserve {count} event numbers", write=True) as cur:
+            return self._reserve(cur, count)
+
+    @staticmethod
+    def _reserve(cur: Cursor, count: int) -> int:
+        row = cur.execute(
+            "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) "
+            "WHERE key = 'event_seq' RETURNING value",
+            (count,),
+        ).fetchone()
+        return int(row[0]) - count + 1
+
+    def append_events(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        with self._transaction(f"append {len(events)} events", write=True) as cur:
+            unnumbered = [e for e in events if not e.seq]
+            if unnumbered:
+                first = self._reserve(cur, len(unnumbered))
+                for offset, event in enumerate(unnumbered):
+                    event.seq = first + offset
+            cur.executemany(INSERT_EVENT, [event_params(e) for e in events])
+
+    def read_events(
+        self,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ?"
+        params: list[Any] = [run_id, after_seq]
+        if kinds is not None:
+            wanted = list(dict.fromkeys(kinds))[:CHUNK]
+            if not wanted:
+                return []
+            sql += f" AND kind IN ({marks(len(wanted))})"
+            params.extend(wanted)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._transaction(f"read the events of run {run_id}", write=False) as cur:
+            rows = cur.execute(sql, params).fetchall()
+        return [event_from(row) for row in rows]
+
+    # ledger
+    def read_ledger(self, run_id: str) -> list[LedgerEntry]:
+        with self._transaction(f"read the ledger of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {LEDGER_COLUMNS} FROM ledger WHERE run_id = ? ORDER BY id", (run_id,)
+            ).fetchall()
+        return [ledger_from(row) for row in rows]
+
+    def spent(self, run_id: str) -> float:
+        # Child plays' ids extend their parent's with "/": the range "id/" .. "id0" holds them.
+        with self._transaction(f"sum the credits of run {run_id}", write=False) as cur:
+            row = cur.execute(
+                "SELECT COALESCE(SUM(credits), 0) FROM ledger WHERE run_id = ? "
+                "OR (run_id >= ? AND run_id < ?)",
+                (run_id, run_id + "/", run_id + "0"),
+            ).fetchone()
+        return float(row[0])
+
+    # boundaries and the event inbox
+    def get_boundary(self, key: str) -> Boundary | None:
+        with self._transaction(f"read boundary {key}", write=False) as cur:
+            row = cur.execute(
+                "SELECT key, run_id, kind, status, output, wake_at, updated_at FROM boundaries "
+                "WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        key, run_id, kind, status, output, wake_at, updated_at = row
+        return Boundary(
+            key=key,
+            run_id=run_id,
+            kind=kind,
+            status=status,
+            output=None if output is None else bytes(output),
+            wake_at=wake_at,
+            updated_at=updated_at,
+        )
+
+    def put_boundary(self, boundary: Boundary) -> None:
+        with self._transaction(f"write boundary {boundary.key}", write=True) as cur:
+            self._put_boundary(cur, boundary)
+
+    @staticmethod
+    def _put_boundary(cur: Cursor, b: Boundary) -> None:
+        cur.execute(
+            "INSERT INTO boundaries (key, run_id, kind, status, output, wake_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+            "status = excluded.status, output = excluded.output, wake_at = excluded.wake_at, "
+            "updated_at = excluded.updated_at",
+            (b.key, b.run_id, b.kind, b.status, b.output, b.wake_at, b.updated_at),
+        )
+
+    def send_event(self, key: str, payload: bytes, *, now: float) -> bool:
+        with self._transaction(f"send event {key}", write=True) as cur:
+            cur.execute(
+                "INSERT INTO inbox (key, payload, sent_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO NOTHING",
+                (key, payload, now),
+            )
+            return bool(cur.rowcount == 1)
+
+    def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
+        with self._transaction(f"deliver event {key}", write=True) as cur:
+            self._lock_keys(cur, [f"event:{key}"])
+            row = cur.execute(
+                "SELECT payload, delivered_to FROM inbox WHERE key = ?", (key,)
+            ).fetchone()
+            if row is None or row[1] not in (None, boundary.key):
+                return None
+            payload = bytes(row[0])
+            cur.execute(
+                "UPDATE inbox SET delivered_to = ?, delivered_at = ? WHERE key = ?",
+                (boundary.key, boundary.updated_at, key),
+            )
+            self._put_boundary(cur, replace(boundary, status="completed", output=payload))
+            return payload
+
+    def waiting_events(self, keys: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        with self._transaction(f"look for {len(keys)} events", write=False) as cur:
+            for chunk in _chunks(list(keys)):
+                found.update(
+                    key
+                    for (key,) in cur.execute(
+                        "SELECT key FROM inbox WHERE delivered_to IS NULL AND key IN "
+                        f"({marks(len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
+        return found

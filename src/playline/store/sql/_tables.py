@@ -1,0 +1,289 @@
+"""The SQL both dialects share: column lists, statements, and the mapping between table rows
+and records. Statements use ``?`` placeholders; a dialect that wants another style converts
+them (``_postgres.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..._json import dumps, loads
+from .._records import (
+    Event,
+    LedgerEntry,
+    Receipt,
+    ReceiptStatus,
+    RowRecord,
+    RunRecord,
+    RunStatus,
+)
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "INSERT_EVENT",
+    "INSERT_LEDGER",
+    "LEDGER_COLUMNS",
+    "RECEIPT_COLUMNS",
+    "ROW_COLUMNS",
+    "RUN_COLUMNS",
+    "UPSERT_RECEIPT",
+    "UPSERT_ROW",
+    "UPSERT_RUN",
+    "event_from",
+    "event_params",
+    "ledger_from",
+    "ledger_params",
+    "marks",
+    "receipt_from",
+    "receipt_params",
+    "row_from",
+    "row_params",
+    "run_from",
+    "run_params",
+]
+
+_RUN_STATUS = {s.value: s for s in RunStatus}
+_RECEIPT_STATUS = {s.value: s for s in ReceiptStatus}
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _json(value: Any, what: str) -> str | None:
+    return None if value is None else dumps(value, what=what).decode()
+
+
+def _unjson(text: str | bytes | None) -> Any:
+    return None if text is None else loads(text)
+
+
+def _blob(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)  # memoryview (PostgreSQL bytea) -> bytes
+
+
+def _upsert(table: str, columns: str, key: str) -> str:
+    names = [c.strip() for c in columns.split(",")]
+    keys = {k.strip() for k in key.split(",")}
+    updates = ", ".join(f"{c} = excluded.{c}" for c in names if c not in keys)
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({marks(len(names))}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+    )
+
+
+# runs
+RUN_COLUMNS = (
+    "run_id, play, status, input, output, error, stats, created_at, updated_at, "
+    "parent_run_id, waiting, holder, lease_until, attempts, stop_requested, counters, wake_at, "
+    "options"
+)
+UPSERT_RUN = _upsert("runs", RUN_COLUMNS, "run_id")
+
+
+def run_params(run: RunRecord) -> tuple[Any, ...]:
+    return (
+        run.run_id,
+        run.play,
+        run.status.value,
+        _json(run.input, "The run's input"),
+        _json(run.output, "The run's output"),
+        run.error,
+        dumps(run.stats, what="The run's stats").decode(),
+        run.created_at,
+        run.updated_at,
+        run.parent_run_id,
+        _json(run.waiting, "What the run waits for"),
+        run.holder,
+        run.lease_until,
+        run.attempts,
+        int(run.stop_requested),
+        dumps(run.counters, what="The run's counters").decode(),
+        run.wake_at,
+        dumps(run.options, what="The run's options").decode(),
+    )
+
+
+def run_from(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        play=row[1],
+        status=_RUN_STATUS[row[2]],
+        input=_unjson(row[3]),
+        output=_unjson(row[4]),
+        error=row[5],
+        stats=loads(row[6]),
+        created_at=row[7],
+        updated_at=row[8],
+        parent_run_id=row[9],
+        waiting=_unjson(row[10]),
+        holder=row[11],
+        lease_until=row[12],
+        attempts=row[13],
+        stop_requested=bool(row[14]),
+        counters=loads(row[15]) if row[15] else {},
+        options=loads(row[17]) if row[17] else {},
+    )
+
+
+# receipts
+RECEIPT_COLUMNS = (
+    "key, tool, status, owner, run_id, attempt, lease_until, result, error, updated_at, job, "
+    "generation, request"
+)
+UPSERT_RECEIPT = _upsert("receipts", RECEIPT_COLUMNS, "key")
+
+
+def receipt_params(r: Receipt) -> tuple[Any, ...]:
+    return (
+        r.key,
+        r.tool,
+        r.status.value,
+        r.owner,
+        r.run_id,
+        r.attempt,
+        r.lease_until,
+        r.result,
+        r.error,
+        r.updated_at,
+        r.job,
+        r.generation,
+        r.request,
+    )
+
+
+def receipt_from(row: Sequence[Any]) -> Receipt:
+    return Receipt(
+        key=row[0],
+        tool=row[1],
+        status=_RECEIPT_STATUS[row[2]],
+        owner=row[3],
+        run_id=row[4],
+        attempt=row[5],
+        lease_until=row[6],
+        result=_blob(row[7]),
+        error=row[8],
+        updated_at=row[9],
+        job=_blob(row[10]),
+        generation=row[11],
+        request=row[12],
+    )
+
+
+# rows
+ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
+UPSERT_ROW = _upsert(
+    "rows",
+    'run_id, dataset, key, idx, status, "values", cells, error, updated_at',
+    "run_id, dataset, key",
+)
+
+
+def row_params(row: RowRecord) -> tuple[Any, ...]:
+    what = f"Row {row.key!r} of dataset {row.dataset!r}"
+    return (
+        row.run_id,
+        row.dataset,
+        row.key,
+        row.index,
+        row.status,
+        dumps(row.values, what=what, ordered=True).decode(),
+        dumps(row.cells, what=what, ordered=True).decode(),
+        row.error,
+        row.updated_at,
+    )
+
+
+def row_from(run_id: str, dataset: str, row: Sequence[Any]) -> RowRecord:
+    return RowRecord(
+        run_id=run_id,
+        dataset=dataset,
+        key=row[0],
+        index=row[1],
+        status=row[2],
+        values=loads(row[3]),
+        cells=loads(row[4]),
+        error=row[5],
+        updated_at=row[6],
+    )
+
+
+# events
+EVENT_COLUMNS = (
+    'seq, kind, run_id, at, dataset, row_key, "column", status, provider, error, preview, data'
+)
+INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({marks(12)})"
+
+
+def event_params(e: Event) -> tuple[Any, ...]:
+    return (
+        e.seq,
+        e.kind,
+        e.run_id,
+        e.at,
+        e.dataset,
+        e.row_key,
+        e.column,
+        e.status,
+        e.provider,
+        e.error,
+        e.preview,
+        _json(e.data, f"The data of a {e.kind} event"),
+    )
+
+
+def event_from(row: Sequence[Any]) -> Event:
+    return Event(
+        seq=row[0],
+        kind=row[1],
+        run_id=row[2],
+        at=row[3],
+        dataset=row[4],
+        row_key=row[5],
+        column=row[6],
+        status=row[7],
+        provider=row[8],
+        error=row[9],
+        preview=row[10],
+        data=_unjson(row[11]),
+    )
+
+
+# ledger
+LEDGER_COLUMNS = "run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation"
+# A receipt's generation is charged once, whoever writes it and however often.
+INSERT_LEDGER = (
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(9)} WHERE NOT EXISTS "
+    "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
+)
+
+
+def ledger_params(e: LedgerEntry) -> tuple[Any, ...]:
+    return (
+        e.run_id,
+        e.tool,
+        e.receipt_key,
+        e.credits,
+        int(e.found),
+        e.at,
+        e.dataset,
+        e.row_key,
+        e.generation,
+        e.receipt_key,
+        e.generation,
+    )
+
+
+def ledger_from(row: Sequence[Any]) -> LedgerEntry:
+    return LedgerEntry(
+        run_id=row[0],
+        tool=row[1],
+        receipt_key=row[2],
+        credits=row[3],
+        found=bool(row[4]),
+        at=row[5],
+        dataset=row[6],
+        row_key=row[7],
+        generation=row[8],
+    )
