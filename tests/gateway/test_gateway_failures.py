@@ -25,7 +25,9 @@ def test_429s_from_an_undeclared_limit_are_waited_out_and_charged_once(
     sim: Simulator, gateway: pl.tools.Gateway
 ) -> None:
     """The provider enforces 10/s, burst 4, while its metadata still says 20/s, burst 20."""
-    sim.faults(tools={"sim.email.alpha": {"rate_per_second": 10, "burst": 4}})
+    sim.faults(
+        tools={"sim.email.alpha": {"rate_per_second": 10, "burst": 4, "publish_rate": False}}
+    )
     people = world_people(sim, 20)
     result = pl.run(
         _email_play("gateway-429", people, "sim.email.alpha"), store="memory://", tools=[gateway]
@@ -46,7 +48,9 @@ def test_429s_from_an_undeclared_limit_are_waited_out_and_charged_once(
 def test_a_429_storm_slows_the_tool_down(sim: Simulator, gateway: pl.tools.Gateway) -> None:
     """40 rows against a provider far slower than it says: every row completes, and the
     limiter slows down, so 429s stay fewer than the rows (one retry per row at most)."""
-    sim.faults(tools={"sim.email.alpha": {"rate_per_second": 10, "burst": 1}})
+    sim.faults(
+        tools={"sim.email.alpha": {"rate_per_second": 10, "burst": 1, "publish_rate": False}}
+    )
     people = world_people(sim, 40)
     play = _email_play("gateway-429-storm", people, "sim.email.alpha", limits=pl.Limits(retries=40))
     result = pl.run(play, store="memory://", tools=[gateway])

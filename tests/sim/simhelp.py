@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -14,8 +16,22 @@ def person_input(person: dict[str, Any]) -> dict[str, str]:
     return {k: person[k] for k in PERSON_FIELDS}
 
 
-def execute(client: httpx.Client, tool: str, payload: dict[str, Any]) -> httpx.Response:
-    return client.post(f"/api/v2/integrations/{tool}/execute", json={"payload": payload})
+def execute(
+    client: httpx.Client, tool: str, payload: dict[str, Any], key: str | None = None
+) -> httpx.Response:
+    """POST an execute request, with ``key`` as its ``Idempotency-Key`` header if given."""
+    headers = {"Idempotency-Key": key} if key else None
+    return client.post(
+        f"/api/v2/integrations/{tool}/execute", json={"payload": payload}, headers=headers
+    )
+
+
+def eventually(check: Callable[[], bool], what: str, within: float = 10.0) -> None:
+    """Return once ``check()`` holds (an observable condition, polled); fail after
+    ``within`` seconds, which only bounds a broken test."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"never happened: {what}"
 
 
 def people(client: httpx.Client, limit: int = 200) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ BASE_TOOLS = (
 )
 META_KEYS = {
     "id", "description", "rate", "concurrency", "cost", "batch", "outputs", "lists",
-    "version", "retry_safe", "async", "input",
+    "version", "retry_safe", "async", "input", "idempotency",
 }  # fmt: skip
 
 
@@ -55,6 +55,10 @@ def test_lists_tools_with_metadata(client: httpx.Client) -> None:
     assert gamma["retry_safe"] is True and gamma["batch"] is None
     assert tools["sim.phone.finder"]["async"] == {"poll": "sim.phone.finder.poll"}
     assert tools["sim.phone.finder.poll"]["poll_of"] == "sim.phone.finder"
+    assert beta["idempotency"] == {"header": True, "bulk_items": True}
+    assert tools["sim.email.beta.bulk"]["idempotency"] == {"header": True, "bulk_items": True}
+    assert gamma["idempotency"] == {"header": True, "bulk_items": False}
+    assert tools["sim.phone.finder.poll"]["idempotency"] == {"header": False, "bulk_items": False}
     missing = client.get("/api/v2/integrations/sim.nope")
     assert missing.status_code == 404 and missing.json()["code"] == "unknown_tool"
 

@@ -1,4 +1,8 @@
-"""Determinism, coverage and lifecycle of the simulator, over real loopback HTTP."""
+"""Determinism, coverage and lifecycle of the simulator.
+
+Determinism and coverage are properties of pure functions (the world, the providers), checked
+directly; one HTTP test checks that served simulators answer by them.
+"""
 
 from __future__ import annotations
 
@@ -9,72 +13,90 @@ import httpx
 import pytest
 
 from playline.sim import Simulator, serve
+from playline.sim._catalog import build_catalog
+from playline.sim._inputs import parse_single
+from playline.sim._providers import answer
+from playline.sim._world import World, world_for
 
 from simhelp import execute, person_input
 
 FINDERS = ("sim.email.alpha", "sim.email.beta", "sim.email.gamma")
+ANSWERING = ("sim.email.alpha", "sim.email.beta", "sim.phone.finder")
+CATALOG = build_catalog()
+SMALL = {"companies": 2_000, "people": 5_000}  # entity i depends on (seed, i) only
 
 
-def _answers(sim: Simulator, sample: list[dict[str, Any]]) -> list[Any]:
+def _answers(world: World, sample: list[dict[str, Any]]) -> list[Any]:
+    """What the providers answer for ``sample``: (status, result, credits) per finder, then
+    the company's firmographics, as the gateway would put them."""
+    out: list[Any] = []
+    for person in sample:
+        for tool in ANSWERING:
+            spec = CATALOG[tool]
+            ans = answer(tool, world, parse_single(spec, person_input(person)))
+            credits = spec.cost.credits if ans.hit or spec.cost.charge == "per_call" else 0.0
+            if spec.is_async:  # the gateway answers a job; its poll answers the result
+                out.append((ans.status, ans.result))
+                continue
+            out.append((ans.status, ans.result, credits))
+        out.append(answer("sim.company.enrich", world, {"domain": person["domain"]}).result)
+    return out
+
+
+def _http_answers(sim: Simulator, sample: list[dict[str, Any]]) -> list[Any]:
     with httpx.Client(base_url=sim.url, headers=sim.headers) as client:
-        out = []
+        out: list[Any] = []
         for person in sample:
-            for tool in ("sim.email.alpha", "sim.email.beta", "sim.phone.finder"):
-                payload = {"payload": person_input(person)}
-                body = client.post(f"/api/v2/integrations/{tool}/execute", json=payload).json()
+            for tool in ANSWERING:
+                body = execute(client, tool, person_input(person)).json()
+                if tool == "sim.phone.finder":
+                    poll = {"job_id": body["result"]["job_id"]}
+                    execute(client, "sim.phone.finder.poll", poll)
+                    body = execute(client, "sim.phone.finder.poll", poll).json()
+                    out.append((body["status"], body["result"]))
+                    continue
                 out.append((body["status"], body["result"], body["_metadata"]["credits"]))
-            company = {"payload": {"domain": person["domain"]}}
-            out.append(
-                client.post("/api/v2/integrations/sim.company.enrich/execute", json=company).json()[
-                    "result"
-                ]
-            )
+            company = execute(client, "sim.company.enrich", {"domain": person["domain"]})
+            out.append(company.json()["result"])
         return out
 
 
 def test_same_seed_same_world_and_answers() -> None:
-    with serve(seed=11, latency_ms=0) as one, serve(seed=11, latency_ms=0) as two:
+    one, two = World(11, **SMALL), World(11, **SMALL)
+    assert one.companies == two.companies
+    world_one = [p.public() for p in one.people]
+    assert world_one == [p.public() for p in two.people]
+    sample = world_one[:50]
+    assert _answers(one, sample) == _answers(two, sample)
+    other = World(12, **SMALL)
+    assert [p.public() for p in other.people[:50]] != world_one[:50]
+
+
+def test_simulators_of_one_seed_answer_by_the_world_over_http() -> None:
+    with serve(seed=7, latency_ms=0) as one, serve(seed=7, latency_ms=0) as two:
         assert one.url != two.url
-        world_one = httpx.get(f"{one.url}/__world/people", params={"limit": 50}).json()
-        world_two = httpx.get(f"{two.url}/__world/people", params={"limit": 50}).json()
-        assert world_one == world_two
-        sample = world_one["people"][:5]
-        assert _answers(one, sample) == _answers(two, sample)
-    with serve(seed=12, latency_ms=0) as other:
-        world_other = httpx.get(f"{other.url}/__world/people", params={"limit": 50}).json()
-        assert world_other["people"] != world_one["people"]
+        sample = one.people(limit=5)
+        assert two.people(limit=5) == sample
+        served = _http_answers(one, sample)
+        assert served == _http_answers(two, sample)
+    assert served == _answers(world_for(7), sample)
 
 
-def _found(client: httpx.Client, tool: str, sample: list[dict[str, Any]]) -> set[int]:
-    """Indexes of the people ``tool`` finds the true email of (the sync client is the fastest
-    in-process client; bulk where the tool has it)."""
-    inputs = [person_input(p) for p in sample]
-    if tool == "sim.email.beta":
-        results: list[Any] = []
-        for start in range(0, len(inputs), 50):
-            items = {"items": inputs[start : start + 50]}
-            body = execute(client, "sim.email.beta.bulk", items).json()
-            results += body["result"]["results"]
-    else:
-        results = []
-        for payload in inputs:
-            response = execute(client, tool, payload)
-            while response.status_code == 503:  # gamma's transient failures: retry
-                response = execute(client, tool, payload)
-            results.append(response.json()["result"])
-    return {
-        i
-        for i, (person, result) in enumerate(zip(sample, results, strict=True))
-        if result is not None and result["email"] == person["email"]
-    }
+def _found(tool: str, world: World, sample: list[dict[str, Any]]) -> set[int]:
+    """Indexes of the people ``tool`` finds the true email of."""
+    spec = CATALOG[tool]
+    found = set()
+    for i, person in enumerate(sample):
+        result = answer(tool, world, parse_single(spec, person_input(person))).result
+        if result is not None and result["email"] == person["email"]:
+            found.add(i)
+    return found
 
 
 def test_coverage_of_the_three_finders() -> None:
-    with serve(seed=7, latency_ms=0) as sim:
-        sim.faults(tools={t: {"rate_per_second": 1e6, "burst": 1_000_000} for t in FINDERS})
-        sample = sim.people(limit=2000)
-        with httpx.Client(base_url=sim.url, headers=sim.headers) as client:
-            found = {tool: _found(client, tool, sample) for tool in FINDERS}
+    world = world_for(7)
+    sample = [p.public() for p in world.people[:2000]]
+    found = {tool: _found(tool, world, sample) for tool in FINDERS}
     rates = {tool: len(hits) / len(sample) for tool, hits in found.items()}
     union = len(set().union(*found.values())) / len(sample)
     assert 0.45 <= rates["sim.email.alpha"] <= 0.65

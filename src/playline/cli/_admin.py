@@ -193,7 +193,9 @@ def event_send(
 @app.command()
 @command
 def sim(
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", help="Port to listen on (0: a free one, named on stdout).")
+    ] = 8765,
     seed: Annotated[int, typer.Option("--seed", help="World seed (same seed, same world).")] = 7,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     token: Annotated[str, typer.Option("--token", help="Bearer token it accepts.")] = "dev",
@@ -201,7 +203,10 @@ def sim(
         float | None, typer.Option("--latency-ms", help="Answer latency (default ~20 ms).")
     ] = None,
 ) -> None:
-    """Run the provider simulator (paid data providers behind a gateway) until Ctrl-C."""
+    """Run the provider simulator (paid data providers behind a gateway) until Ctrl-C.
+
+    The first line on stdout names the URL it listens on.
+    """
     from playline.sim import main as sim_main
 
     sim_main(port, seed, host, token=token, latency_ms=latency_ms)

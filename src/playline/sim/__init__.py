@@ -7,9 +7,11 @@
 ...                                  "domain": "example.com"}}, headers=sim.headers)
 
 Deterministic for a seed: the world, which provider knows whom, and which request fails.
+:func:`spawn` runs it as a separate process instead, for tests that kill their client.
 This package is standalone: it imports nothing else from ``playline``.
 """
 
 from ._run import Simulator, main, serve
+from ._spawn import SimProcess, spawn
 
-__all__ = ["Simulator", "main", "serve"]
+__all__ = ["SimProcess", "Simulator", "main", "serve", "spawn"]

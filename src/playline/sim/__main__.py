@@ -1,4 +1,6 @@
-"""``python -m playline.sim [--port 8765] [--seed 7] [--host 127.0.0.1]``."""
+"""``python -m playline.sim [--port 8765] [--seed 7] [--host 127.0.0.1] [--token dev]
+[--latency-ms N] [--stop-on-stdin-eof]``; ``--port 0`` picks a free port, and the first line
+on stdout names the URL."""
 
 from __future__ import annotations
 
@@ -7,10 +9,22 @@ import argparse
 from ._run import main
 
 parser = argparse.ArgumentParser(prog="python -m playline.sim", description=main.__doc__)
-parser.add_argument("--port", type=int, default=8765)
+parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
 parser.add_argument("--seed", type=int, default=7)
 parser.add_argument("--host", default="127.0.0.1")
 parser.add_argument("--token", default="dev")
 parser.add_argument("--latency-ms", type=float, default=None)
+parser.add_argument(
+    "--stop-on-stdin-eof",
+    action="store_true",
+    help="also stop when stdin closes (a parent process that dies takes the simulator along)",
+)
 args = parser.parse_args()
-main(args.port, args.seed, args.host, token=args.token, latency_ms=args.latency_ms)
+main(
+    args.port,
+    args.seed,
+    args.host,
+    token=args.token,
+    latency_ms=args.latency_ms,
+    stop_on_stdin_eof=args.stop_on_stdin_eof,
+)

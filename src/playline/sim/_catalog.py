@@ -3,7 +3,8 @@
 A provider tool (``sim.email.beta``) may own operations: a bulk variant
 (``sim.email.beta.bulk``) that shares its rate bucket and cost rule, or a poll endpoint
 (``sim.phone.finder.poll``) for its async jobs. Every tool and operation is a :class:`ToolSpec`;
-``ToolSpec.meta()`` is the JSON the gateway publishes at ``GET /api/v2/integrations``.
+``ToolSpec.meta()`` is the JSON the gateway publishes at ``GET /api/v2/integrations`` (with
+the rate and idempotency in force, which faults may change).
 """
 
 from __future__ import annotations
@@ -66,11 +67,22 @@ class ToolSpec:
         """Whose token bucket a request takes from: a bulk call spends its base tool's."""
         return self.base if self.kind == "bulk" else self.id
 
-    def meta(self) -> dict[str, Any]:
+    @property
+    def has_bulk(self) -> bool:
+        """Whether bulk requests reach this tool's work: it is, or it owns, a bulk operation."""
+        return self.kind == "bulk" or (self.kind == "single" and self.batch_max is not None)
+
+    def meta(
+        self, *, rate: Rate | None = None, header_keys: bool = True, item_keys: bool = True
+    ) -> dict[str, Any]:
+        """The published metadata; ``rate`` overrides the catalog's, and ``header_keys`` /
+        ``item_keys`` say whether ``Idempotency-Key`` headers and bulk item keys are honoured
+        (never for polls, which are reads; item keys only where a bulk operation exists)."""
+        rate = rate or self.rate
         meta: dict[str, Any] = {
             "id": self.id,
             "description": self.description,
-            "rate": {"per_second": self.rate.per_second, "burst": self.rate.burst},
+            "rate": {"per_second": rate.per_second, "burst": rate.burst},
             "concurrency": self.concurrency,
             "cost": {"credits": self.cost.credits, "charge": self.cost.charge},
             "batch": (
@@ -84,6 +96,10 @@ class ToolSpec:
             "retry_safe": self.retry_safe,
             "async": {"poll": f"{self.id}.poll"} if self.is_async else None,
             "input": {"required": list(self.required), "optional": []},
+            "idempotency": {
+                "header": header_keys and self.kind != "poll",
+                "bulk_items": item_keys and self.has_bulk,
+            },
         }
         if self.kind == "bulk":
             meta["bulk_of"] = self.base
@@ -194,7 +210,8 @@ def _operations(tool: ToolSpec) -> list[ToolSpec]:
             ToolSpec(
                 id=f"{tool.id}.bulk",
                 description=f"Bulk {tool.id}: payload {{'items': [input, ...]}}, at most "
-                f"{tool.batch_max}; results align with items. Shares {tool.id}'s rate bucket.",
+                f"{tool.batch_max}, with optional per-item 'idempotency_keys' (aligned); results "
+                f"align with items. Shares {tool.id}'s rate bucket.",
                 kind="bulk",
                 base=tool.id,
                 rate=tool.rate,

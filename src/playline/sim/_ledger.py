@@ -21,11 +21,27 @@ class Ledger:
         self.inputs: dict[str, dict[str, int]] = {}
         self.duplicate_charges = 0
         self.replayed: dict[str, int] = {}
+        self.replayed_items: dict[str, int] = {}
+        self.conflicts: dict[str, int] = {}
+        self.throttled: dict[str, int] = {}
         self.inflight: dict[str, int] = {}
         self.max_inflight: dict[str, int] = {}
 
     def replay(self, tool: str) -> None:
+        """A whole request answered from an ``Idempotency-Key`` header's first answer."""
         self.replayed[tool] = self.replayed.get(tool, 0) + 1
+
+    def replay_items(self, tool: str, n: int) -> None:
+        """Bulk items answered from their ``idempotency_keys``' first answers."""
+        self.replayed_items[tool] = self.replayed_items.get(tool, 0) + n
+
+    def conflict(self, tool: str) -> None:
+        """A request refused (409) because a request in progress holds one of its keys."""
+        self.conflicts[tool] = self.conflicts.get(tool, 0) + 1
+
+    def throttle(self, tool: str) -> None:
+        """A request refused (429 ``throttled``) by the ``throttle_rate`` fault."""
+        self.throttled[tool] = self.throttled.get(tool, 0) + 1
 
     def call(self, tool: str) -> None:
         self.calls[tool] = self.calls.get(tool, 0) + 1
@@ -70,6 +86,10 @@ class Ledger:
             "credits": sum(self.charges_milli.values()) / 1000,
             "duplicate_charges": self.duplicate_charges,
             "replayed": dict(self.replayed),
+            "replayed_items": dict(self.replayed_items),
+            "conflicts": dict(self.conflicts),
+            "throttled": dict(self.throttled),
             "inputs": {tool: dict(keys) for tool, keys in self.inputs.items()},
+            "inflight": {tool: n for tool, n in self.inflight.items() if n},
             "max_inflight": dict(self.max_inflight),
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,15 +25,29 @@ _CALL_TIMEOUT = 10.0
 class _Server(uvicorn.Server):
     """A uvicorn server that says when it is listening, and on which loop."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_listening: Callable[[_Server], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._on_listening = on_listening
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self.loop = asyncio.get_running_loop()
         await super().startup(sockets=sockets)
+        if self.started and self._on_listening is not None:
+            self._on_listening(self)
         self.ready.set()
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one picked when asked for port 0)."""
+        return int(self.servers[0].sockets[0].getsockname()[1])
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class Simulator:
@@ -70,8 +85,13 @@ class Simulator:
         return self._call(self._state.ledger.snapshot)
 
     def reset(self) -> None:
-        """Clear the ledger, buckets, jobs and faults (``POST /__reset``)."""
+        """Clear the ledger, buckets, jobs, idempotency keys and faults (``POST /__reset``)."""
         self._call(self._state.reset)
+
+    def forget_jobs(self) -> int:
+        """Drop every async job as a provider restarted without persistence would
+        (``POST /__jobs/forget``); returns how many. Keys and the ledger stay."""
+        return self._call(self._state.forget_jobs)
 
     def faults(
         self, *, latency_ms: float | None = _UNSET, tools: dict[str, Any] | None = None
@@ -150,9 +170,8 @@ def serve(
             f"the simulator could not listen on {host}:{port}; "
             "is the port taken? Pass port=0 to pick a free one"
         )
-    bound = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Simulator(url=f"http://{host}:{bound}", state=state, loop=server.loop)
+        yield Simulator(url=_url(host, server.port), state=state, loop=server.loop)
     finally:
         server.should_exit = True
         thread.join()
@@ -165,13 +184,33 @@ def main(
     *,
     token: str = "dev",
     latency_ms: float | None = None,
+    stop_on_stdin_eof: bool = False,
 ) -> None:
-    """Run the simulator in the foreground until Ctrl-C (``playline sim``)."""
+    """Run the simulator in the foreground until Ctrl-C (``playline sim``).
+
+    Once it listens, the first line on stdout names its URL (with the port picked when
+    ``port`` is 0): ``playline sim on http://127.0.0.1:43567  seed=7 ...``. With
+    ``stop_on_stdin_eof`` it also stops when its stdin closes, so a parent that dies without
+    stopping it (see :func:`spawn`) leaves no simulator behind.
+    """
     state = SimState(seed=seed, token=token, latency_ms=latency_ms)
-    print(
-        f"playline sim on http://{host}:{port}  seed={seed}  token={token!r}  "
-        f"latency={state.default_latency_ms:g}ms  "
-        f"({len(state.world.companies):,} companies, {len(state.world.people):,} people)",
-        flush=True,
-    )
-    uvicorn.Server(_config(state, host, port, foreground=True)).run()
+
+    def announce(server: _Server) -> None:
+        print(
+            f"playline sim on {_url(host, server.port)}  seed={seed}  token={token!r}  "
+            f"latency={state.default_latency_ms:g}ms  "
+            f"({len(state.world.companies):,} companies, {len(state.world.people):,} people)",
+            flush=True,
+        )
+
+    server = _Server(_config(state, host, port, foreground=True), on_listening=announce)
+    if stop_on_stdin_eof:
+
+        def watch() -> None:
+            sys.stdin.buffer.read()
+            server.should_exit = True
+
+        threading.Thread(target=watch, name="playline-sim-stdin", daemon=True).start()
+    server.run()
+    if not server.started:
+        raise SystemExit(1)  # uvicorn has said why (the port is taken, most likely)

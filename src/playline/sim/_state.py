@@ -1,4 +1,5 @@
-"""The simulator's mutable state: one world, and the ledger, buckets, jobs and faults over it.
+"""The simulator's mutable state: one world, and the ledger, buckets, jobs, faults and
+idempotency keys over it.
 
 Everything here is touched only from the server's event loop (the in-process handle hops onto
 that loop to read or change it), so nothing needs a lock.
@@ -6,17 +7,19 @@ that loop to read or change it), so nothing needs a lock.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
 import orjson
 
 from ._catalog import ToolSpec, build_catalog
-from ._faults import Faults, ToolFault
+from ._faults import Faults, ToolFault, injected_failure, throttled
+from ._idempotency import KeyMemory
 from ._jobs import Jobs
 from ._ledger import Ledger
 from ._limits import TokenBucket
-from ._world import World, unit, world_for
+from ._world import World, world_for
 
 DEFAULT_LATENCY_MS = 20.0
 
@@ -31,27 +34,54 @@ class SimState:
         self.world: World = world_for(seed)
         self.catalog: dict[str, ToolSpec] = build_catalog()
         self.default_latency_ms = DEFAULT_LATENCY_MS if latency_ms is None else float(latency_ms)
-        self.meta_json = {tid: orjson.dumps(spec.meta()) for tid, spec in self.catalog.items()}
-        self.catalog_json = orjson.dumps({"tools": [s.meta() for s in self.catalog.values()]})
         self.ledger = Ledger()
         self.faults = Faults(self.catalog)
         self.jobs = Jobs()
-        # (tool, Idempotency-Key) -> the 200 answer given: a repeat is replayed, not redone
-        self.replies: dict[tuple[str, str], bytes] = {}
+        self.keys = KeyMemory()
         self.buckets: dict[str, TokenBucket] = {}
         self._sequence: dict[str, int] = {}
+        self._throttle_sequence: dict[str, int] = {}
         self._requests = 0
         self._jitter = random.Random(seed)
+        self._faults_changed: asyncio.Event | None = None
+        self.meta_json: dict[str, bytes] = {}
+        self.catalog_json = b""
+        self._publish()
+
+    def _publish(self) -> None:
+        """Render the metadata the gateway serves, with the faults now in force (rate
+        overrides, ``no_idempotency``), once per change rather than once per request."""
+        metas = {}
+        for tid, spec in self.catalog.items():
+            bucket_id = spec.bucket_id
+            bulk = f"{spec.base}.bulk" if spec.kind == "single" else spec.id
+            metas[tid] = spec.meta(
+                rate=self.faults.published_rate(bucket_id, self.catalog[bucket_id].rate),
+                header_keys=not self.faults.for_tool(tid).no_idempotency,
+                item_keys=not self.faults.for_tool(bulk).no_idempotency,
+            )
+        self.meta_json = {tid: orjson.dumps(meta) for tid, meta in metas.items()}
+        self.catalog_json = orjson.dumps({"tools": list(metas.values())})
 
     def reset(self) -> None:
-        """Forget the ledger, buckets, jobs, replies, faults and fault sequences (not the
-        world)."""
+        """Forget the ledger, buckets, jobs, idempotency keys, faults and fault sequences (not
+        the world)."""
         self.ledger = Ledger()
         self.faults.clear()
         self.jobs.clear()
-        self.replies.clear()
+        self.keys.clear()
         self.buckets.clear()
         self._sequence.clear()
+        self._throttle_sequence.clear()
+        self._publish()
+        self._signal()
+
+    def forget_jobs(self) -> int:
+        """Drop every async job, as a provider restarted without persistence would; returns
+        how many. Idempotency keys and the ledger stay."""
+        n = len(self.jobs)
+        self.jobs.clear()
+        return n
 
     def request_id(self) -> str:
         # Request ids keep counting across resets: they name requests, not ledger entries.
@@ -70,7 +100,22 @@ class SimState:
         """Apply a fault document (raises ``FaultError``); returns the faults now in force."""
         for bucket_id in self.faults.update(doc):
             self.buckets.pop(bucket_id, None)
+        self._publish()
+        self._signal()
         return self.faults.snapshot()
+
+    def _signal(self) -> None:
+        """Wake the requests held by a ``hold`` fault so they look at the faults again."""
+        if self._faults_changed is not None:
+            self._faults_changed.set()
+            self._faults_changed = None
+
+    async def held(self, spec: ToolSpec) -> None:
+        """Return once ``spec`` is not held (at once, unless a ``hold`` fault is on)."""
+        while self.faults.for_tool(spec.id).hold:
+            if self._faults_changed is None:
+                self._faults_changed = asyncio.Event()
+            await self._faults_changed.wait()
 
     def failure(self, spec: ToolSpec, fault: ToolFault) -> int | None:
         """The error status this request of ``spec`` fails with, if any.
@@ -80,11 +125,16 @@ class SimState:
         """
         n = self._sequence.get(spec.id, 0) + 1
         self._sequence[spec.id] = n
-        if fault.error_rate and unit(self.seed, "fault", spec.id, n) < fault.error_rate:
-            return fault.status
-        if spec.transient_rate and unit(self.seed, "transient", spec.id, n) < spec.transient_rate:
-            return 503
-        return None
+        return injected_failure(self.seed, spec, fault, n)
+
+    def throttle(self, spec: ToolSpec, fault: ToolFault) -> bool:
+        """Whether this request of ``spec``, past its rate bucket, is throttled anyway: the
+        n-th such request by a pure function of (seed, tool, n)."""
+        if not fault.throttle_rate:
+            return False
+        n = self._throttle_sequence.get(spec.id, 0) + 1
+        self._throttle_sequence[spec.id] = n
+        return throttled(self.seed, spec.id, fault, n)
 
     def latency(self, fault: ToolFault, items: int = 0) -> float:
         """Seconds to hold this request: the configured latency +-50% jitter, longer for bulk."""
