@@ -451,6 +451,11 @@ def chromium_context(executable: Path) -> Iterator[BrowserContext]:
     ``with chromium_context(chromium_path) as browser: page = browser.new_page()``. Use it
     from a plain (sync) test: Playwright's sync API refuses to run inside an event loop; async
     tests use ``async_playwright()`` with :func:`chromium_launch_options`.
+
+    One browser per ``with`` (about 1 s: 0.4 s of it starts Playwright's driver), never one
+    for the session: while a sync Playwright is open, it marks its loop as running in this
+    thread, and every ``asyncio.run()`` (and anyio test) in between fails with "cannot be
+    called from a running event loop". Open several pages in one browser instead.
     """
     from playwright.sync_api import sync_playwright
 
