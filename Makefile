@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint types demo bench clean
+.PHONY: test check lint types demo bench clean system-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,17 +11,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# Debian packages the tests' real services need (postgresql, chromium): apt-get runs only when
+# one is missing.
+system-packages:
+	$(PYTHON) scripts/ensure_system_packages.py
+
+test: system-packages $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 types: $(STAMP)
 	$(BIN)/mypy
 
-check: lint types test
+check: system-packages lint types test
 
 demo: $(STAMP)
 	$(BIN)/playline demo

@@ -1,11 +1,38 @@
-"""Suite-wide settings: under CI, hypothesis runs its examples deterministically."""
+"""Suite-wide settings: under CI, hypothesis runs its examples deterministically; the real
+services' fixtures (PostgreSQL, Temporal, Chromium: see services.py) are registered here."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
+
+from services import (
+    chromium_path,
+    collect_native_garbage,
+    postgres_server,
+    postgres_url,
+    temporal_bin,
+    temporal_server,
+    temporal_time_skipping_path,
+)
 
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+__all__ = [
+    "chromium_path",
+    "postgres_server",
+    "postgres_url",
+    "temporal_bin",
+    "temporal_server",
+    "temporal_time_skipping_path",
+]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Temporal's native objects must not be left for interpreter shutdown (see services.py).
+    collect_native_garbage()
