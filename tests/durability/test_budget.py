@@ -52,7 +52,7 @@ def _assert_stopped_within(result: pl.RunResult, store: Store, limit: float) -> 
     assert sum(e.credits for e in ledger) == result.stats.credits
     assert len(ledger) == len(calls) == result.stats.tool_calls_live  # one entry per paid call
     # What was paid for is kept: each paid call's receipt is completed.
-    receipts = store.get_receipts([e.receipt_key for e in ledger])
+    receipts = store.find_receipts([e.receipt_key for e in ledger])
     assert len(receipts) == len(ledger)
     assert {r.status for r in receipts.values()} == {ReceiptStatus.COMPLETED}
 

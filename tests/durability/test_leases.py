@@ -6,9 +6,9 @@ from typing import Any
 
 import playline as pl
 from playline._engine.receipts import auth_scope, receipt_key
-from playline.store import Claim, MemoryStore, ReceiptStatus, owner_id
+from playline.store import Claim, Completion, MemoryStore, ReceiptStatus
 
-OTHER = owner_id("another-worker")  # this live process: its lease is honoured
+OTHER = "another-host/4242/worker"  # a worker on another machine: only its lease counts
 
 
 def _setup() -> tuple[MemoryStore, pl.ManualClock, Any, list[int], str]:
@@ -50,7 +50,7 @@ def test_a_receipt_held_by_a_live_worker_is_waited_for_then_a_clear_error():
     assert isinstance(result.exception, pl.ReceiptWaitTimeout)
     assert "another worker" in result.error
     assert calls == []  # never executed while another worker held it
-    held = store.get_receipts([key])[key]
+    held = store.find_receipts([key])[key]
     assert (held.status, held.owner) == (ReceiptStatus.RUNNING, OTHER)  # nothing written
 
 
@@ -67,7 +67,7 @@ def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over():
 
     assert (result.status, result.output) == ("completed", {"n": 1})
     assert calls == [1]
-    assert store.get_receipts([key])[key].status is ReceiptStatus.COMPLETED
+    assert store.find_receipts([key])[key].status is ReceiptStatus.COMPLETED
 
 
 def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used():
@@ -83,8 +83,8 @@ def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used():
 
     async def sleep_then_finish(seconds: float) -> None:  # the other worker finishes
         await real_sleep(seconds)
-        if store.get_receipts([key])[key].status is ReceiptStatus.RUNNING:
-            store.complete_receipts([(key, stored)], owner=OTHER, now=clock.now())
+        if store.find_receipts([key])[key].status is ReceiptStatus.RUNNING:
+            store.complete_receipts([Completion(key, stored)], owner=OTHER, now=clock.now())
 
     clock.sleep = sleep_then_finish  # type: ignore[method-assign]
     result = pl.run(lease_play, store=store, clock=clock, tools=[registry])

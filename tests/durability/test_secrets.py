@@ -68,7 +68,7 @@ def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Pa
     db = tmp_path / "s.db"
     result = pl.run(play, store=f"sqlite:///{db}", tools=[echo_key])
 
-    assert result.status == "completed_with_errors"
+    assert result.status == "failed"  # its only row failed
     (error,) = result.output.errors
     assert "secret" in error.message
     assert SECRET.encode() not in _store_text(db)

@@ -137,9 +137,12 @@ def test_transient_5xx_is_retried_for_a_retry_safe_tool(
     assert ledger["charges"]["sim.email.gamma"] == 2.0 * 20 == result.stats.credits
 
 
-def test_transient_5xx_is_not_retried_for_a_tool_that_is_not_retry_safe(
+def test_a_5xx_after_a_paid_submit_is_resent_with_its_key_and_charged_once(
     sim: Simulator, gateway: pl.tools.Gateway
 ) -> None:
+    """phone.finder is not retry-safe (its 5xx strike after the work is charged) but honours
+    idempotency keys: the failed submit is sent again with the same key, and the provider
+    answers it from the first request instead of charging again."""
     sim.faults(
         tools={
             "sim.phone.finder": {"error_rate": 0.3, **UNLIMITED},
@@ -152,13 +155,41 @@ def test_transient_5xx_is_not_retried_for_a_tool_that_is_not_retry_safe(
         store="memory://",
         tools=[gateway],
     )
+    assert result.status == "completed", result.error
+    ledger = sim.ledger()
+    assert ledger["errors"]["sim.phone.finder"] > 0
+    assert ledger["replayed"]["sim.phone.finder"] == ledger["errors"]["sim.phone.finder"]
+    assert ledger["duplicate_charges"] == 0
+    assert result.stats.credits == ledger["credits"]
+
+
+def test_a_5xx_after_a_paid_submit_fails_in_doubt_when_the_provider_ignores_keys(
+    sim: Simulator, gateway: pl.tools.Gateway
+) -> None:
+    """Without idempotency keys a repeat would pay twice: the call is not sent again, and its
+    cell fails *in doubt*, naming the provider's error."""
+    sim.faults(
+        tools={
+            "sim.phone.finder": {"error_rate": 0.3, "no_idempotency": True, **UNLIMITED},
+            "sim.phone.finder.poll": {"error_rate": 0},
+        }
+    )
+    blind = pl.tools.Gateway(sim.url, token=sim.token)  # reads the changed metadata
+    people = world_people(sim, 10)
+    result = pl.run(
+        _email_play("gateway-phone-5xx-blind", people, "sim.phone.finder"),
+        store="memory://",
+        tools=[blind],
+    )
     assert result.status == "completed_with_errors", result.error
     ledger = sim.ledger()
-    assert ledger["calls"]["sim.phone.finder"] == 10  # one submit per row: none retried
+    assert ledger["calls"]["sim.phone.finder"] == 10  # one submit per row: none repeated
+    assert ledger["duplicate_charges"] == 0
     failed = result.output.errors
     assert len(failed) == ledger["errors"]["sim.phone.finder"] > 0
     for error in failed:
-        assert error.status == 503 and error.code == "transient_error"
+        assert error.status == 503 and error.code == "in_doubt"
+        assert "may have reached the provider" in error.message
         assert error.tool == "sim.phone.finder" and error.request_id
 
 
@@ -192,7 +223,10 @@ def test_a_wrong_token_fails_each_call_with_401(sim: Simulator) -> None:
     result = pl.run(
         _email_play("gateway-401", people, "sim.email.alpha"), store="memory://", tools=[wrong]
     )
-    assert result.status == "completed_with_errors", result.error
+    # every call refused: the run failed, and says why (not "completed with errors")
+    assert result.status == "failed"
+    assert result.error is not None
+    assert "sim.email.alpha refused every call" in result.error and "401" in result.error
     errors = result.output.errors
     assert len(errors) == 3
     for error in errors:

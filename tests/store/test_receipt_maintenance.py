@@ -43,7 +43,7 @@ def test_clear_one_tool_keeps_the_others_and_running_receipts(store: Store) -> N
     assert store.receipt_stats() == {
         "email": {"completed": 0, "failed": 0, "running": 1, "bytes": 0}
     }
-    assert store.get_receipts(["e1", "e3"]).keys() == {"e3"}
+    assert store.find_receipts(["e1", "e3"]).keys() == {"e3"}
 
 
 def test_clear_unknown_tool_deletes_nothing(store: Store) -> None:

@@ -54,7 +54,7 @@ def test_data_survives_close_and_reopen(db_url: str) -> None:
     with SQLiteStore(db_url) as again:
         run = again.get_run("r")
         assert run is not None and run.status is RunStatus.COMPLETED and run.output == [1]
-        receipt = again.get_receipts(["k"])["k"]
+        receipt = again.find_receipts(["k"])["k"]
         assert receipt.status is ReceiptStatus.COMPLETED and receipt.result == b'{"ok":true}'
         assert list(again.iter_rows("r", "d")) == [record]
         assert again.read_ledger("r")[0].credits == 2.0
@@ -104,7 +104,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_receipts(tmp_path: Path) ->
         )
     store = SQLiteStore(f"sqlite:///{path}")
     assert store.schema_version_found == 1
-    receipt = store.get_receipts(["k"])["k"]
+    receipt = store.find_receipts(["k"])["k"]
     assert (receipt.status, receipt.result, receipt.job) == (ReceiptStatus.COMPLETED, b"{}", None)
     store.close()
 
@@ -209,7 +209,7 @@ def test_completing_an_unclaimed_receipt_writes_nothing(db_url: str) -> None:
         )
         with pytest.raises(StoreError, match="never claimed"):
             store.complete_receipts([("k", b"1"), ("ghost", b"2")], owner=ME, now=1.0)
-        assert store.get_receipts(["k"])["k"].status is ReceiptStatus.RUNNING
+        assert store.find_receipts(["k"])["k"].status is ReceiptStatus.RUNNING
 
 
 def test_non_json_values_raise_before_anything_is_written(db_url: str) -> None:
@@ -301,5 +301,5 @@ def test_concurrent_claims_own_each_key_once(db_url: str) -> None:
     everyone = owned["a"] + owned["b"] + owned["process"]
     assert sorted(everyone) == sorted(keys), {name: len(got) for name, got in owned.items()}
     with SQLiteStore(db_url) as store:
-        receipts = store.get_receipts(keys)
+        receipts = store.find_receipts(keys)
         assert all(r.attempt == 1 for r in receipts.values())

@@ -111,7 +111,7 @@ def test_fresh_claim_is_owned(store: Store) -> None:
         1,
         LEASE,
     )
-    assert store.get_receipts(["k"])["k"] == r
+    assert store.find_receipts(["k"])["k"] == r
 
 
 def test_completed_receipt_is_returned(store: Store) -> None:
@@ -128,7 +128,7 @@ def test_completed_receipt_is_returned(store: Store) -> None:
 def test_failed_receipt_is_owned_again(store: Store) -> None:
     claim(store, "k")
     store.fail_receipts([("k", "HTTP 500")], owner=ME, now=NOW + 1)
-    failed = store.get_receipts(["k"])["k"]
+    failed = store.find_receipts(["k"])["k"]
     assert (failed.status, failed.error, failed.lease_until) == (
         ReceiptStatus.FAILED,
         "HTTP 500",
@@ -147,7 +147,7 @@ def test_force_reclaims_a_completed_receipt(store: Store) -> None:
     assert result.receipt.status is ReceiptStatus.RUNNING
     assert result.receipt.attempt == 2
     store.complete_receipts([("k", b"2")], owner=OTHER, now=NOW + 2)
-    assert store.get_receipts(["k"])["k"].result == b"2"
+    assert store.find_receipts(["k"])["k"].result == b"2"
 
 
 def test_live_lease_of_another_owner_is_held(store: Store) -> None:
@@ -164,7 +164,7 @@ def test_expired_lease_is_reclaimed(store: Store) -> None:
     [result] = claim(store, "k", owner=OTHER, now=LEASE + 1)
     assert result.outcome is ClaimOutcome.OWNED
     assert (result.receipt.owner, result.receipt.attempt) == (OTHER, 2)
-    assert store.get_receipts(["k"])["k"].owner == OTHER
+    assert store.find_receipts(["k"])["k"].owner == OTHER
 
 
 def test_dead_owner_is_reclaimed_under_a_live_lease(store: Store) -> None:
@@ -197,7 +197,7 @@ def test_claims_beyond_one_chunk(store: Store) -> None:
     by_key = {r.receipt.key: r.outcome for r in results}
     assert by_key["k0"] is ClaimOutcome.COMPLETED
     assert by_key["k1"] is ClaimOutcome.HELD
-    got = store.get_receipts(keys)
+    got = store.find_receipts(keys)
     assert list(got) == keys
     assert got["k1232"].result == b"k1232"
 
@@ -211,7 +211,7 @@ def test_complete_keeps_another_owners_result(store: Store) -> None:
     assert store.complete_receipts([("k", b'"theirs"')], owner=OTHER, now=LEASE + 2) == {}
     kept = store.complete_receipts([("k", b'"ours"')], owner=ME, now=LEASE + 3)
     assert kept == {"k": b'"theirs"'}
-    receipt = store.get_receipts(["k"])["k"]
+    receipt = store.find_receipts(["k"])["k"]
     assert (receipt.result, receipt.owner, receipt.updated_at) == (b'"theirs"', OTHER, LEASE + 2)
 
 
@@ -219,7 +219,7 @@ def test_complete_replaces_a_running_or_own_result(store: Store) -> None:
     claim(store, "k", "j")
     assert store.complete_receipts([("k", b"1"), ("j", b"2")], owner=ME, now=NOW) == {}
     assert store.complete_receipts([("k", b"3")], owner=ME, now=NOW + 1) == {}
-    got = store.get_receipts(["k", "j"])
+    got = store.find_receipts(["k", "j"])
     assert (got["k"].result, got["j"].result) == (b"3", b"2")
     assert got["k"].status is ReceiptStatus.COMPLETED and got["k"].error is None
 
@@ -229,7 +229,7 @@ def test_fail_only_touches_own_running_receipts(store: Store) -> None:
     claim(store, "theirs", owner=OTHER)
     store.complete_receipts([("done", b"1")], owner=ME, now=NOW)
     store.fail_receipts([("mine", "boom"), ("theirs", "boom"), ("done", "boom")], owner=ME, now=NOW)
-    got = store.get_receipts(["mine", "theirs", "done"])
+    got = store.find_receipts(["mine", "theirs", "done"])
     assert got["mine"].status is ReceiptStatus.FAILED and got["mine"].error == "boom"
     assert got["theirs"].status is ReceiptStatus.RUNNING
     assert got["done"].status is ReceiptStatus.COMPLETED and got["done"].error is None
@@ -241,7 +241,7 @@ def test_release(store: Store) -> None:
     claim(store, "retried", now=NOW + 1)
     claim(store, "theirs", owner=OTHER)
     store.release_receipts(["fresh", "retried", "theirs", "unknown"], owner=ME)
-    got = store.get_receipts(["fresh", "retried", "theirs"])
+    got = store.find_receipts(["fresh", "retried", "theirs"])
     assert "fresh" not in got  # never sent anywhere: forgotten
     assert got["retried"].status is ReceiptStatus.FAILED
     assert got["retried"].error == "released" and got["retried"].lease_until is None
@@ -254,18 +254,18 @@ def test_a_submitted_job_is_kept_through_release_and_reclaim(store: Store) -> No
     claim(store, "job", "other-owner")
     store.save_jobs([("job", b'"job_1"'), ("other-owner", b'"job_2"')], owner=ME)
     store.save_jobs([("other-owner", b'"job_x"')], owner=OTHER)  # not its receipt: ignored
-    assert store.get_receipts(["job"])["job"].job == b'"job_1"'
+    assert store.find_receipts(["job"])["job"].job == b'"job_1"'
     store.release_receipts(["job"], owner=ME)  # paid for at submission: never forgotten
     [again] = claim(store, "job", owner=OTHER, now=NOW + 1)
     assert again.outcome is ClaimOutcome.OWNED
     assert again.receipt.job == b'"job_1"'
-    assert store.get_receipts(["other-owner"])["other-owner"].job == b'"job_2"'
+    assert store.find_receipts(["other-owner"])["other-owner"].job == b'"job_2"'
 
 
 def test_get_receipts_skips_missing_and_keeps_order(store: Store) -> None:
     claim(store, "a", "b", "c")
-    assert list(store.get_receipts(["c", "missing", "a"])) == ["c", "a"]
-    assert store.get_receipts([]) == {}
+    assert list(store.find_receipts(["c", "missing", "a"])) == ["c", "a"]
+    assert store.find_receipts([]) == {}
 
 
 # rows
@@ -417,7 +417,7 @@ def test_json_round_trips(store: Store, values: dict[str, Any], result: Any) -> 
     key = f"receipt-{random.random()}"
     claim(store, key)
     store.complete_receipts([(key, dumps(result))], owner=ME, now=NOW)
-    receipt = store.get_receipts([key])[key]
+    receipt = store.find_receipts([key])[key]
     assert receipt.result is not None and loads(receipt.result) == result
 
 
@@ -433,5 +433,5 @@ def test_a_completion_writes_its_ledger_entries_with_it(store: Store) -> None:
         run_id="r1", tool="email", receipt_key="paid", credits=1.5, found=True, at=NOW
     )
     store.complete_receipts([("paid", b'{"ok":1}')], owner=ME, now=NOW, ledger=[entry])
-    assert store.get_receipts(["paid"])["paid"].status is ReceiptStatus.COMPLETED
+    assert store.find_receipts(["paid"])["paid"].status is ReceiptStatus.COMPLETED
     assert store.read_ledger("r1") == [entry]

@@ -270,6 +270,7 @@ class CallExecutor:
         sends = 0
         claimed = False
         while True:
+            error: ToolError | None = None
             cause = gate.open_cause()
             if cause is not None:
                 await self._fail(
@@ -295,15 +296,24 @@ class CallExecutor:
                     self._register_sending()
                 sends += 1
                 try:
-                    raws = await self._transport(spec, target, chunk)
+                    if target.jobs is None:
+                        raws = await self._transport(spec, target, chunk)
+                        # Recorded before the slot is given back: the calls sent and not
+                        # yet recorded (in doubt, should the process die) never exceed the
+                        # tool's concurrency window.
+                        gate.succeeded()
+                        await self._complete(spec, chunk, raws, reserved)
+                        return
+                    state = await self._submit(spec, target, target.jobs, chunk[0])
                 except ToolError as exc:
-                    error: ToolError | None = exc
+                    error = exc
                 else:
-                    error = None
-            if error is None:
-                gate.succeeded()
-                await self._complete(spec, chunk, raws, reserved)
+                    gate.succeeded()
+            if target.jobs is not None and error is None:
+                # submitted, and its job kept on the receipt: polling needs no slot
+                await self._finish_job(spec, target, target.jobs, chunk, state, reserved)
                 return
+            assert error is not None
             decision = decide(error, spec, sends)
             wait = decision.delay
             if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
@@ -425,8 +435,6 @@ class CallExecutor:
     async def _transport(
         self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
     ) -> list[Any]:
-        if target.jobs is not None:
-            return [await self._run_job(spec, target, target.jobs, chunk[0])]
         self._sent(spec, target, len(chunk))
         raws = await target.transport.call(
             target, [c.input for c in chunk], [c.idempotency_key for c in chunk]
@@ -443,36 +451,57 @@ class CallExecutor:
         self.stats.requests += 1
         self._events.emit("batch", provider=target.id, data={"tool": spec.id, "size": size})
 
-    async def _run_job(self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall) -> Any:
-        """An async tool call: submit it (once: the job is kept on the receipt), then poll.
+    async def _submit(
+        self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall
+    ) -> JobState:
+        """An async tool call: submit it once and keep its job on the receipt, so a resumed
+        run polls it instead of paying again; a job kept from an earlier attempt is polled."""
+        if call.job is not None:
+            return JobState(done=False, job=loads(call.job))
+        self._sent(spec, target, 1)
+        state = await jobs.submit(target, call.input, call.idempotency_key)
+        if not state.done:
+            call.job = dumps(state.job, what=f"The job of tool {spec.id}")
+            await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+        return state
 
-        Polls are free and safe to repeat; a job the provider no longer knows
-        (``unknown_job``) fails the call, and the next attempt buys it anew.
-        """
-        if call.job is not None:  # submitted by an earlier attempt: poll it, do not pay again
-            state = JobState(done=False, job=loads(call.job))
-        else:
-            self._sent(spec, target, 1)
-            state = await jobs.submit(target, call.input, call.idempotency_key)
-            if not state.done:
-                call.job = dumps(state.job, what=f"The job of tool {spec.id}")
-                await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+    async def _finish_job(
+        self,
+        spec: ToolSpec,
+        target: ToolSpec,
+        jobs: Jobs,
+        chunk: list[ToolCall],
+        state: JobState,
+        reserved: int,
+    ) -> None:
+        """Poll a submitted job until it is done, then record it. Polls are free and safe to
+        repeat; a job the provider no longer knows (``unknown_job``) fails the call, and the
+        next attempt buys it anew."""
         failures = 0
         while not state.done:
             await self._clock.sleep(jobs.poll_interval)
             try:
                 state = await jobs.poll(target, state.job)
             except ToolError as exc:
-                if exc.code == "unknown_job":
-                    raise _LostJob(spec.id, exc) from None
+                failures += 1
                 status = exc.status or 0
                 transient = status == 429 or status >= 500 or exc.code in _UNREACHABLE
-                failures += 1
-                if not transient or failures >= MAX_POLL_FAILURES:
-                    raise
-                self._governor.retry(spec.id)
+                error: ToolError | None = None
+                if exc.code == "unknown_job":
+                    error = _LostJob(spec.id, exc)
+                elif not transient or failures >= MAX_POLL_FAILURES:
+                    error = exc  # the job stays on the receipt: a resume polls it again
+                else:
+                    try:
+                        self._governor.retry(spec.id)
+                    except RetryBudgetExceeded as budget:
+                        error = ToolError(spec.id, str(budget), code="retry_budget")
+                if error is not None:
+                    await self._fail(spec, chunk, error, claimed=True)
+                    self._ledger.release(spec, reserved)
+                    return
                 await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
-        return state.result
+        await self._complete(spec, chunk, [state.result], reserved)
 
     # recording
     async def _complete(

@@ -138,7 +138,7 @@ class _Slots:
         except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # handed a slot as it was cancelled: pass it on
-            else:
+            elif waiter in self._waiters:
                 self._waiters.remove(waiter)
             raise
 

@@ -114,10 +114,15 @@ class ToolRegistry:
             if not callable(fn):
                 raise PlayDefinitionError(f"@pl.tool({id!r}) must decorate a function.")
             takes_list = batch is not None and batch.via is None
+            limits = rate or Rate()
+            if limits.concurrency is None and not inspect.iscoroutinefunction(fn):
+                # A plain function runs on the event loop: one call at a time is all it can
+                # do, and it keeps the calls sent but not yet recorded to one request.
+                limits = Rate(per_second=limits.per_second, burst=limits.burst, concurrency=1)
             spec = ToolSpec(
                 id=id,
                 transport=LocalTransport(fn, takes_list=takes_list),
-                rate=rate or Rate(),
+                rate=limits,
                 cost=cost or Cost(),
                 batch=batch,
                 outputs=normalise_outputs(outputs),
