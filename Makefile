@@ -3,12 +3,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint types demo bench clean system-packages
+.PHONY: test check lint types demo bench docs clean system-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 # Debian packages the tests' real services need (postgresql, chromium): apt-get runs only when
@@ -33,6 +33,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The users' documentation: the CLI page regenerated from --help, then the site, into site/.
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_cli_docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .playline .mypy_cache .ruff_cache
