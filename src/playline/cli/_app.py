@@ -20,14 +20,13 @@ from rich.console import Console
 
 import playline as pl
 
+from .._trace import columns_of, export_rows
 from ..errors import PlayDefinitionError, PlaylineError
 from ..store import Store, open_store
 from ._load import (
     CliError,
 )
 from ._report import (
-    columns_of,
-    export_rows,
     write_rows,
 )
 
@@ -105,6 +104,14 @@ OutOpt = Annotated[
         "--out", help="Write the play's dataset to FILE.csv or FILE.jsonl.", dir_okay=False
     ),
 ]
+InDoubtOpt = Annotated[
+    bool,
+    typer.Option(
+        "--retry-in-doubt",
+        help="Buy again the calls that may have been charged before a crash, where the "
+        "provider would not recognise a repeat (by default they fail).",
+    ),
+]
 CreditsOpt = Annotated[
     float | None,
     typer.Option("--max-credits", min=0, help="Stop before a call that could pass this budget."),
@@ -135,7 +142,37 @@ def stats_line(stats: pl.RunStats) -> str:
     )
 
 
-STATUS_STYLE = {"completed": "green", "completed_with_errors": "yellow", "suspended": "cyan"}
+# What to do about the causes of failed calls, by their HTTP status or error code.
+_HINTS = (
+    (("401", "403"), "check the token (PLAYLINE_GATEWAY_TOKEN; the simulator's is 'dev')"),
+    (("unknown_tool",), "check the tool id and the gateway URL (--gateway)"),
+    (
+        ("in_doubt",),
+        "they may have been charged; `playline resume --retry-in-doubt` buys them again",
+    ),
+    (("circuit_open", "503", "500", "502", "504"), "the provider is failing; resume later"),
+    (("timeout", "connection_error"), "the provider did not answer; check it, then resume"),
+    (("retry_budget", "429"), "the provider kept rate-limiting; resume later or raise limits"),
+    (("BudgetExceeded",), "raise --max-credits and resume"),
+)
+
+
+def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[str]:
+    """The causes of failed calls, most frequent first, each with what to do about it:
+    ``15 x 401 from sim.email.beta (unauthorized): check the token ...``."""
+    lines = []
+    for cause, count in sorted(stats.errors.items(), key=lambda item: -item[1])[:limit]:
+        hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
+        lines.append(f"{count} x {cause}" + (f": {hint}" if hint else ""))
+    return lines
+
+
+STATUS_STYLE = {
+    "completed": "green",
+    "completed_with_errors": "yellow",
+    "suspended": "cyan",
+    "interrupted": "magenta",
+}
 
 
 def main() -> None:

@@ -16,11 +16,11 @@ from rich.table import Table
 
 import playline as pl
 
+from .._trace import trace_of
 from ..sim import serve
 from ..store import Store, open_store
 from ..tools import Gateway
 from ._progress import LiveProgress, drive
-from ._report import trace_of
 
 __all__ = ["run_demo"]
 
@@ -31,12 +31,13 @@ def _run(console: Console, db: Store, gateway: Gateway) -> pl.RunResult:
     progress = LiveProgress(console, db) if console.is_terminal else None
     return asyncio.run(
         drive(
-            lambda: pl.arun(
+            lambda stop: pl.arun(
                 enrich_people,
                 {},
                 store=db,
                 tools=[gateway],
                 listeners=[progress] if progress else [],
+                stop=stop,
             ),
             progress,
         )

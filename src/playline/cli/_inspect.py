@@ -11,6 +11,7 @@ from rich.table import Table
 
 import playline as pl
 
+from .._trace import run_status, trace_of
 from ._app import (
     STATUS_STYLE,
     JsonOpt,
@@ -26,11 +27,7 @@ from ._app import (
 from ._load import (
     CliError,
 )
-from ._report import (
-    require_run,
-    trace_of,
-    when,
-)
+from ._report import require_run, when
 
 
 @app.command()
@@ -47,7 +44,7 @@ def runs(
             doc = {
                 "run_id": r.run_id,
                 "play": r.play,
-                "status": str(r.status),
+                "status": run_status(r),
                 "created_at": r.created_at,
                 "updated_at": r.updated_at,
                 "stats": r.stats,
@@ -59,16 +56,19 @@ def runs(
         console.print("No runs yet. Start one with `playline run PLAY.py`.")
         return
     table = Table(title="Runs (newest first)")
-    for column in ("run", "play", "status", "started", "rows", "failed", "credits"):
+    widest = max(len(r.run_id) for r in records)
+    table.add_column("run", no_wrap=True, min_width=widest)  # an id is never cut
+    for column in ("play", "status", "started", "rows", "failed", "credits"):
         table.add_column(
             column, justify="right" if column in ("rows", "failed", "credits") else "left"
         )
     for r in records:
         stats = r.stats or {}
+        status = run_status(r)
         table.add_row(
             r.run_id,
             r.play,
-            str(r.status),
+            f"[{STATUS_STYLE.get(status, 'red')}]{status}[/]",
             when(r.created_at),
             str(stats.get("rows", "")),
             str(stats.get("rows_failed", "")),
@@ -92,7 +92,7 @@ def show(
         doc = {
             "run_id": run.run_id,
             "play": run.play,
-            "status": str(run.status),
+            "status": run_status(run),
             "created_at": run.created_at,
             "updated_at": run.updated_at,
             "input": run.input,
@@ -104,10 +104,19 @@ def show(
         }
         typer.echo(json.dumps(doc, default=str))
         return
-    style = STATUS_STYLE.get(str(run.status), "red")
+    status = run_status(run)
+    style = STATUS_STYLE.get(status, "red")
     console.print(
-        f"Run [bold]{run.run_id}[/bold] · play [bold]{run.play}[/bold] · [{style}]{run.status}[/]"
+        f"Run [bold]{run.run_id}[/bold] · play [bold]{run.play}[/bold] · [{style}]{status}[/]"
     )
+    if status == "interrupted":
+        console.print(
+            f"  its process stopped mid-run ({run.holder}); `playline resume {run.run_id}` "
+            "continues it",
+            highlight=False,
+        )
+    elif status == "running":
+        console.print(f"  running in {run.holder}", highlight=False)
     console.print(
         f"  started {when(run.created_at)} · updated {when(run.updated_at)} · "
         f"{trace.attempts} attempt(s)",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -220,15 +222,50 @@ class LiveProgress:
 
 
 async def drive(
-    start: Callable[[], Coroutine[Any, Any, RunResult]],
+    start: Callable[[asyncio.Event], Coroutine[Any, Any, RunResult]],
     progress: LiveProgress | None,
 ) -> RunResult:
-    """Run ``start()`` (a ``pl.arun``); with a display, sample the gates beside it."""
-    if progress is None:
-        return await start()
-    task = asyncio.ensure_future(start())
-    with progress:
-        while not task.done():
-            progress.tick(gate_statistics())
-            await asyncio.wait({task}, timeout=_TICK)
-    return task.result()
+    """Run ``start(stop)`` (a ``pl.arun`` given ``stop=``); with a display, sample the gates
+    beside it.
+
+    SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new paid call starts, the calls
+    in flight finish and are recorded, and the run ends suspended, to be resumed. A second
+    signal stops at once (calls in flight stay in doubt; a resume re-sends them with their
+    idempotency keys).
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(start(stop))
+
+    def signalled(signum: int) -> None:
+        if stop.is_set():
+            task.cancel()
+            return
+        stop.set()
+        name = signal.Signals(signum).name
+        print(
+            f"{name}: stopping; the calls already sent finish and are recorded "
+            "(send it again to stop at once).",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    handled = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if _can_handle(s)]
+    for signum in handled:
+        loop.add_signal_handler(signum, signalled, signum)
+    try:
+        if progress is None:
+            return await task
+        with progress:
+            while not task.done():
+                progress.tick(gate_statistics())
+                await asyncio.wait({task}, timeout=_TICK)
+        return task.result()
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
+
+
+def _can_handle(signum: signal.Signals) -> bool:
+    """Signal handlers can only be set in the main thread (tests may run commands elsewhere)."""
+    return threading.current_thread() is threading.main_thread()

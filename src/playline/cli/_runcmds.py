@@ -10,14 +10,16 @@ from typing import Annotated, Any
 import typer
 
 import playline as pl
+from playline import Dataset
 
-from .._dataset import Dataset
+from .._trace import SOURCE_KIND
 from ..store import Event, RunRecord, Store
 from ._app import (
     EXIT_CODES,
     STATUS_STYLE,
     CreditsOpt,
     GatewayOpt,
+    InDoubtOpt,
     JsonOpt,
     OutOpt,
     StoreOpt,
@@ -26,6 +28,7 @@ from ._app import (
     command,
     console,
     export_dataset,
+    failure_lines,
     stats_line,
     store_at,
 )
@@ -39,7 +42,6 @@ from ._load import (
 )
 from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
-    SOURCE_KIND,
     require_run,
 )
 
@@ -62,6 +64,23 @@ class _RecordSource:
             )
 
 
+class _Started:
+    """Learns the run's id from its first event (and, for people, prints it at once)."""
+
+    def __init__(self, *, announce: bool) -> None:
+        self.run_id = "RUN_ID"
+        self._announce = announce
+        self._seen = False
+
+    def __call__(self, event: Event) -> None:
+        if self._seen:
+            return
+        self._seen = True
+        self.run_id = event.run_id
+        if self._announce:
+            console.print(f"run [bold]{event.run_id}[/]", style="dim", highlight=False)
+
+
 def _execute(
     loaded: LoadedPlay,
     input: Any,
@@ -72,6 +91,7 @@ def _execute(
     max_credits: float | None,
     json_mode: bool,
     out: Path | None,
+    retry_in_doubt: bool = False,
 ) -> pl.RunResult:
     check_out(out)
     gw = gateway_from(gateway)
@@ -85,21 +105,35 @@ def _execute(
     jsonl = JsonLines() if json_mode else None
     progress = LiveProgress(console, db) if not json_mode and console.is_terminal else None
     source = {"file": str(loaded.file), "function": loaded.function, "max_credits": max_credits}
-    listeners = [listener for listener in (jsonl, progress, _RecordSource(db, source)) if listener]
-    result = asyncio.run(
-        drive(
-            lambda: pl.arun(
-                loaded.play,
-                input,
-                store=db,
-                run_id=run_id,
-                tools=tools,
-                max_credits=max_credits,
-                listeners=listeners,
-            ),
-            progress,
+    started = _Started(announce=not json_mode)
+    listeners = [
+        listener
+        for listener in (started, jsonl, progress, _RecordSource(db, source))
+        if listener is not None
+    ]
+    try:
+        result = asyncio.run(
+            drive(
+                lambda stop: pl.arun(
+                    loaded.play,
+                    input,
+                    store=db,
+                    run_id=run_id,
+                    tools=tools,
+                    max_credits=max_credits,
+                    listeners=listeners,
+                    retry_in_doubt=retry_in_doubt,
+                    stop=stop,
+                ),
+                progress,
+            )
         )
-    )
+    except asyncio.CancelledError:
+        raise CliError(
+            f"stopped at once: the calls in flight are in doubt (a resume re-sends them with "
+            f"their idempotency keys). Resume with `playline resume {started.run_id}`.",
+            code=130,
+        ) from None
     written = _write_output(db, result, out) if out is not None else None
     if jsonl is not None:
         jsonl.result(result)
@@ -127,10 +161,17 @@ def _print_result(result: pl.RunResult) -> None:
     console.print("  " + stats_line(result.stats), highlight=False)
     if result.error:
         console.print(f"  [red]error:[/red] {result.error}", highlight=False)
-    waiting = getattr(result, "waiting", None)
-    if result.status == "suspended":
+    for line in failure_lines(result.stats):
+        console.print(f"  [red]failed:[/red] {line}", highlight=False)
+    waiting = result.waiting or {}
+    if result.status == "suspended" and waiting.get("stop"):
+        console.print(
+            "  stopped: the calls already sent were recorded; nothing paid is lost.",
+            highlight=False,
+        )
+    elif result.status == "suspended":
         console.print(f"  waiting for: {json.dumps(waiting, default=str)}", highlight=False)
-    if result.status in ("failed", "suspended"):
+    if result.status in ("failed", "suspended") or result.stats.rows_failed:
         console.print(f"  resume: playline resume {result.run_id}", highlight=False)
     elif result.output is not None and not isinstance(result.output, Dataset):
         text = json.dumps(result.output, default=str, ensure_ascii=False)
@@ -164,9 +205,14 @@ def run(
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
+    retry_in_doubt: InDoubtOpt = False,
     json_mode: JsonOpt = False,
 ) -> None:
-    """Run a play from a Python file, with live progress; exit 0/1/3 by its status."""
+    """Run a play from a Python file, with live progress; exit 0/1/3 by its status.
+
+    Ctrl-C, SIGTERM or SIGHUP stop it cleanly (the calls already sent finish and are
+    recorded) and it exits 3; `playline resume RUN_ID` continues it.
+    """
     input = parse_inputs(inputs or [], input_json)
     loaded = load_play(play)
     result = _execute(
@@ -178,6 +224,7 @@ def run(
         max_credits=max_credits,
         json_mode=json_mode,
         out=out,
+        retry_in_doubt=retry_in_doubt,
     )
     raise typer.Exit(EXIT_CODES[result.status])
 
@@ -190,9 +237,11 @@ def resume(
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
+    retry_in_doubt: InDoubtOpt = False,
     json_mode: JsonOpt = False,
 ) -> None:
-    """Resume a run started with `playline run`: finished rows and paid calls are reused."""
+    """Resume a run started with `playline run`: finished rows and paid calls are reused,
+    failed rows are tried again."""
     db = store_at(store)
     require_run(db, run_id)
     loaded, source = _source_play(db, run_id)
@@ -207,6 +256,7 @@ def resume(
         max_credits=max_credits,
         json_mode=json_mode,
         out=out,
+        retry_in_doubt=retry_in_doubt,
     )
     raise typer.Exit(EXIT_CODES[result.status])
 
