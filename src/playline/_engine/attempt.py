@@ -20,7 +20,7 @@ from .._clock import Clock
 from .._json import dumps
 from .._play import Play
 from .._waterfall import Waterfall, WaterfallStats
-from ..errors import PlayDefinitionError, PlaylineError, StoreError
+from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
     RunClaimOutcome,
     RunEnd,
@@ -548,6 +548,11 @@ async def _end(
             if error is not None:
                 status = "failed"
     message = _message(error)
+    if isinstance(error, BudgetExceeded) and stats.rows_pending:
+        message = (
+            f"{message} The cap left {stats.rows_pending} started rows unenriched (and any "
+            "rows not reached yet)."
+        )
     waiting = suspension.waiting() if suspension else None
     events = attempt.events
     for tally in attempt.waterfall_stats().values():  # the step trace

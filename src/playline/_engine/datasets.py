@@ -71,12 +71,17 @@ class Column:
 
 @dataclass(kw_only=True)
 class DatasetStats:
+    """A dataset's rows: seen, executed (started), reused from an earlier attempt, failed,
+    duplicates skipped, waiting for an event or a time, and pending: started but not
+    finished when the run stopped (a budget, a stop)."""
+
     rows: int = 0
     rows_executed: int = 0
     rows_reused: int = 0
     rows_failed: int = 0
     rows_duplicate: int = 0
     rows_waiting: int = 0
+    rows_pending: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -177,6 +182,7 @@ class DatasetRun:
         finally:
             if feeding:
                 rt.dispatcher.exit_row()
+            self.stats.rows_pending = self._active  # stopped before they finished
             await self._flush()
         if self.stats.rows_duplicate:
             rt.events.log(

@@ -121,6 +121,7 @@ class LiveProgress:
         self._run_id: str | None = None
         self._ledger_at = 0.0
         self._status = "starting"
+        self._stalled: str | None = None  # what the run waits for, once it stopped moving
         self._live = Live(console=console, auto_refresh=False, transient=False)
 
     # events
@@ -142,6 +143,9 @@ class LiveProgress:
             self._row_event(event)
         elif kind == "batch" and event.provider:
             self._batches[event.provider] = self._batches.get(event.provider, 0) + 1
+            self._stalled = None  # moving again
+        elif kind == "log" and (event.data or {}).get("stalled"):
+            self._stalled = event.preview
 
     def _dataset_event(self, event: Event) -> None:
         name = event.dataset
@@ -205,6 +209,8 @@ class LiveProgress:
                 f"{self._batches.get(tool, 0)} requests",
             )
         footer = Text.assemble(("credits ", "dim"), (f"{self._credits:g}", "bold"))
+        if self._stalled:
+            return Group(self._bars, tools, footer, Text(self._stalled, style="yellow"))
         return Group(self._bars, tools, footer)
 
     def __enter__(self) -> LiveProgress:
