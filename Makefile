@@ -22,6 +22,7 @@ test: system-packages $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/lint-imports
 
 types: $(STAMP)
 	$(BIN)/mypy

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._json import canonical
+from ._runner import gate_statistics
 from .store import RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
@@ -25,6 +26,7 @@ __all__ = [
     "columns_of",
     "export_rows",
     "flat",
+    "gate_statistics",
     "run_status",
     "trace_of",
 ]

@@ -7,6 +7,7 @@ import its neighbours); its plays are the ``@pl.play`` objects it defines. Tools
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -17,8 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .._json import digest
-from .._play import Play, get_play
+from .. import Play, play
 from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
 __all__ = [
@@ -59,7 +59,7 @@ def _split(ref: str) -> tuple[str, str | None]:
 
 
 def _import(file: Path) -> ModuleType:
-    name = "playline_play_" + digest(str(file))[:16]
+    name = "playline_play_" + hashlib.sha256(str(file).encode()).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise CliError(f"Cannot import {file}: not a Python file. Give a .py file.")
@@ -135,7 +135,7 @@ def load_play(ref: str) -> LoadedPlay:
         if isinstance(found, Play):
             chosen = found
         elif callable(found) and getattr(found, "__module__", None) == module.__name__:
-            chosen = get_play(found)
+            chosen = play(found)
         else:
             known = ", ".join(sorted(plays)) or "none"
             raise CliError(f"{path} has no play named {function!r} (its plays: {known}).")

@@ -24,7 +24,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from .._runner import RunResult, gate_statistics
+from .. import RunResult
+from .._trace import gate_statistics
 from ..store import Event, Store
 
 __all__ = ["JsonLines", "LiveProgress", "drive", "event_dict"]
@@ -53,7 +54,7 @@ def event_dict(event: Event) -> dict[str, Any]:
 
 
 def result_dict(result: RunResult) -> dict[str, Any]:
-    from .._dataset import Dataset
+    from .. import Dataset
 
     output = result.output
     if isinstance(output, Dataset):
