@@ -30,6 +30,7 @@ from ._engine.attempt import (
 )
 from ._engine.drain import STOPPED, Drain
 from ._engine.events import Listener
+from ._engine.supervise import DEFAULT_LEASE
 from ._play import Play, PlayFn, get_play
 from .errors import PlayDefinitionError
 from .store import Store, open_store, owner_id
@@ -123,6 +124,7 @@ async def arun(
     foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP,
     retry_in_doubt: bool = False,
     stall_after: float | None = DEFAULT_STALL_AFTER,
+    lease: float = DEFAULT_LEASE,
     stop: asyncio.Event | None = None,
 ) -> RunResult:
     """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
@@ -137,6 +139,9 @@ async def arun(
     ``retry_in_doubt`` buys again the calls whose requests may have reached their provider
     before a crash, when that provider would not recognise a repeat (by default they fail).
     ``stall_after`` seconds without progress write what the run waits for to its log.
+    ``lease``: the run and the calls it has in flight are held under leases this process
+    renews; if it dies on another machine, another process takes them over ``lease`` seconds
+    later (on this machine, at once).
     """
     target = get_play(play)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
@@ -145,6 +150,8 @@ async def arun(
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
     if not isinstance(foreground_sleep, int | float) or foreground_sleep < 0:
         raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
+    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
+        raise PlayDefinitionError("lease must be a number of seconds > 0.")
     if max_credits is not None and (
         isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
     ):
@@ -161,6 +168,7 @@ async def arun(
         foreground_sleep=foreground_sleep,
         retry_in_doubt=retry_in_doubt,
         stall_after=stall_after,
+        lease=lease,
     )
     run_id = run_id or _new_run_id(clock)
     await open_run(

@@ -43,7 +43,7 @@ from .governance import Governor, Lineage
 from .ledger import Ledger
 from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
 from .scope import current_row, result_sink
-from .supervise import LEASE_SECONDS, Supervisor
+from .supervise import DEFAULT_LEASE, Supervisor
 from .suspension import Suspension
 from .taskgroups import TaskSet, first_error
 from .waterfalls import Tally, run_waterfall
@@ -89,6 +89,7 @@ class Services:
     org: str = "local"
     retry_in_doubt: bool = False
     stall_after: float | None = DEFAULT_STALL_AFTER
+    lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
 
 
 @dataclass(kw_only=True)
@@ -219,6 +220,7 @@ class Attempt:
             run_id=self.run_id,
             owner=holder,
             drain=drain,
+            lease=services.lease,
             retry_in_doubt=services.retry_in_doubt,
         )
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
@@ -467,7 +469,7 @@ async def run_attempt(
     io = StoreIO(store)
     now = clock.now()
     claim = await io(
-        store.claim_run, run_id, holder=holder, lease_until=now + LEASE_SECONDS, now=now
+        store.claim_run, run_id, holder=holder, lease_until=now + services.lease, now=now
     )
     if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
         raise StoreError(f"Run {run_id} is not in the store {store.url}: open it first.")
@@ -509,6 +511,7 @@ async def run_attempt(
             progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
             describe=attempt.describe,
             stall_after=services.stall_after,
+            lease=services.lease,
         )
         supervising = asyncio.get_running_loop().create_task(supervisor.run())
     with holding(holder):

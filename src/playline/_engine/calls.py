@@ -54,9 +54,8 @@ from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
 from .scope import RowScope
 
-__all__ = ["LEASE_SECONDS", "CallExecutor", "CallStats", "ToolCall"]
+__all__ = ["CallExecutor", "CallStats", "ToolCall"]
 
-LEASE_SECONDS = 60.0  # a receipt's lease; renewed every third of it while its call runs
 MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
 _RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
 
@@ -117,6 +116,7 @@ class CallExecutor:
         run_id: str,
         owner: str,
         drain: Drain,
+        lease: float,
         receipt_wait: float = 600.0,
         retry_in_doubt: bool = False,
     ) -> None:
@@ -131,6 +131,7 @@ class CallExecutor:
         self._run_id = run_id
         self._owner = owner
         self._drain = drain
+        self._lease = lease  # renewed by the attempt's supervisor while the call runs
         self._receipt_wait = receipt_wait
         self._retry_in_doubt = retry_in_doubt
         self._committer = Committer(store, owner, clock.now)
@@ -374,7 +375,7 @@ class CallExecutor:
             self._store.claim_receipts,
             claims,
             owner=self._owner,
-            lease_until=now + LEASE_SECONDS,
+            lease_until=now + self._lease,
             now=now,
         )
         send: list[ToolCall] = []

@@ -21,9 +21,9 @@ from ..store import Store, StoreIO
 from .drain import LEASE_LOST, STOPPED, Drain
 from .events import EventLog
 
-__all__ = ["LEASE_SECONDS", "Supervisor"]
+__all__ = ["DEFAULT_LEASE", "Supervisor"]
 
-LEASE_SECONDS = 60.0
+DEFAULT_LEASE = 60.0  # seconds; renewed every third of it
 _TICK = 1.0
 
 
@@ -40,6 +40,7 @@ class Supervisor:
         progress: Callable[[], int],
         describe: Callable[[], str],
         stall_after: float | None,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         self._store = store
         self._io = StoreIO(store)
@@ -51,14 +52,16 @@ class Supervisor:
         self._progress = progress
         self._describe = describe
         self._stall_after = stall_after
+        self._lease = lease
+        self._tick = min(_TICK, lease / 3)
 
     async def run(self) -> None:
         renewed = time.monotonic()
         moved, seen, reported = time.monotonic(), self._progress(), False
         while True:
-            await asyncio.sleep(_TICK)
+            await asyncio.sleep(self._tick)
             now = time.monotonic()
-            if now - renewed >= LEASE_SECONDS / 3:
+            if now - renewed >= self._lease / 3:
                 renewed = now
                 await self._renew()
             progress = self._progress()
@@ -74,7 +77,7 @@ class Supervisor:
                 )
 
     async def _renew(self) -> None:
-        lease_until = self._clock.now() + LEASE_SECONDS
+        lease_until = self._clock.now() + self._lease
         runs = await self._io(self._store.renew_runs, self._holder, lease_until=lease_until)
         await self._io(self._store.renew_receipts, self._holder, lease_until=lease_until)
         mine = {run.run_id: run for run in runs}
