@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 from .._clock import Clock
 from .._json import dumps
 from ..errors import EventTimeout, PlayDefinitionError, PlaylineError, ToolError
-from ..store import RowRecord, Store, StoreIO
+from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
 from .dispatch import Dispatcher
 from .events import EventLog, preview
@@ -309,7 +309,7 @@ class DatasetRun:
             row.results = []
         if isinstance(value, ToolResult) and not any(r is value for r in results):
             results = [*results, value]  # a result the resolver got without ctx.tool here
-        meta: dict[str, Any]
+        meta: CellMeta
         if results:
             if isinstance(value, ToolResult) and not value.found:
                 status = "not_found"
@@ -346,20 +346,18 @@ class DatasetRun:
             raise error  # budgets, governance and misuse stop the run whatever on_row_error says
         if self.on_row_error == "raise":
             raise RowFailed(self.name, row.row_key, column.name, error) from error
-        meta: dict[str, Any] = {
+        meta: CellMeta = {
             "status": "failed",
             "error": str(error) or type(error).__name__,
             "updated_at": self.rt.clock.now(),
         }
         if isinstance(error, ToolError):
-            meta.update(
-                tool=error.tool,
-                provider=error.tool,
-                http_status=error.status,
-                code=error.code,
-                request_id=error.request_id,
-            )
-        meta.update(notes)  # e.g. the provenance of a waterfall that ran before the failure
+            meta["tool"] = meta["provider"] = error.tool
+            meta["http_status"] = error.status
+            meta["code"] = error.code
+            meta["request_id"] = error.request_id
+        if "waterfall" in notes:  # the provenance of a waterfall that ran before the failure
+            meta["waterfall"] = notes["waterfall"]
         row.values[column.name] = None
         row.cells[column.name] = meta
         if not column.hidden:
@@ -432,7 +430,7 @@ class DatasetRun:
         self.rt.dispatcher.exit_row()
         self._wake()
 
-    def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, dict[str, Any]]) -> None:
+    def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, CellMeta]) -> None:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""
         for name, value in list(values.items()):
             if not _storable({name: value}):

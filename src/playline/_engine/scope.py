@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..store import CellMeta
 from ..tools import ToolResult
 
 __all__ = ["RowScope", "current_row", "result_sink"]
@@ -22,7 +23,7 @@ class RowScope:
     row_key: str
     index: int = 0
     values: dict[str, Any] = field(default_factory=dict)  # input + columns computed so far
-    cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> metadata
+    cells: dict[str, CellMeta] = field(default_factory=dict)  # column -> metadata
     column: str | None = None
     pending: int = 0  # calls this row has queued and not yet got back
     results: list[ToolResult] = field(default_factory=list)  # tool results of the column

@@ -19,6 +19,7 @@ from ._protocol import (
 )
 from ._records import (
     Boundary,
+    CellMeta,
     Claim,
     ClaimOutcome,
     ClaimResult,
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_STORE_URL",
     "Boundary",
     "BoundaryStore",
+    "CellMeta",
     "Claim",
     "ClaimOutcome",
     "ClaimResult",

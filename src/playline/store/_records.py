@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Required, TypedDict
 
 __all__ = [
     "Boundary",
+    "CellMeta",
     "Claim",
     "ClaimOutcome",
     "ClaimResult",
@@ -205,6 +206,22 @@ class Failure:
     rebuy: bool = False
 
 
+class CellMeta(TypedDict, total=False):
+    """What is kept of a cell besides its value (SEMANTICS.md 16, 18)."""
+
+    status: Required[str]  # queued, running, completed, cached, not_found, skipped, failed
+    updated_at: float
+    provider: str  # the tool that answered (a waterfall's winning step's)
+    cost: float  # credits this cell's calls were charged now
+    reason: str  # why it is not found
+    error: str  # why it failed
+    tool: str  # the tool that failed, and what it said:
+    http_status: int | None
+    code: str | None
+    request_id: str | None
+    waterfall: dict[str, Any]  # which step won; each step's status, provider and cost
+
+
 class RowStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
@@ -219,7 +236,7 @@ class RowRecord:
     index: int
     status: str  # a RowStatus value
     values: dict[str, Any]  # the visible output row
-    cells: dict[str, dict[str, Any]]  # column -> {status, provider, error, cost, ...}
+    cells: dict[str, CellMeta]  # column -> its status, provider, error, cost, ...
     error: str | None = None
     updated_at: float = 0.0
 
