@@ -51,13 +51,15 @@ def _journal(tool, values):
         os.close(fd)
 
 
-@pl.tool("t.count", batch=pl.Batch(max_size=10))
+# One request at a time per tool: what may run again after a kill is then exactly the request
+# in flight (a tool's concurrency bounds the requests in doubt; see the receipts docs).
+@pl.tool("t.count", batch=pl.Batch(max_size=10), rate=pl.Rate(concurrency=1))
 def count(inputs):
     _journal("t.count", [i["n"] for i in inputs])
     return [{"n": i["n"], "double": 2 * i["n"]} for i in inputs]
 
 
-@pl.tool("t.square", batch=pl.Batch(max_size=10))
+@pl.tool("t.square", batch=pl.Batch(max_size=10), rate=pl.Rate(concurrency=1))
 def square(inputs):
     _journal("t.square", [i["v"] for i in inputs])
     return [{"square": i["v"] * i["v"]} for i in inputs]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from ..store import (
     ClaimOutcome,
     Completion,
     Failure,
+    LedgerEntry,
     Receipt,
     ReceiptStatus,
     Store,
@@ -47,12 +49,13 @@ from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import ToolGate, ToolGates
 from ..tools._retry import Verdict, decide, provider_failure
-from .commits import Committer
+from .commits import GroupCommit
 from .drain import BUDGET, Drain
 from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
 from .scope import RowScope
+from .taskgroups import TaskSet
 
 __all__ = ["CallExecutor", "CallStats", "ToolCall"]
 
@@ -134,11 +137,14 @@ class CallExecutor:
         self._lease = lease  # renewed by the attempt's supervisor while the call runs
         self._receipt_wait = receipt_wait
         self._retry_in_doubt = retry_in_doubt
-        self._committer = Committer(store, owner, clock.now)
+        self._committer = GroupCommit(store, owner, clock.now, lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
-        self._sending: set[asyncio.Task[None]] = set()  # requests past their claim
-        self._waits: set[asyncio.Task[None]] = set()  # calls waiting for another's receipt
+        self._sending = _Sending()  # requests between their claim and their record
+        self._retrying = TaskSet()  # requests that failed once and go on alone
+        self._waits = TaskSet()  # calls waiting for a receipt another worker holds
         self.stats = CallStats()
+        self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
+        self._requests = 0
         self.progress = 0  # calls settled: the watchdog's sign of life
 
     def gate_of(self, spec: ToolSpec) -> ToolGate:
@@ -157,6 +163,7 @@ class CallExecutor:
 
     # entry
     async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
+        """Settle ``calls``: answered from receipts, or sent in waves of requests."""
         owners = self._owners(calls)
         if not owners:
             return
@@ -174,15 +181,81 @@ class CallExecutor:
                     assert receipt.result is not None
                     self._settle_cached(call, receipt.result)
         pending = [c for c in owners if not c.future.done()]
+        if not pending:
+            return
         size = spec.max_batch
-        # each request its own task: a stop waits for the requests sent, nothing else
-        loop = asyncio.get_running_loop()
-        requests = [
-            loop.create_task(self._request(spec, pending[i : i + size]))
-            for i in range(0, len(pending), size)
-        ]
-        if requests:
-            await asyncio.gather(*requests)
+        requests = [pending[i : i + size] for i in range(0, len(pending), size)]
+        target = self._target(spec)
+        try:
+            if target.jobs is not None:  # each job is submitted, then polled, on its own
+                await asyncio.gather(*(self._send(spec, chunk) for chunk in requests))
+            else:
+                await self._waves(spec, target, requests)
+        except BaseException as exc:  # settle whatever is left; never leave a row hanging
+            error = exc if isinstance(exc, Exception) else asyncio.CancelledError()
+            for chunk in requests:
+                for call in chunk:
+                    self._settle(call, None, error)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _waves(
+        self, spec: ToolSpec, target: ToolSpec, requests: list[list[ToolCall]]
+    ) -> None:
+        """Send ``requests`` in waves: as many at once as the gate lets through, their
+        receipts claimed in one transaction, sent together, their results recorded in one
+        transaction before the gate's slots are given back. A request that fails goes on
+        alone (retries, waits) so it holds up no other."""
+        gate = self._gates[target]
+        while requests:
+            cause = gate.open_cause()
+            if cause is not None:
+                error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
+                for chunk in requests:
+                    for call in chunk:
+                        self._settle(call, None, error)
+                return
+            if self._drain.stopping:
+                for chunk in requests:
+                    self._stop(chunk)
+                return
+            granted = await gate.acquire(len(requests))
+            wave, requests = requests[:granted], requests[granted:]
+            failed: list[tuple[list[ToolCall], int, ToolError]] = []
+            try:
+                if self._stopping():  # while it waited for the gate
+                    requests = wave + requests
+                    continue
+                with self._sending():
+                    claimed = await self._claim(spec, wave)
+                    if target.transport.inline:  # a plain function: one after the other
+                        answers = [await self._attempt(spec, target, c) for c, _ in claimed]
+                    else:
+                        answers = await asyncio.gather(
+                            *(self._attempt(spec, target, c) for c, _ in claimed)
+                        )
+                    done = []
+                    for (chunk, reserved), answer in zip(claimed, answers, strict=True):
+                        if isinstance(answer, ToolError):
+                            failed.append((chunk, reserved, answer))
+                        else:
+                            gate.succeeded()
+                            done.append((chunk, answer, reserved))
+                    await self._complete(spec, done)
+            finally:
+                gate.release(granted)
+            for chunk, reserved, error in failed:
+                self._retrying.spawn(
+                    self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
+                )
+
+    async def _attempt(
+        self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
+    ) -> list[Any] | ToolError:
+        try:
+            return await self._transport(spec, target, chunk)
+        except ToolError as exc:
+            return exc
 
     def _owners(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Attach calls whose key is already being executed to that call; the rest own."""
@@ -244,6 +317,9 @@ class CallExecutor:
         )
         self._settle(call, result)
 
+    def _stopping(self) -> bool:
+        return self._drain.stopping
+
     def _stop(self, calls: Sequence[ToolCall]) -> None:
         """The attempt is stopping: these calls were never sent. Over budget, they fail with
         the budget's error; otherwise they are cancelled and their rows stay pending."""
@@ -252,69 +328,56 @@ class CallExecutor:
             self._settle(call, None, error or asyncio.CancelledError())
 
     # one request
-    async def _request(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
-        try:
-            await self._send(spec, chunk)
-        except BaseException as exc:  # settle whatever is left; never leave a row hanging
-            error: BaseException = exc
-            if not isinstance(exc, Exception | asyncio.CancelledError):
-                error = asyncio.CancelledError()
-            for call in chunk:
-                self._settle(call, None, error)
-            if not isinstance(exc, Exception):
-                raise
-
-    async def _send(self, spec: ToolSpec, chunk: list[ToolCall]) -> None:
+    async def _send(
+        self,
+        spec: ToolSpec,
+        chunk: list[ToolCall],
+        *,
+        claimed: bool = False,
+        reserved: int = 0,
+        error: ToolError | None = None,
+    ) -> None:
+        """One request to its end: sent (again) through the gate, retried as
+        ``tools/_retry.py`` says, recorded. ``error`` is how its first send failed."""
         target = self._target(spec)
         gate = self._gates[target]
-        reserved = 0
-        sends = 0
-        claimed = False
+        sends = 1 if error is not None else 0
         while True:
-            error: ToolError | None = None
-            cause = gate.open_cause()
-            if cause is not None:
-                await self._fail(
-                    spec,
-                    chunk,
-                    ToolError(spec.id, f"{target.id} {cause}", code="circuit_open"),
-                    claimed=claimed,
-                )
-                self._ledger.release(spec, reserved)
-                return
-            if self._drain.stopping and not claimed:
-                self._stop(chunk)
-                return
-            async with gate.slot():
-                if self._drain.stopping and not claimed:
-                    self._stop(chunk)
+            if error is None:
+                cause = gate.open_cause()
+                if cause is not None:
+                    error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
+                    await self._fail(spec, chunk, error, claimed=claimed)
+                    self._ledger.release(spec, reserved)
                     return
-                if not claimed:
-                    chunk, reserved = await self._claim(spec, chunk)
-                    claimed = True
-                    if not chunk:
-                        return
-                    self._register_sending()
-                sends += 1
-                try:
-                    if target.jobs is None:
-                        raws = await self._transport(spec, target, chunk)
-                        # Recorded before the slot is given back: the calls sent and not
-                        # yet recorded (in doubt, should the process die) never exceed the
-                        # tool's concurrency window.
-                        gate.succeeded()
-                        await self._complete(spec, chunk, raws, reserved)
-                        return
-                    state = await self._submit(spec, target, target.jobs, chunk[0])
-                except ToolError as exc:
-                    error = exc
-                else:
-                    gate.succeeded()
-            if target.jobs is not None and error is None:
-                # submitted, and its job kept on the receipt: polling needs no slot
-                await self._finish_job(spec, target, target.jobs, chunk, state, reserved)
-                return
-            assert error is not None
+                if self._drain.stopping:  # not sent (again): its rows stay pending
+                    await self._release(chunk, claimed=claimed)
+                    self._ledger.release(spec, reserved)
+                    return
+                async with gate.slot():
+                    if not claimed:
+                        [(chunk, reserved)] = await self._claim(spec, [chunk]) or [([], 0)]
+                        claimed = True
+                        if not chunk:
+                            return
+                    sends += 1
+                    with self._sending():
+                        try:
+                            if target.jobs is None:
+                                raws = await self._transport(spec, target, chunk)
+                                gate.succeeded()
+                                await self._complete(spec, [(chunk, raws, reserved)])
+                                return
+                            state = await self._submit(spec, target, target.jobs, chunk[0])
+                        except ToolError as exc:
+                            error = exc
+                        else:
+                            gate.succeeded()
+                if error is None:
+                    # submitted, its job kept on the receipt: polling needs no slot
+                    assert target.jobs is not None
+                    await self._finish_job(spec, target, target.jobs, chunk, state, reserved)
+                    return
             decision = decide(error, spec, sends)
             wait = decision.delay
             if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
@@ -329,6 +392,7 @@ class CallExecutor:
                     self._ledger.release(spec, reserved)
                     return
                 await self._clock.sleep(wait)
+                error = None
                 continue
             if provider_failure(error):
                 gate.failed(_cause(error))
@@ -339,66 +403,77 @@ class CallExecutor:
             self._ledger.release(spec, reserved)
             return
 
-    def _register_sending(self) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    async def _release(self, chunk: list[ToolCall], *, claimed: bool) -> None:
+        """Stopping: a request that is not sent (again) lets go of its receipts."""
+        if claimed:
+            await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
+        self._stop(chunk)
 
-    async def _claim(self, spec: ToolSpec, chunk: list[ToolCall]) -> tuple[list[ToolCall], int]:
-        """Reserve the budget and claim the receipts of a request about to be sent; returns
-        the calls to send and the inputs reserved."""
-        allowed = self._ledger.reserve(spec, len(chunk))
-        if allowed < len(chunk):
-            refused, chunk = chunk[allowed:], chunk[:allowed]
-            error = self._ledger.exceeded(spec, len(refused))
-            self._drain.stop(BUDGET, error)
-            for call in refused:
-                self._settle(call, None, error)
+    async def _claim(
+        self, spec: ToolSpec, requests: list[list[ToolCall]]
+    ) -> list[tuple[list[ToolCall], int]]:
+        """Reserve the budget and claim the receipts of requests about to be sent (one
+        transaction, shared with whatever else is claiming now); returns each request's
+        calls to send and the inputs it reserved (requests left with none are dropped)."""
+        claims: list[Claim] = []
+        kept: list[list[ToolCall]] = []
+        for chunk in requests:
+            allowed = self._ledger.reserve(spec, len(chunk))
+            if allowed < len(chunk):  # the budget fits only the first ones: the rest fail
+                refused, chunk = chunk[allowed:], chunk[:allowed]
+                error = self._ledger.exceeded(spec, len(refused))
+                self._drain.stop(BUDGET, error)
+                for call in refused:
+                    self._settle(call, None, error)
             if not chunk:
-                return [], 0
-        request = secrets.token_hex(6)
-        now = self._clock.now()
-        claims = [
-            Claim(
-                key=c.key,
-                tool=spec.id,
-                run_id=self._run_id,
-                force=c.force,
-                resend=spec.in_doubt == "resend",
-                retry_in_doubt=self._retry_in_doubt,
-                request=request,
+                continue
+            self._requests += 1
+            request = f"{self._request_prefix}{self._requests}"
+            claims.extend(
+                Claim(
+                    key=c.key,
+                    tool=spec.id,
+                    run_id=self._run_id,
+                    force=c.force,
+                    resend=spec.in_doubt == "resend",
+                    retry_in_doubt=self._retry_in_doubt,
+                    request=request,
+                )
+                for c in chunk
             )
-            for c in chunk
-        ]
-        results = await self._io(
-            self._store.claim_receipts,
-            claims,
-            owner=self._owner,
-            lease_until=now + self._lease,
-            now=now,
-        )
-        send: list[ToolCall] = []
-        for call, claim in zip(chunk, results, strict=True):
-            receipt = claim.receipt
-            if claim.outcome is ClaimOutcome.OWNED:
-                call.job = receipt.job
-                call.generation = receipt.generation
-                call.idempotency_key = idempotency_key(call.key, receipt.generation)
-                call.resent = claim.resent
-                send.append(call)
-            elif claim.outcome is ClaimOutcome.COMPLETED:
-                assert receipt.result is not None
-                self._settle_cached(call, receipt.result)
-            elif claim.outcome is ClaimOutcome.HELD:
-                waiting = asyncio.get_running_loop().create_task(self._wait_for(spec, call))
-                self._waits.add(waiting)
-                waiting.add_done_callback(self._waits.discard)
-            else:
-                self._settle(call, None, _in_doubt_error(spec, receipt.error))
-        if len(send) < len(chunk):
-            self._ledger.release(spec, len(chunk) - len(send))
-        return send, len(send)
+            kept.append(chunk)
+        if not claims:
+            return []
+        try:
+            results = iter(await self._committer.claim(claims))
+        except BaseException:
+            for chunk in kept:
+                self._ledger.release(spec, len(chunk))
+            raise
+        claimed: list[tuple[list[ToolCall], int]] = []
+        for chunk in kept:
+            send: list[ToolCall] = []
+            for call in chunk:
+                claim = next(results)
+                receipt = claim.receipt
+                if claim.outcome is ClaimOutcome.OWNED:
+                    call.job = receipt.job
+                    call.generation = receipt.generation
+                    call.idempotency_key = idempotency_key(call.key, receipt.generation)
+                    call.resent = claim.resent
+                    send.append(call)
+                elif claim.outcome is ClaimOutcome.COMPLETED:
+                    assert receipt.result is not None
+                    self._settle_cached(call, receipt.result)
+                elif claim.outcome is ClaimOutcome.HELD:
+                    self._waits.spawn(self._wait_for(spec, call))
+                else:
+                    self._settle(call, None, _in_doubt_error(spec, receipt.error))
+            if len(send) < len(chunk):
+                self._ledger.release(spec, len(chunk) - len(send))
+            if send:
+                claimed.append((send, len(send)))
+        return claimed
 
     async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
         """Another live worker owns this call: wait for its result, or take over if it dies."""
@@ -426,7 +501,7 @@ class CallExecutor:
                     ),
                 )
                 return
-            await self._request(spec, [call])
+            await self._send(spec, [call])
         except BaseException as exc:
             if not call.future.done():
                 self._settle(call, None, exc if isinstance(exc, Exception) else None)
@@ -502,48 +577,55 @@ class CallExecutor:
                     self._ledger.release(spec, reserved)
                     return
                 await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
-        await self._complete(spec, chunk, [state.result], reserved)
+        await self._complete(spec, [(chunk, [state.result], reserved)])
 
     # recording
     async def _complete(
-        self, spec: ToolSpec, chunk: list[ToolCall], raws: list[Any], reserved: int
+        self, spec: ToolSpec, requests: list[tuple[list[ToolCall], list[Any], int]]
     ) -> None:
+        """Record the answers of sent requests in one transaction, then settle their calls."""
+        if not requests:
+            return
         completions: list[Completion] = []
         failures: list[Failure] = []
         outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
-        entries = []
-        for call, raw in zip(chunk, raws, strict=True):
-            result = ToolResult(
-                tool=spec.id,
-                data=raw,
-                execution=_LIVE,
-                outputs=spec.outputs,
-                lists=spec.lists,
-            )
-            result.cost = spec.cost.charged(result.found)
-            scope = call.scope
-            # the provider was called: the ledger records it even if the result is unusable
-            entry = self._ledger.entry(
-                spec,
-                call.key,
-                result.cost,
-                result.found,
-                scope.dataset if scope else None,
-                scope.row_key if scope else None,
-                call.generation,
-            )
-            entries.append(entry)
-            try:
-                stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
-            except PlayDefinitionError as exc:
-                error = ToolError(spec.id, str(exc), code="invalid_result")
-                failures.append(Failure(call.key, str(error), charge=entry))
-                outcomes.append((call, error))
-                continue
-            completions.append(Completion(call.key, stored, entry))
-            outcomes.append((call, result))
+        charged: list[tuple[int, list[LedgerEntry]]] = []
+        for chunk, raws, reserved in requests:
+            entries = []
+            for call, raw in zip(chunk, raws, strict=True):
+                result = ToolResult(
+                    tool=spec.id,
+                    data=raw,
+                    execution=_LIVE,
+                    outputs=spec.outputs,
+                    lists=spec.lists,
+                )
+                result.cost = spec.cost.charged(result.found)
+                scope = call.scope
+                # the provider was called: the ledger records it even if the result is unusable
+                entry = self._ledger.entry(
+                    spec,
+                    call.key,
+                    result.cost,
+                    result.found,
+                    scope.dataset if scope else None,
+                    scope.row_key if scope else None,
+                    call.generation,
+                )
+                entries.append(entry)
+                try:
+                    stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
+                except PlayDefinitionError as exc:
+                    error = ToolError(spec.id, str(exc), code="invalid_result")
+                    failures.append(Failure(call.key, str(error), charge=entry))
+                    outcomes.append((call, error))
+                    continue
+                completions.append(Completion(call.key, stored, entry))
+                outcomes.append((call, result))
+            charged.append((reserved, entries))
         kept = await self._committer.commit(completions, failures)
-        self._ledger.settle(spec, reserved, entries)
+        for reserved, entries in charged:
+            self._ledger.settle(spec, reserved, entries)
         for call, outcome in outcomes:
             if isinstance(outcome, ToolError):
                 self._settle(call, None, outcome)
@@ -571,15 +653,36 @@ class CallExecutor:
 
     async def settle_in_flight(self) -> None:
         """Wait for every request already sent to finish and be recorded (a stop)."""
-        while self._sending:
-            await asyncio.gather(*list(self._sending), return_exceptions=True)
+        await self._sending.idle()
 
     async def close(self) -> None:
-        """The attempt ends: stop waiting for receipts other workers hold."""
-        for task in list(self._waits):
-            task.cancel()
-        if self._waits:
-            await asyncio.gather(*list(self._waits), return_exceptions=True)
+        """The attempt ends: stop retrying, and waiting for receipts other workers hold
+        (their calls' rows stay pending)."""
+        await self._retrying.close()
+        await self._waits.close()
+
+
+class _Sending:
+    """How many requests are between their claim and their record; a stop waits for none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle: asyncio.Event | None = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if not self.count and self._idle is not None:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        while self.count:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
 
 
 _LIVE = Execution("live")

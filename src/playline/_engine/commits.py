@@ -1,73 +1,122 @@
-"""Group commit: the results of concurrent requests reach the store together.
+"""Group commit: the claims and the results of concurrent requests reach the store together.
 
-A request that finishes hands its completions and failures to the ``Committer`` and waits for
-them to be durable before its calls settle. While one write is in progress, the next ones
-queue up and go in the following transaction: a slow request never holds back the others'
-writes, and a burst of finishing requests costs one transaction, not one each.
+A request about to be sent hands its claims to the ``GroupCommit``; a request that finished
+hands its completions and failures; each waits for its part to be durable. While one write
+is in progress the next ones queue up and go in the following transaction: a slow request
+never holds back the others' writes, and a burst of requests costs one transaction for their
+claims and one for their results, not two each.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
-from ..store import Completion, Failure, Store, StoreIO
+from ..store import Claim, ClaimResult, Completion, Failure, Store, StoreIO
 
-__all__ = ["Committer"]
+__all__ = ["GroupCommit"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-class Committer:
-    def __init__(self, store: Store, owner: str, now: Callable[[], float]) -> None:
+class _Queue(Generic[T, R]):
+    """Items waiting for the next write of their kind, and who waits for each batch."""
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+        self.waiters: list[tuple[int, asyncio.Future[R]]] = []  # (how many items, waiter)
+
+    def add(self, items: Sequence[T]) -> asyncio.Future[R]:
+        waiter: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self.items.extend(items)
+        self.waiters.append((len(items), waiter))
+        return waiter
+
+    def take(self) -> tuple[list[T], list[tuple[int, asyncio.Future[R]]]]:
+        items, self.items = self.items, []
+        waiters, self.waiters = self.waiters, []
+        return items, waiters
+
+
+class GroupCommit:
+    def __init__(self, store: Store, owner: str, now: Callable[[], float], lease: float) -> None:
         self._store = store
         self._io = StoreIO(store)
         self._owner = owner
         self._now = now
-        self._completions: list[Completion] = []
-        self._failures: list[Failure] = []
-        self._waiters: list[asyncio.Future[dict[str, bytes]]] = []
+        self._lease = lease
+        self._claims: _Queue[Claim, list[ClaimResult]] = _Queue()
+        self._results: _Queue[Completion | Failure, dict[str, bytes]] = _Queue()
         self._writing = False
+
+    async def claim(self, claims: Sequence[Claim]) -> list[ClaimResult]:
+        """Claim these receipts with whatever else is waiting; results aligned with them."""
+        waiter = self._claims.add(claims)
+        self._start()
+        return await asyncio.shield(waiter)
 
     async def commit(
         self, completions: Sequence[Completion] = (), failures: Sequence[Failure] = ()
     ) -> dict[str, bytes]:
-        """Write these with whatever else is waiting; returns the results another owner had
-        already stored for some keys (they win: see ``complete_receipts``)."""
+        """Write these results; returns the results another owner had already stored for
+        some keys (they win: see ``complete_receipts``)."""
         if not completions and not failures:
             return {}
-        waiter: asyncio.Future[dict[str, bytes]] = asyncio.get_running_loop().create_future()
-        self._completions.extend(completions)
-        self._failures.extend(failures)
-        self._waiters.append(waiter)
+        waiter = self._results.add([*completions, *failures])
+        self._start()
+        return await asyncio.shield(waiter)
+
+    def _start(self) -> None:
         if not self._writing:
             self._writing = True
             asyncio.get_running_loop().create_task(self._write())
-        return await asyncio.shield(waiter)
 
     async def _write(self) -> None:
         try:
-            while self._waiters:
-                completions, self._completions = self._completions, []
-                failures, self._failures = self._failures, []
-                waiters, self._waiters = self._waiters, []
-                try:
-                    kept = await self._io(self._write_batch, completions, failures)
-                except BaseException as exc:  # every waiter learns of it
-                    for waiter in waiters:
-                        if not waiter.done():
-                            waiter.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(kept)
+            while self._claims.waiters or self._results.waiters:
+                if self._claims.waiters:
+                    claims, claimers = self._claims.take()
+                    await self._settle(claimers, self._claim_batch, claims, split=True)
+                if self._results.waiters:
+                    results, committers = self._results.take()
+                    await self._settle(committers, self._result_batch, results, split=False)
         finally:
             self._writing = False
 
-    def _write_batch(
-        self, completions: list[Completion], failures: list[Failure]
-    ) -> dict[str, bytes]:
+    async def _settle(
+        self,
+        waiters: list[tuple[int, asyncio.Future[Any]]],
+        write: Callable[[list[Any]], Any],
+        items: list[Any],
+        *,
+        split: bool,
+    ) -> None:
+        try:
+            answer = await self._io(write, items)
+        except Exception as exc:  # every waiter learns of it
+            for _, waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        start = 0
+        for count, waiter in waiters:
+            part = answer[start : start + count] if split else answer
+            start += count
+            if not waiter.done():
+                waiter.set_result(part)
+
+    def _claim_batch(self, claims: list[Claim]) -> list[ClaimResult]:
         now = self._now()
+        return self._store.claim_receipts(
+            claims, owner=self._owner, lease_until=now + self._lease, now=now
+        )
+
+    def _result_batch(self, results: list[Completion | Failure]) -> dict[str, bytes]:
+        now = self._now()
+        completions = [r for r in results if isinstance(r, Completion)]
+        failures = [r for r in results if isinstance(r, Failure)]
         kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
         self._store.fail_receipts(failures, owner=self._owner, now=now)
         return kept

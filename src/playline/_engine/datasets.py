@@ -166,7 +166,9 @@ class DatasetRun:
                             continue
                         if self._active >= rt.row_window:
                             rt.dispatcher.exit_row()
-                            await self._until(lambda: self._active < rt.row_window)
+                            # refill in bulk: rows admitted together queue their calls
+                            # together, so the next pass is big, not one call per row
+                            await self._until(lambda: self._active <= rt.row_window // 2)
                             rt.dispatcher.enter_row()
                         self._check_fatal()
                         self._start(index, key, values)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .._clock import Clock
-from ..tools import ToolResult
+from ..tools import ToolResult, ToolSpec
 from .calls import CallExecutor, ToolCall
 from .scope import RowScope
 
@@ -54,7 +54,7 @@ class Dispatcher:
         call.on_settle = lambda: self._unblock(scope)
         queue = self._queues.setdefault(call.spec.id, [])
         queue.append(call)
-        if len(queue) >= call.spec.max_batch:
+        if len(queue) >= _pass_size(call.spec):
             self._flush_full(call.spec.id)
         self._check()
         return call.future
@@ -74,7 +74,7 @@ class Dispatcher:
 
     def _flush_full(self, tool: str) -> None:
         queue = self._queues[tool]
-        size = queue[0].spec.max_batch
+        size = _pass_size(queue[0].spec)
         full = len(queue) - len(queue) % size
         batch, self._queues[tool] = queue[:full], queue[full:]
         if not self._queues[tool]:
@@ -123,3 +123,13 @@ class Dispatcher:
 
     def _send(self, batch: list[ToolCall]) -> None:
         self._spawn(self._executor.execute(batch[0].spec, batch))
+
+
+SINGLE_PASS = 256  # calls of a tool without a batch operation sent out in one pass
+
+
+def _pass_size(spec: ToolSpec) -> int:
+    """How many queued calls make a full pass: a batch tool's batch size; for single calls a
+    pass of many (their claims and results are written together, their requests sent at
+    once up to the tool's concurrency)."""
+    return spec.max_batch if spec.batch else SINGLE_PASS

@@ -56,6 +56,8 @@ class RateGate(Protocol):
     waiting: int
 
     def slot(self) -> AbstractAsyncContextManager[None]: ...
+    async def acquire(self, wanted: int) -> int: ...
+    def release(self, count: int) -> None: ...
     def wait_time(self) -> float: ...
     def throttled(self, retry_after: float | None) -> float: ...
     def succeeded(self) -> None: ...
@@ -86,7 +88,8 @@ class RateLimiter:
         self._tokens = min(self.burst, self._tokens + elapsed * self.per_second)
         self._stamp = max(self._stamp, now)
 
-    async def acquire(self) -> None:
+    async def acquire(self, wanted: int = 1) -> int:
+        """Wait for a token, then take as many as are saved up, up to ``wanted``."""
         self.waiting += 1
         try:
             async with self._lock:
@@ -97,8 +100,9 @@ class RateLimiter:
                         continue
                     self._refill()
                     if self._tokens >= 1 - _EPSILON:  # float time at epoch scale is coarse
-                        self._tokens = max(0.0, self._tokens - 1)
-                        return
+                        taken = max(1, min(wanted, int(self._tokens + _EPSILON)))
+                        self._tokens = max(0.0, self._tokens - taken)
+                        return taken
                     await self._clock.sleep(max((1 - self._tokens) / self.per_second, 1e-4))
         finally:
             self.waiting -= 1
@@ -127,23 +131,30 @@ class _Slots:
         self.in_use = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self) -> None:
-        if self.in_use < self.cap and not self._waiters:
+    async def acquire(self, wanted: int = 1) -> int:
+        """Wait for a free slot, then take as many as are free, up to ``wanted``."""
+        if self.in_use >= self.cap or self._waiters:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter  # handed one slot
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self.release()  # handed a slot as it was cancelled: pass it on
+                elif waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                raise
+            more = 0
+        else:
             self.in_use += 1
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # handed a slot as it was cancelled: pass it on
-            elif waiter in self._waiters:
-                self._waiters.remove(waiter)
-            raise
+            more = 0
+        if not self._waiters:
+            more = max(0, min(wanted - 1, self.cap - self.in_use))
+            self.in_use += more
+        return 1 + more
 
-    def release(self) -> None:
-        self.in_use -= 1
+    def release(self, count: int = 1) -> None:
+        self.in_use -= count
         self.wake()
 
     def wake(self) -> None:
@@ -179,9 +190,9 @@ class ToolGate:
         self._born = clock.monotonic()
         self._cut_until = 0.0  # no new rate cut before this
         self._cap_cut_until = 0.0
-        self._last_cut: tuple[float, float, int] | None = None  # (rate before, 429 share, n)
+        self._last_cut: tuple[float, float] | None = None  # (rate before it, 429 share then)
         self._noise_until = 0.0
-        self._since_cut = 0
+        self._since_cut = [0, 0]  # outcomes since the last cut: [429s, all]
         # the breaker
         self._failures = 0
         self._open_until = 0.0
@@ -209,17 +220,32 @@ class ToolGate:
     # passing
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        await self._slots.acquire()
+        """One call through: a concurrency slot and a rate token."""
+        await self.acquire(1)
+        try:
+            yield
+        finally:
+            self.release(1)
+
+    async def acquire(self, wanted: int) -> int:
+        """Let up to ``wanted`` calls through at once (at least one: it waits for that one);
+        returns how many may go. ``release`` them when they are done."""
+        granted = await self._slots.acquire(wanted)
         try:
             if self.limiter:
-                await self.limiter.acquire()
-            self.in_flight += 1
-            try:
-                yield
-            finally:
-                self.in_flight -= 1
-        finally:
-            self._slots.release()
+                tokens = await self.limiter.acquire(granted)
+                if tokens < granted:  # the rate allows fewer now: give the rest back
+                    self._slots.release(granted - tokens)
+                    granted = tokens
+        except BaseException:
+            self._slots.release(granted)
+            raise
+        self.in_flight += granted
+        return granted
+
+    def release(self, count: int) -> None:
+        self.in_flight -= count
+        self._slots.release(count)
 
     # learning from answers
     def throttled(self, retry_after: float | None) -> float:
@@ -227,14 +253,15 @@ class ToolGate:
         now = self._clock.monotonic()
         self._clean = 0
         self._outcomes.append(True)
-        self._since_cut += 1
+        self._since_cut[0] += 1
+        self._since_cut[1] += 1
         wait = 1.0 if retry_after is None else max(0.0, retry_after)
         if retry_after is None and self._slots.cap > 1:
             if now >= self._cap_cut_until:  # first a concurrency signal
                 self._slots.cap = max(1, self._slots.cap // 2)
                 self._cap_cut_until = now + 1.0
             return wait
-        if self._cut_rate(now, window=max(1.0, wait)) and self.limiter is not None:
+        if self._cut_rate(now, window=wait) and self.limiter is not None:
             # The provider's bucket is empty: everyone holds for Retry-After, not only the
             # call that heard it (the others would draw 429s of their own).
             self.limiter.pause(wait)
@@ -249,18 +276,21 @@ class ToolGate:
             self.limiter = RateLimiter(self._clock, max(self._achieved(now), LEARN_START), 1)
         limiter = self.limiter
         last = self._last_cut
-        if last is not None and self._since_cut >= _HISTORY // 2 and share >= 0.8 * last[1]:
-            # the last cut did not lower the share of 429s: they are not about our rate
-            limiter.per_second = last[0]
-            self._last_cut = None
-            self._noise_until = now + NOISE_REST
-            return False
+        throttled, seen = self._since_cut
+        # Judged on calls sent after the cut: those in flight at the time come back first.
+        if last is not None and seen >= max(_HISTORY // 2, 2 * self._slots.cap + 8):
+            if throttled / seen >= 0.8 * last[1]:
+                # the last cut did not lower the share of 429s: they are not about our rate
+                limiter.per_second = last[0]
+                self._last_cut = None
+                self._noise_until = now + NOISE_REST
+                return False
         factor = SLOW_LEARNED if self.ceiling is None else SLOW_DECLARED
         floor = max(self.min_rate, min(self._achieved(now), limiter.per_second))
-        self._last_cut = (limiter.per_second, share, len(self._outcomes))
+        self._last_cut = (limiter.per_second, share)
         limiter.per_second = max(floor, limiter.per_second * factor)
         self._cut_until = now + window
-        self._since_cut = 0
+        self._since_cut = [0, 0]
         return True
 
     def _achieved(self, now: float) -> float:
@@ -274,7 +304,7 @@ class ToolGate:
         now = self._clock.monotonic()
         self._outcomes.append(False)
         self._successes.append(now)
-        self._since_cut += 1
+        self._since_cut[1] += 1
         self._failures = 0
         self._probing = False
         self._open_until = 0.0

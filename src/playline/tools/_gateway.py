@@ -218,13 +218,19 @@ class Gateway:
                 code=info.get("code") or ("bad_response" if status == 200 else None),
                 request_id=info.get("request_id") or request_id,
                 retryable=status == 429 or (status >= 500 and spec.retry_safe),
-                retry_after=(
-                    parse_retry_after(response.headers.get("retry-after"))
-                    if status == 429
-                    else None
-                ),
+                retry_after=_retry_after(response, info) if status in (409, 429) else None,
             )
         return str(body.get("status", "completed")), body.get("result")
+
+
+def _retry_after(response: httpx.Response, body: Mapping[str, Any]) -> float | None:
+    """How long the provider asked to wait: ``retry_after_ms`` in the body (precise), else the
+    ``Retry-After`` header (whole seconds or a date); None when it named no wait at all."""
+    millis = body.get("retry_after_ms")
+    if isinstance(millis, int | float) and not isinstance(millis, bool) and millis >= 0:
+        return float(millis) / 1000
+    header = response.headers.get("retry-after")
+    return parse_retry_after(header) if header else None
 
 
 class _GatewayTransport:
@@ -242,6 +248,7 @@ class _GatewayTransport:
         self._poll = poll
         self._item_keys = item_keys
         self.poll_interval = gateway.poll_interval
+        self.inline = False
 
     async def call(
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()

@@ -30,6 +30,7 @@ class LocalTransport:
         self.fn = fn
         self.takes_list = takes_list
         self._is_async = inspect.iscoroutinefunction(fn)
+        self.inline = not self._is_async
 
     async def _invoke(self, arg: Any) -> Any:
         result = self.fn(arg)
@@ -115,10 +116,12 @@ class ToolRegistry:
                 raise PlayDefinitionError(f"@pl.tool({id!r}) must decorate a function.")
             takes_list = batch is not None and batch.via is None
             limits = rate or Rate()
-            if limits.concurrency is None and not inspect.iscoroutinefunction(fn):
-                # A plain function runs on the event loop: one call at a time is all it can
-                # do, and it keeps the calls sent but not yet recorded to one request.
-                limits = Rate(per_second=limits.per_second, burst=limits.burst, concurrency=1)
+            if limits.concurrency is None:
+                limits = Rate(
+                    per_second=limits.per_second,
+                    burst=limits.burst,
+                    concurrency=LOCAL_CONCURRENCY,
+                )
             spec = ToolSpec(
                 id=id,
                 transport=LocalTransport(fn, takes_list=takes_list),
@@ -149,6 +152,11 @@ class ToolRegistry:
 
 
 default_registry = ToolRegistry()
+
+# Calls of a local tool in flight at once, unless its Rate says otherwise: their claims and
+# results are written together. It is also how many requests (of up to the batch size each)
+# may be in doubt should the process die: they run again on resume (in_doubt="resend").
+LOCAL_CONCURRENCY = 64
 
 
 tool = default_registry.tool

@@ -85,6 +85,10 @@ class Transport(Protocol):
     honours them sends them, so a call repeated after a crash is not paid twice.
     """
 
+    # True when ``call`` never waits (a plain function): requests are then made one after
+    # the other, with no task each.
+    inline: bool
+
     async def call(
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
     ) -> list[Any]: ...
