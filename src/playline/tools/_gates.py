@@ -278,13 +278,13 @@ class ToolGate:
         last = self._last_cut
         throttled, seen = self._since_cut
         # Judged on calls sent after the cut: those in flight at the time come back first.
-        if last is not None and seen >= max(_HISTORY // 2, 2 * self._slots.cap + 8):
-            if throttled / seen >= 0.8 * last[1]:
-                # the last cut did not lower the share of 429s: they are not about our rate
-                limiter.per_second = last[0]
-                self._last_cut = None
-                self._noise_until = now + NOISE_REST
-                return False
+        judged = last is not None and seen >= max(_HISTORY // 2, 2 * self._slots.cap + 8)
+        if judged and last is not None and throttled / seen >= 0.8 * last[1]:
+            # the last cut did not lower the share of 429s: they are not about our rate
+            limiter.per_second = last[0]
+            self._last_cut = None
+            self._noise_until = now + NOISE_REST
+            return False
         factor = SLOW_LEARNED if self.ceiling is None else SLOW_DECLARED
         floor = max(self.min_rate, min(self._achieved(now), limiter.per_second))
         self._last_cut = (limiter.per_second, share)
