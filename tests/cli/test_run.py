@@ -28,7 +28,7 @@ def test_run_json_prints_one_object_per_event_and_a_result(cli: Cli, local_play:
     assert result.exit_code == 0, result.output
     lines = cli.json_lines(result.stdout)
     kinds = {line["kind"] for line in lines}
-    assert {"run", "dataset", "row", "batch", "log", "result"} <= kinds
+    assert {"run", "dataset", "rows", "batch", "log", "result"} <= kinds
     final = lines[-1]
     assert final["kind"] == "result" and final["status"] == "completed"
     assert final["run_id"] == "rj"

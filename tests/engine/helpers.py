@@ -126,3 +126,18 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_text, inner, max_size=4),
     max_leaves=12,
 )
+
+
+def row_reports(events: list[pl.Event]) -> list[tuple[str, str, dict]]:
+    """Every row a listener was told of: ``(row key, status, {"cells", "values"})``, whether
+    it came alone (a ``row`` event: failed or waiting rows) or with others (``rows``)."""
+    reports = []
+    for event in events:
+        if event.kind == "row":
+            assert event.row_key is not None and event.status is not None
+            reports.append((event.row_key, event.status, event.data or {}))
+        elif event.kind == "rows":
+            for row in (event.data or {})["rows"]:
+                detail = {"cells": row["cells"], "values": row["values"]}
+                reports.append((row["key"], "completed", detail))
+    return reports

@@ -8,7 +8,7 @@ import pytest
 
 import playline as pl
 
-from .helpers import call_tool, dataset_play, run_dataset, run_play
+from .helpers import call_tool, dataset_play, row_reports, run_dataset, run_play
 
 
 @pytest.fixture
@@ -54,13 +54,16 @@ def only(events, **fields):
 def test_listeners_see_every_cell_change(enriched):
     result, events = enriched
 
-    # row "a" waited on t.company, then finished: its cells ride in its row event
-    (row_a,) = only(events, kind="row", row_key="a", status="completed")
-    assert row_a.run_id == result.run_id and row_a.dataset == "rows"
-    assert row_a.data == {
+    # row "a" waited on t.company, then finished: its cells ride in its row's report
+    ((_, status, detail),) = [r for r in row_reports(events) if r[0] == "a"]
+    assert status == "completed"
+    assert detail == {
         "cells": {"company": "completed", "plain": "completed"},
         "values": {"company": {"domain": "a.io"}, "plain": "A"},
     }
+    # completed rows are reported together, one event for many rows
+    (reported,) = only(events, kind="rows")
+    assert reported.run_id == result.run_id and reported.dataset == "rows"
     # what was queued and sent is reported per batch
     (batch,) = only(events, kind="batch")
     assert batch.provider == "t.company"
@@ -78,8 +81,8 @@ def test_a_cell_set_before_its_row_waits_gets_its_own_event(company_tool):
 
     (plain,) = only(events, kind="cell", row_key="a", column="plain")
     assert (plain.status, plain.preview) == ("completed", "A")
-    (row,) = only(events, kind="row", row_key="a")
-    assert row.data == {
+    ((_, _, detail),) = row_reports(events)
+    assert detail == {
         "cells": {"company": "completed"},
         "values": {"company": {"domain": "a.io"}},
     }
@@ -88,7 +91,7 @@ def test_a_cell_set_before_its_row_waits_gets_its_own_event(company_tool):
 def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
     _, events = enriched
 
-    assert {e.row_key for e in only(events, kind="row", status="completed")} == {"a", "b"}
+    assert {key for key, status, _ in row_reports(events) if status == "completed"} == {"a", "b"}
     assert [e.status for e in only(events, kind="dataset", dataset="rows")] == [
         "running",
         "completed",
@@ -162,8 +165,8 @@ def test_a_skipped_cell_is_an_event():
 
     run_play(play, tools=[], listeners=[events.append])
 
-    (row,) = only(events, kind="row")
-    assert row.data == {"cells": {"y": "skipped"}, "values": {"y": None}}
+    ((_, _, detail),) = row_reports(events)
+    assert detail == {"cells": {"y": "skipped"}, "values": {"y": None}}
 
 
 def test_hidden_columns_make_no_cell_events(company_tool):

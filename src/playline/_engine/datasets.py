@@ -41,6 +41,8 @@ OnRowError = Literal["record", "raise"]
 # Playline errors that belong to one row (its cell fails); any other stops the run.
 ROW_ERRORS = (ToolError, EventTimeout)
 _WRITE_EVERY = 1000
+ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
+REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others
 
 
 class RowFailed(PlaylineError):
@@ -127,6 +129,8 @@ class DatasetRun:
         self._waits: list[Suspension] = []
         self._tasks: asyncio.TaskGroup | None = None
         self._hidden_columns = any(c.hidden for c in columns)
+        self._done: list[dict[str, Any]] = []  # completed rows not yet reported
+        self._done_timer: asyncio.TimerHandle | None = None
 
     async def execute(self, items: Iterable[Any], description: str | None) -> DatasetStats:
         rt = self.rt
@@ -159,19 +163,26 @@ class DatasetRun:
                         if rt.resuming
                         else {}
                     )
+                    todo = []
                     for index, key, values in fresh:
                         self.stats.rows += 1
                         if key in done and done[key].status == "completed":
                             self.stats.rows_reused += 1
-                            continue
-                        if self._active >= rt.row_window:
+                        else:
+                            todo.append((index, key, values))
+                    while todo:
+                        room = rt.row_window - self._active
+                        if room <= 0:
                             rt.dispatcher.exit_row()
                             # refill in bulk: rows admitted together queue their calls
                             # together, so the next pass is big, not one call per row
                             await self._until(lambda: self._active <= rt.row_window // 2)
                             rt.dispatcher.enter_row()
+                            continue
                         self._check_fatal()
-                        self._start(index, key, values)
+                        group, todo = todo[:room], todo[room:]
+                        self._start(group)
+                        self._check_fatal()
                 feeding = False
                 rt.dispatcher.exit_row()
                 await self._until(lambda: self._active == 0)
@@ -185,6 +196,7 @@ class DatasetRun:
             if feeding:
                 rt.dispatcher.exit_row()
             self.stats.rows_pending = self._active  # stopped before they finished
+            self._report_done()
             await self._flush()
         if self.stats.rows_duplicate:
             rt.events.log(
@@ -213,19 +225,75 @@ class DatasetRun:
             self._fatal = error
         self._wake()
 
-    # one row
-    def _start(self, index: int, key: str, values: dict[str, Any]) -> None:
-        self.stats.rows_executed += 1
-        self._active += 1
-        self.rt.dispatcher.enter_row()
-        self._advance(RowScope(dataset=self.name, row_key=key, index=index, values=values), 0)
+    # rows
+    def _start(self, group: list[tuple[int, str, dict[str, Any]]]) -> None:
+        """Run a group of rows column by column: a column's resolver for every row, then the
+        next column. A row whose resolver returns something to wait for (a queued tool call,
+        a coroutine) leaves the group there and goes on alone when it settles; the rows that
+        never wait finish together, in one progress event."""
+        self.stats.rows_executed += len(group)
+        self._active += len(group)
+        self.rt.dispatcher.enter_rows(len(group))
+        name = self.name
+        live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
+        ctx = self.rt.ctx
+        for position, column in enumerate(self.columns):
+            if not live:
+                return
+            plain: CellMeta = {"status": "completed", "updated_at": self.rt.clock.now()}
+            visible = not column.hidden
+            still: list[RowScope] = []
+            for row in live:
+                token = current_row.set(row)
+                try:
+                    row.column = column.name
+                    view = MappingProxyType(row.values)
+                    try:
+                        if column.when is not None and not self._runs(row, column, view):
+                            still.append(row)
+                            continue
+                        value = (
+                            column.resolver(view, ctx)
+                            if column.takes_ctx
+                            else column.resolver(view)
+                        )
+                    except Exception as exc:
+                        self._failed(row, column, exc)
+                        self._finish(row)
+                        continue
+                    if hasattr(type(value), "__await__") or _generator_coroutine(value):
+                        self._park(row, position, value)
+                        continue
+                    if row.results or row.notes or type(value) is ToolResult:
+                        self._set(row, column, value)
+                    else:  # a plain value: the common case, kept lean
+                        row.values[column.name] = value
+                        row.cells[column.name] = plain
+                        if visible:
+                            row.unreported.append(column.name)
+                    still.append(row)
+                finally:
+                    current_row.reset(token)
+            live = still
+        for row in live:
+            self._finish(row)
+
+    def _park(self, row: RowScope, position: int, value: Any) -> None:
+        """The row waits for ``value``; it goes on from ``position`` when that settles."""
+        self._report_cells(row)
+        if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
+            value.add_done_callback(functools.partial(self._resume, row, position))
+        else:
+            assert self._tasks is not None
+            self._tasks.create_task(self._await(row, position, value))
 
     def _advance(self, row: RowScope, start: int) -> None:
-        """Run the row's columns from ``start`` until it waits or finishes."""
+        """Run the row's remaining columns from ``start`` until it waits or finishes."""
         token = current_row.set(row)
         try:
             view = MappingProxyType(row.values)
-            for position, column in enumerate(self.columns[start:], start):
+            for position in range(start, len(self.columns)):
+                column = self.columns[position]
                 row.column = column.name
                 try:
                     if not self._runs(row, column, view):
@@ -239,12 +307,7 @@ class DatasetRun:
                     self._failed(row, column, exc)
                     break
                 if hasattr(type(value), "__await__") or _generator_coroutine(value):
-                    self._report_cells(row)
-                    if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
-                        value.add_done_callback(functools.partial(self._resume, row, position))
-                    else:
-                        assert self._tasks is not None
-                        self._tasks.create_task(self._await(row, position, value))
+                    self._park(row, position, value)
                     return
                 self._set(row, column, value)
             self._finish(row)
@@ -414,23 +477,44 @@ class DatasetRun:
                 updated_at=self.rt.clock.now(),
             )
         )
-        data: dict[str, Any] | None = None
-        if row.unreported:  # the cells set since the row last reported, with their values
-            data = {
-                "cells": {c: cells[c]["status"] for c in row.unreported if c in cells},
-                "values": {c: values[c] for c in row.unreported if c in values},
-            }
-            row.unreported.clear()
-        if waiting is not None:
-            data = {**(data or {}), "waiting": waiting.waiting()}
-        self.rt.events.emit(
-            "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
-        )
+        # what changed since the row last reported: its cells' statuses, with their values
+        cells_now = {c: cells[c]["status"] for c in row.unreported if c in cells}
+        values_now = {c: values[c] for c in row.unreported if c in values}
+        row.unreported.clear()
+        if status == "completed":  # reported with other rows, in one event
+            self._done.append({"key": row.row_key, "cells": cells_now, "values": values_now})
+            if len(self._done) >= ROWS_PER_EVENT:
+                self._report_done()
+            elif self._done_timer is None:
+                self._done_timer = asyncio.get_running_loop().call_later(
+                    REPORT_AFTER, self._report_done
+                )
+        else:
+            data: dict[str, Any] = {"cells": cells_now, "values": values_now}
+            if waiting is not None:
+                data["waiting"] = waiting.waiting()
+            self.rt.events.emit(
+                "row",
+                dataset=self.name,
+                row_key=row.row_key,
+                status=status,
+                error=error,
+                data=data,
+            )
         if len(self._writes) >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
             self._writing = asyncio.get_running_loop().create_task(self._write())
         self._active -= 1
         self.rt.dispatcher.exit_row()
         self._wake()
+
+    def _report_done(self) -> None:
+        """One event for the rows completed since the last one (a chunk's cells)."""
+        if self._done_timer is not None:
+            self._done_timer.cancel()
+            self._done_timer = None
+        if self._done:
+            rows, self._done = self._done, []
+            self.rt.events.emit("rows", dataset=self.name, status="completed", data={"rows": rows})
 
     def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, CellMeta]) -> None:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""

@@ -41,6 +41,9 @@ class Dispatcher:
     def enter_row(self) -> None:
         self.active_rows += 1
 
+    def enter_rows(self, count: int) -> None:
+        self.active_rows += count
+
     def exit_row(self) -> None:
         self.active_rows -= 1
         self._check()

@@ -141,7 +141,10 @@ class LiveProgress:
                 elif event.status == "completed":  # not_found may be either: left out
                     ds.rows[event.row_key] = "live"
         elif kind == "row" and event.dataset and event.row_key:
-            self._row_event(event)
+            self._row_event(event.dataset, event.row_key, event.status)
+        elif kind == "rows" and event.dataset:  # completed rows, reported together
+            for row in (event.data or {}).get("rows", ()):
+                self._row_event(event.dataset, row["key"], "completed")
         elif kind == "batch" and event.provider:
             self._batches[event.provider] = self._batches.get(event.provider, 0) + 1
             self._stalled = None  # moving again
@@ -164,15 +167,14 @@ class LiveProgress:
             self._bars.update(ds.task, total=max(total, 1), completed=max(total, 1))
         self._refresh_counts(ds)
 
-    def _row_event(self, event: Event) -> None:
-        assert event.dataset is not None and event.row_key is not None
-        ds = self._datasets.get(event.dataset)
+    def _row_event(self, dataset: str, row_key: str, status: str | None) -> None:
+        ds = self._datasets.get(dataset)
         if ds is None:
             return
-        calls = ds.rows.pop(event.row_key, None)
-        if event.status == "failed":
+        calls = ds.rows.pop(row_key, None)
+        if status == "failed":
             ds.failed += 1
-        elif event.status == "completed":
+        elif status == "completed":
             ds.done += 1
             if calls == "cached":
                 ds.cached += 1
