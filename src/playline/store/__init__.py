@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from ..errors import StoreError
 from ._io import StoreIO
@@ -71,14 +72,20 @@ __all__ = [
 ]
 
 DEFAULT_STORE_URL = "sqlite:///.playline/playline.db"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _named_memory: dict[str, MemoryStore] = {}
+_shared: dict[str, Store] = {}  # PostgreSQL stores by URL: one connection pool each
+_shared_lock = threading.Lock()
 
 
 def open_store(url: str | Store | None = None) -> Store:
     """Open the store at ``url`` (default: ``PLAYLINE_STORE``, else ``DEFAULT_STORE_URL``).
 
     ``memory://`` is a new empty store; ``memory://NAME`` is shared by everything in this
-    process that opens the same name.
+    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection per
+    call). ``postgresql://user@host:port/db`` is shared by everything in this process that
+    opens the same URL, so repeated runs reuse one connection pool; ``close()`` closes it for
+    all of them (the next ``open_store`` opens a new one).
     """
     if url is not None and not isinstance(url, str):
         return url
@@ -91,6 +98,24 @@ def open_store(url: str | Store | None = None) -> Store:
         from .sql import SQLiteStore
 
         return SQLiteStore(url)
+    if url.startswith(_POSTGRES_SCHEMES):
+        return _open_postgres(url)
     raise StoreError(
-        f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db' or 'memory://'."
+        f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db', "
+        "'postgresql://user@host:port/database' or 'memory://'."
     )
+
+
+def _open_postgres(url: str) -> Store:
+    try:
+        from .sql._postgres import PostgresStore
+    except ImportError as exc:
+        raise StoreError(
+            f"The PostgreSQL store needs psycopg and psycopg_pool ({exc}). Install them with "
+            "pip install 'playline[postgres]'."
+        ) from None
+    with _shared_lock:
+        store = _shared.get(url)
+        if not isinstance(store, PostgresStore) or store.closed:
+            store = _shared[url] = PostgresStore(url)
+        return store
