@@ -152,3 +152,28 @@ def test_concurrent_claims_own_each_key_once(durable_url: str) -> None:
         assert all(r.attempt == 1 for r in receipts.values())
     finally:
         store.close()
+
+
+def test_one_of_many_connections_creating_a_run_creates_it(durable_url: str) -> None:
+    open_store(durable_url).close()
+    stores = [durable_store(durable_url) for _ in range(4)]
+    start = threading.Barrier(len(stores))
+    created: list[bool] = []
+
+    def create(index: int) -> None:
+        start.wait()
+        for n in range(20):
+            record = RunRecord(run_id=f"r{n}", play=f"p{index}", status=RunStatus.RUNNING)
+            created.append(stores[index].create_run(record))
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert created.count(True) == 20 and len(created) == 80
+        assert len(stores[0].list_runs(limit=100)) == 20
+    finally:
+        for store in stores:
+            store.close()

@@ -22,6 +22,8 @@ one ``UPDATE ... RETURNING`` per lease of tokens.
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
@@ -40,6 +42,7 @@ __all__ = ["PostgresStore"]
 # SQLSTATE classes and codes that say what to do next.
 _DEADLOCK, _SERIALIZATION = "40P01", "40001"
 _PRIVILEGE = "42501"
+IDLE_CHECK_S = 2.0  # a connection idle longer is checked before use
 
 
 @lru_cache(maxsize=1024)
@@ -79,10 +82,16 @@ class PostgresStore(SQLStore):
     Opening it connects once, checks the schema (creating or migrating it; refusing a database
     of another program or a newer Playline's) and opens the pool. Other query parameters go to
     libpq (``sslmode``, ``options=-csearch_path%3Dplayline`` for a schema of its own, ...).
+
+    ``pool_size`` overrides the URL's; ``check_idle_after`` is how many seconds a pooled
+    connection may sit idle before it is checked (one round trip) when next handed out.
     """
 
-    def __init__(self, url: str, *, pool_size: int | None = None) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int | None = None, check_idle_after: float = IDLE_CHECK_S
+    ) -> None:
         self.url = url
+        self._check_idle_after = check_idle_after
         self._target: Target = parse_url(url)
         self.where = self._target.display
         self.io_threads = pool_size or self._target.pool_size
@@ -99,12 +108,16 @@ class PostgresStore(SQLStore):
                 self.schema_version_found = migrate(conn, self.where)
         except psycopg.Error as exc:
             raise self._error("create or check the schema", exc) from exc
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._target.conninfo,
             kwargs={"autocommit": True, **self._target.connect_kwargs},
             min_size=0,  # connections are made when asked for: an idle store holds none open
             max_size=self.io_threads,
             timeout=self._target.pool_timeout,
+            check=self._check_idle,
             name=f"playline {self.where}",
             open=False,
         )
@@ -150,6 +163,8 @@ class PostgresStore(SQLStore):
                 except psycopg.Error:
                     lost = conn.broken
                     raise
+                finally:
+                    self._last_used[conn] = time.monotonic()
         except PoolClosed:
             raise self._closed() from None
         except PoolTimeout as exc:
@@ -165,6 +180,13 @@ class PostgresStore(SQLStore):
                 # working connection instead of the same failure.
                 self._check_pool(pool)
             raise self._error(what, exc, lost=lost, committing=committing) from exc
+
+    def _check_idle(self, conn: psycopg.Connection[Any]) -> None:
+        """Before a connection that sat idle is handed out, make sure it still works (the
+        server may have restarted, or a proxy closed it): the pool replaces it if not. A busy
+        store pays nothing; one that idled pays one round trip."""
+        if time.monotonic() - self._last_used.get(conn, 0.0) >= self._check_idle_after:
+            ConnectionPool.check_connection(conn)
 
     @staticmethod
     def _check_pool(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
