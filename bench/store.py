@@ -23,7 +23,6 @@ from typing import Any
 
 from playline.store import open_store
 
-from ._measure import timed
 from .bookkeeping import ROWS, _run
 
 GOAL = 2.0
