@@ -74,7 +74,9 @@ __all__ = [
 DEFAULT_STORE_URL = "sqlite:///.playline/playline.db"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _named_memory: dict[str, MemoryStore] = {}
-_shared: dict[str, Store] = {}  # PostgreSQL stores by URL: one connection pool each
+# PostgreSQL stores by (process, URL): one connection pool each; a forked child, which must
+# not share its parent's connections (nor has its pool's threads), opens its own.
+_shared: dict[tuple[int, str], Store] = {}
 _shared_lock = threading.Lock()
 
 
@@ -115,7 +117,8 @@ def _open_postgres(url: str) -> Store:
             "pip install 'playline[postgres]'."
         ) from None
     with _shared_lock:
-        store = _shared.get(url)
+        key = (os.getpid(), url)
+        store = _shared.get(key)
         if not isinstance(store, PostgresStore) or store.closed:
-            store = _shared[url] = PostgresStore(url)
+            store = _shared[key] = PostgresStore(url)
         return store

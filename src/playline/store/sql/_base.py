@@ -350,6 +350,7 @@ class SQLStore(ABC):
         if not jobs:
             return
         with self._transaction(f"record {len(jobs)} submitted jobs", write=True) as cur:
+            self._lock_keys(cur, [key for key, _ in jobs])
             cur.executemany(
                 "UPDATE receipts SET job = ? WHERE key = ? AND owner = ? AND status = 'running'",
                 [(job, key, owner) for key, job in jobs],
@@ -360,6 +361,7 @@ class SQLStore(ABC):
             return
         params = [(key, owner) for key in keys]
         with self._transaction(f"release {len(keys)} receipts", write=True) as cur:
+            self._lock_keys(cur, keys)
             # Never sent anywhere: forget it. Sent before (a job, an earlier attempt): keep
             # its history, as failed, so the next claim takes it up again.
             cur.executemany(

@@ -6,10 +6,13 @@ SQLite's, so one object serves several event loops, and the engine calls it from
 worker threads as the pool has connections (``io_threads``; ``?pool_size=N`` in the URL,
 default 4). Every write batch is one transaction; reads run in autocommit.
 
-Concurrency: claims serialise on transaction-scoped advisory locks of the keys they decide on
-(``_lock_keys``), taken in one statement in a fixed order, so two processes claiming the same
-receipt can never both own it and two batches can never deadlock on each other's keys. Other
-writes are single ``UPDATE``s (row locks) or ``INSERT ... ON CONFLICT``.
+Concurrency: every batch that reads, decides and writes receipts or a run (claims,
+completions, failures, jobs, releases, creating and ending runs, delivering an event) first
+takes transaction-scoped advisory locks on the keys it decides on (``_lock_keys``), in one
+statement and in a fixed order: two processes claiming the same receipt can never both own it,
+and two such batches never deadlock on each other's keys. The rest are single statements
+(lease renewals, stop requests, ``INSERT ... ON CONFLICT``); should one still meet a batch in a
+deadlock, PostgreSQL aborts one of them and the store says to run it again.
 
 Where LISTEN/NOTIFY would plug in (not built yet): ``complete_receipts`` and ``deliver_event``
 would ``NOTIFY`` (``pg_notify('playline_receipts', key)``) inside their transactions, so the
