@@ -5,9 +5,9 @@ store (live calls: claims, completions, rows, events), then again under a new ru
 call answered from its receipt). Reference in the same run: SQLite; the goal is PostgreSQL
 within 2x of it on both workloads.
 
-PostgreSQL: ``BENCH_POSTGRES_URL`` (a server URL whose user may create databases; a fresh
-database is made per workload), else a throwaway local cluster started the way the test suite
-starts one (tests/services.py: Debian's postgresql package, fsync off).
+PostgreSQL: ``BENCH_POSTGRES_URL`` (a server URL whose user may create databases; the bench
+makes a database of its own and drops it after), else a throwaway local cluster started the
+way the test suite starts one (tests/services.py: Debian's postgresql package, fsync off).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from playline.store import open_store
 
 from .bookkeeping import ROWS, _run
 
@@ -54,6 +52,14 @@ class _GivenServer:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url.rsplit("/", 1)[0] + "/" + name
 
+    def drop_database(self, url: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
 
 def _workloads(url: str) -> dict[str, float]:
     """Seconds of a first run (live calls) and of a re-run (every call cached) on ``url``."""
@@ -64,7 +70,6 @@ def _workloads(url: str) -> dict[str, float]:
     cached_s, cached = _run(url, "cached")
     assert cached.status == "completed", cached.error
     assert cached.stats.tool_calls_live == 0, cached.stats
-    open_store(url).close()  # a PostgreSQL store is shared per URL: let its pool go
     return {"live_s": live_s, "cached_s": cached_s}
 
 
@@ -74,7 +79,11 @@ def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         figures["sqlite"] = _workloads(f"sqlite:///{tmp}/bench.db")
     with _postgres_server() as server:
-        figures["postgres"] = _workloads(server.new_database())
+        url = server.new_database()
+        try:
+            figures["postgres"] = _workloads(url)
+        finally:
+            server.drop_database(url)
     live_ratio = figures["postgres"]["live_s"] / figures["sqlite"]["live_s"]
     cached_ratio = figures["postgres"]["cached_s"] / figures["sqlite"]["cached_s"]
     result: dict[str, Any] = {

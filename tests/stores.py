@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,12 +52,6 @@ def url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
-    url = url_for(_chosen() or "sqlite", request, tmp_path)
-    yield url
-    if url.startswith("postgresql://"):
-        # open_store shares one PostgreSQL store per URL: close it before its database goes.
-        from playline.store import open_store
-
-        open_store(url).close()
+    return url_for(_chosen() or "sqlite", request, tmp_path)

@@ -25,16 +25,10 @@ from playline.store import (
     owner_id,
 )
 from playline.store._owners import holding
-from playline.store.sql import PostgresStore, SQLiteStore
 
 from storehelp import ME, NOW, charge
 
 SRC = str(Path(playline.store.__file__).resolve().parents[2])
-
-
-def durable_store(url: str) -> SQLiteStore | PostgresStore:
-    """A store object of its own (``open_store`` shares one PostgreSQL store per URL)."""
-    return SQLiteStore(url) if url.startswith("sqlite:") else PostgresStore(url)
 
 
 def test_data_survives_close_and_reopen(durable_url: str) -> None:
@@ -112,8 +106,8 @@ def test_concurrent_claims_own_each_key_once(durable_url: str) -> None:
         holders = {name: owner_id(name) for name in ("a", "b")}
 
         def claim_all(name: str, order: list[str]) -> None:
-            # Separate store objects (connections), as separate processes would have.
-            store = durable_store(durable_url)
+            # A store object (a connection) of its own, as another process would have.
+            store = open_store(durable_url)
             start.wait()
             got = owned.setdefault(name, [])
             for i in range(0, len(order), 2):
@@ -146,7 +140,7 @@ def test_concurrent_claims_own_each_key_once(durable_url: str) -> None:
         proc.wait(timeout=30)
     everyone = owned["a"] + owned["b"] + owned["process"]
     assert sorted(everyone) == sorted(keys), {name: len(got) for name, got in owned.items()}
-    store = durable_store(durable_url)
+    store = open_store(durable_url)
     try:
         receipts = store.find_receipts(keys)
         assert all(r.attempt == 1 for r in receipts.values())
@@ -156,7 +150,7 @@ def test_concurrent_claims_own_each_key_once(durable_url: str) -> None:
 
 def test_one_of_many_connections_creating_a_run_creates_it(durable_url: str) -> None:
     open_store(durable_url).close()
-    stores = [durable_store(durable_url) for _ in range(4)]
+    stores = [open_store(durable_url) for _ in range(4)]
     start = threading.Barrier(len(stores))
     created: list[bool] = []
 

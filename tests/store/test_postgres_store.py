@@ -3,6 +3,8 @@ and one clear error for each way a server, a login or a database can be wrong.""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -51,22 +53,35 @@ def row(key: str, index: int) -> RowRecord:
 # URLs and the pool
 
 
-def test_open_store_shares_one_store_per_url(postgres_url: str, monkeypatch: Any) -> None:
-    first = open_store(postgres_url)
-    try:
-        assert isinstance(first, PostgresStore)
-        assert open_store(postgres_url) is first
-        monkeypatch.setenv("PLAYLINE_STORE", postgres_url)
-        assert open_store() is first
-        first.close()
-        again = open_store(postgres_url)
-        assert again is not first and again.get_run("r") is None
-        again.close()
-        alias = open_store(postgres_url.replace("postgresql://", "postgres://", 1))
-        assert isinstance(alias, PostgresStore)
-        alias.close()
-    finally:
-        first.close()
+def test_open_store_opens_postgresql_urls(postgres_url: str, monkeypatch: Any) -> None:
+    with contextlib.closing(open_store(postgres_url)) as store:
+        assert isinstance(store, PostgresStore)
+    monkeypatch.setenv("PLAYLINE_STORE", postgres_url.replace("postgresql://", "postgres://"))
+    with contextlib.closing(open_store()) as store:
+        assert isinstance(store, PostgresStore) and store.get_run("r") is None
+
+
+def test_a_dropped_store_releases_its_connections(postgres_url: str) -> None:
+    # pl.run opens a store per call and leaves it to the collector.
+    store = open_store(postgres_url)
+    store.create_run(RunRecord(run_id="r", play="p", status=RunStatus.COMPLETED))
+    assert _connections(postgres_url) == 1
+    del store
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while _connections(postgres_url) and time.monotonic() < deadline:
+        pass  # the pool closes on a thread of its own: poll what the server reports
+    assert _connections(postgres_url) == 0
+
+
+def _connections(url: str) -> int:
+    """The store's connections to ``url``'s database (not counting this probe)."""
+    with admin(url) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid != pg_backend_pid()"
+        ).fetchone()
+    return int(found[0]) if found else 0
 
 
 def test_pool_size_sets_the_io_threads(postgres_url: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 from ..errors import StoreError
 from ._io import StoreIO
@@ -74,20 +73,16 @@ __all__ = [
 DEFAULT_STORE_URL = "sqlite:///.playline/playline.db"
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _named_memory: dict[str, MemoryStore] = {}
-# PostgreSQL stores by (process, URL): one connection pool each; a forked child, which must
-# not share its parent's connections (nor has its pool's threads), opens its own.
-_shared: dict[tuple[int, str], Store] = {}
-_shared_lock = threading.Lock()
 
 
 def open_store(url: str | Store | None = None) -> Store:
     """Open the store at ``url`` (default: ``PLAYLINE_STORE``, else ``DEFAULT_STORE_URL``).
 
     ``memory://`` is a new empty store; ``memory://NAME`` is shared by everything in this
-    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection per
-    call). ``postgresql://user@host:port/db`` is shared by everything in this process that
-    opens the same URL, so repeated runs reuse one connection pool; ``close()`` closes it for
-    all of them (the next ``open_store`` opens a new one).
+    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection);
+    ``postgresql://user@host:port/db`` opens a pool of connections to that database. Close a
+    store when done with it; one that is dropped unclosed releases its connections when it is
+    garbage-collected.
     """
     if url is not None and not isinstance(url, str):
         return url
@@ -116,9 +111,4 @@ def _open_postgres(url: str) -> Store:
             f"The PostgreSQL store needs psycopg and psycopg_pool ({exc}). Install them with "
             "pip install 'playline[postgres]'."
         ) from None
-    with _shared_lock:
-        key = (os.getpid(), url)
-        store = _shared.get(key)
-        if not isinstance(store, PostgresStore) or store.closed:
-            store = _shared[key] = PostgresStore(url)
-        return store
+    return PostgresStore(url)

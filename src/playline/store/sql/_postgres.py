@@ -54,6 +54,26 @@ def _paramstyle(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+class _IdleCheck:
+    """Before a connection that sat idle is handed out, make sure it still works (the server
+    may have restarted, or a proxy closed it): the pool replaces it if not. A busy store pays
+    nothing; one that idled pays one round trip. Apart from the store, which the pool (this
+    check) must not keep alive."""
+
+    def __init__(self, after: float) -> None:
+        self.after = after
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def used(self, conn: psycopg.Connection[Any]) -> None:
+        self._last_used[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._last_used.get(conn, 0.0) >= self.after:
+            ConnectionPool.check_connection(conn)
+
+
 class _PgCursor:
     """A psycopg cursor speaking the shared code's ``?`` dialect."""
 
@@ -79,6 +99,12 @@ class _PgCursor:
         return self._cur.fetchall()
 
 
+def _close_in_background(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+    """Close a dropped store's pool without waiting for its threads: the collector may run
+    this on any thread, one of the pool's own included."""
+    threading.Thread(target=pool.close, name=f"{pool.name}-close", daemon=True).start()
+
+
 class PostgresStore(SQLStore):
     """``postgresql://user[:password]@host[:port]/database[?pool_size=N&pool_timeout=S]``.
 
@@ -94,7 +120,6 @@ class PostgresStore(SQLStore):
         self, url: str, *, pool_size: int | None = None, check_idle_after: float = IDLE_CHECK_S
     ) -> None:
         self.url = url
-        self._check_idle_after = check_idle_after
         self._target: Target = parse_url(url)
         self.where = self._target.display
         self.io_threads = pool_size or self._target.pool_size
@@ -111,21 +136,22 @@ class PostgresStore(SQLStore):
                 self.schema_version_found = migrate(conn, self.where)
         except psycopg.Error as exc:
             raise self._error("create or check the schema", exc) from exc
-        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._idle = _IdleCheck(check_idle_after)
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self._target.conninfo,
             kwargs={"autocommit": True, **self._target.connect_kwargs},
             min_size=0,  # connections are made when asked for: an idle store holds none open
             max_size=self.io_threads,
             timeout=self._target.pool_timeout,
-            check=self._check_idle,
+            check=self._idle.check,
             name=f"playline {self.where}",
             open=False,
         )
         pool.open()
         self._pool = pool
+        # pl.run opens a store per call and does not close it: when this object is dropped,
+        # its pool (whose threads keep it alive) is closed too.
+        self._release = weakref.finalize(self, _close_in_background, pool)
 
     def __repr__(self) -> str:
         state = "closed" if self._pool is None else "open"
@@ -145,6 +171,7 @@ class PostgresStore(SQLStore):
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
+            self._release.detach()
             pool.close()
 
     # the dialect
@@ -167,7 +194,7 @@ class PostgresStore(SQLStore):
                     lost = conn.broken
                     raise
                 finally:
-                    self._last_used[conn] = time.monotonic()
+                    self._idle.used(conn)
         except PoolClosed:
             raise self._closed() from None
         except PoolTimeout as exc:
@@ -183,13 +210,6 @@ class PostgresStore(SQLStore):
                 # working connection instead of the same failure.
                 self._check_pool(pool)
             raise self._error(what, exc, lost=lost, committing=committing) from exc
-
-    def _check_idle(self, conn: psycopg.Connection[Any]) -> None:
-        """Before a connection that sat idle is handed out, make sure it still works (the
-        server may have restarted, or a proxy closed it): the pool replaces it if not. A busy
-        store pays nothing; one that idled pays one round trip."""
-        if time.monotonic() - self._last_used.get(conn, 0.0) >= self._check_idle_after:
-            ConnectionPool.check_connection(conn)
 
     @staticmethod
     def _check_pool(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
