@@ -1,5 +1,6 @@
 """Suite-wide settings: under CI, hypothesis runs its examples deterministically; the real
-services' fixtures (PostgreSQL, Temporal, Chromium: see services.py) are registered here."""
+services' fixtures (PostgreSQL, Temporal, Chromium: see services.py) and ``store_url`` (a
+fresh store of the kind PLAYLINE_TEST_STORE names: see stores.py) are registered here."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from services import (
     temporal_server,
     temporal_time_skipping_path,
 )
+from stores import store_url
 
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("dev", deadline=None)
@@ -26,6 +28,7 @@ __all__ = [
     "chromium_path",
     "postgres_server",
     "postgres_url",
+    "store_url",
     "temporal_bin",
     "temporal_server",
     "temporal_time_skipping_path",

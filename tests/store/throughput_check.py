@@ -1,6 +1,9 @@
-"""By hand, not a test: how many receipts per second the SQLite store claims and completes.
+"""By hand, not a test: how many receipts per second a store claims and completes.
 
-PYTHONPATH=src .venv/bin/python tests/store/throughput_check.py [N] [BATCH]
+PYTHONPATH=src .venv/bin/python tests/store/throughput_check.py [N] [BATCH] [URL]
+
+Without URL: a SQLite file in a temp dir. ``python -m bench store`` compares the stores on
+whole runs.
 """
 
 from __future__ import annotations
@@ -9,15 +12,15 @@ import sys
 import tempfile
 import time
 
-from playline.store import Claim, Event, RowRecord, owner_id
-from playline.store.sql import SQLiteStore
+from playline.store import Claim, Completion, Event, RowRecord, open_store, owner_id
 
 
-def main(n: int = 100_000, batch: int = 500) -> None:
+def main(n: int = 100_000, batch: int = 500, url: str | None = None) -> None:
     owner = owner_id("bench")
     keys = [f"{i:064x}" for i in range(n)]
     result = b'{"data":{"email":"someone@example.com","score":0.93},"found":true,"credits":1.0}'
-    with tempfile.TemporaryDirectory() as folder, SQLiteStore(f"sqlite:///{folder}/b.db") as store:
+    with tempfile.TemporaryDirectory() as folder:
+        store = open_store(url or f"sqlite:///{folder}/b.db")
         started = time.perf_counter()
         for start in range(0, n, batch):
             chunk = keys[start : start + batch]
@@ -28,7 +31,9 @@ def main(n: int = 100_000, batch: int = 500) -> None:
                 lease_until=now + 60,
                 now=now,
             )
-            store.complete_receipts([(k, result) for k in chunk], owner=owner, now=now)
+            store.complete_receipts(
+                [Completion(key=k, result=result) for k in chunk], owner=owner, now=now
+            )
         live = n / (time.perf_counter() - started)
 
         started = time.perf_counter()
@@ -71,6 +76,7 @@ def main(n: int = 100_000, batch: int = 500) -> None:
         started = time.perf_counter()
         count = sum(1 for _ in store.iter_rows("bench", "people"))
         streamed = count / (time.perf_counter() - started)
+        store.close()
 
     print(f"claim + complete (live):      {live:>10,.0f} keys/s")
     print(f"claim of completed (cached):  {cached:>10,.0f} keys/s")
@@ -79,4 +85,5 @@ def main(n: int = 100_000, batch: int = 500) -> None:
 
 
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:]))
+    args = sys.argv[1:]
+    main(*(int(a) for a in args[:2]), *args[2:3])

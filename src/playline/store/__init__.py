@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE_URL = "sqlite:///.playline/playline.db"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _named_memory: dict[str, MemoryStore] = {}
 
 
@@ -80,7 +81,10 @@ def open_store(url: str | Store | None = None) -> Store:
     """Open the store at ``url`` (default: ``PLAYLINE_STORE``, else ``DEFAULT_STORE_URL``).
 
     ``memory://`` is a new empty store; ``memory://NAME`` is shared by everything in this
-    process that opens the same name.
+    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection);
+    ``postgresql://user@host:port/db`` opens a pool of connections to that database. Close a
+    store when done with it; one that is dropped unclosed releases its connections when it is
+    garbage-collected.
     """
     if url is not None and not isinstance(url, str):
         return url
@@ -93,6 +97,20 @@ def open_store(url: str | Store | None = None) -> Store:
         from .sql import SQLiteStore
 
         return SQLiteStore(url)
+    if url.startswith(_POSTGRES_SCHEMES):
+        return _open_postgres(url)
     raise StoreError(
-        f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db' or 'memory://'."
+        f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db', "
+        "'postgresql://user@host:port/database' or 'memory://'."
     )
+
+
+def _open_postgres(url: str) -> Store:
+    try:
+        from .sql._postgres import PostgresStore
+    except ImportError as exc:
+        raise StoreError(
+            f"The PostgreSQL store needs psycopg and psycopg_pool ({exc}). Install them with "
+            "pip install 'playline[postgres]'."
+        ) from None
+    return PostgresStore(url)

@@ -91,8 +91,9 @@ class SQLStore(ABC):
         naming ``what``."""
 
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:  # noqa: B027
-        """Serialise claims of the same receipt keys across connections (nothing to do where
-        the transaction already holds the database's write lock, as SQLite's does)."""
+        """Serialise the transactions that decide on the same keys (receipt keys, ``run:ID``,
+        ``event:KEY``) across connections: read, decide, write can then never race. Nothing to
+        do where a write transaction holds the database's write lock, as SQLite's does."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -100,6 +101,7 @@ class SQLStore(ABC):
     # runs
     def create_run(self, run: RunRecord) -> bool:
         with self._transaction(f"create run {run.run_id}", write=True) as cur:
+            self._lock_keys(cur, [f"run:{run.run_id}"])
             if cur.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
                 return False
             cur.execute(UPSERT_RUN, run_params(run))
@@ -178,6 +180,7 @@ class SQLStore(ABC):
 
     def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
         with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
+            self._lock_keys(cur, [f"run:{run_id}"])
             row = cur.execute(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -236,7 +239,8 @@ class SQLStore(ABC):
             return {}
         unique = list(dict.fromkeys(keys))
         with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
-            return self._select_receipts(cur, unique)
+            found = self._select_receipts(cur, unique)
+        return {key: found[key] for key in unique if key in found}
 
     @staticmethod
     def _select_receipts(cur: Cursor, keys: Sequence[str]) -> dict[str, Receipt]:
@@ -279,7 +283,11 @@ class SQLStore(ABC):
             return {}
         keys = list(dict.fromkeys(c.key for c in completions))
         kept: dict[str, bytes] = {}
+        charges = [c.charge for c in completions if c.charge is not None]
         with self._transaction(f"complete {len(completions)} receipts", write=True) as cur:
+            # Serialised with claims and other completions of these keys (and the charges'
+            # "once per generation" check with other processes' charges).
+            self._lock_keys(cur, [*keys, *(e.receipt_key for e in charges)])
             # key -> (status, owner, the stored result when another owner completed it)
             state: dict[str, tuple[str, str, bytes | None]] = {}
             for chunk in _chunks(keys):
@@ -305,7 +313,7 @@ class SQLStore(ABC):
                 "lease_until = NULL, updated_at = ? WHERE key = ?",
                 updates,
             )
-            self._charge(cur, [c.charge for c in completions if c.charge is not None])
+            self._charge(cur, charges)
         return kept
 
     @staticmethod
@@ -316,7 +324,9 @@ class SQLStore(ABC):
     def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
         if not failures:
             return
+        charges = [f.charge for f in failures if f.charge is not None]
         with self._transaction(f"fail {len(failures)} receipts", write=True) as cur:
+            self._lock_keys(cur, [*(f.key for f in failures), *(e.receipt_key for e in charges)])
             cur.executemany(
                 "UPDATE receipts SET status = ?, error = ?, lease_until = NULL, updated_at = ?, "
                 "generation = generation + ?, job = CASE WHEN ? = 1 THEN NULL ELSE job END "
@@ -334,12 +344,13 @@ class SQLStore(ABC):
                     for f in failures
                 ],
             )
-            self._charge(cur, [f.charge for f in failures if f.charge is not None])
+            self._charge(cur, charges)
 
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         if not jobs:
             return
         with self._transaction(f"record {len(jobs)} submitted jobs", write=True) as cur:
+            self._lock_keys(cur, [key for key, _ in jobs])
             cur.executemany(
                 "UPDATE receipts SET job = ? WHERE key = ? AND owner = ? AND status = 'running'",
                 [(job, key, owner) for key, job in jobs],
@@ -350,6 +361,7 @@ class SQLStore(ABC):
             return
         params = [(key, owner) for key in keys]
         with self._transaction(f"release {len(keys)} receipts", write=True) as cur:
+            self._lock_keys(cur, keys)
             # Never sent anywhere: forget it. Sent before (a job, an earlier attempt): keep
             # its history, as failed, so the next claim takes it up again.
             cur.executemany(

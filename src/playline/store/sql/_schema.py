@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...errors import StoreError
+from ._refusals import foreign_database, newer_schema
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
@@ -207,11 +207,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
 
 def _refuse_newer(found: int, path: str) -> None:
     if found > SCHEMA_VERSION:
-        raise StoreError(
-            f"The store {path} has schema version {found}, newer than this Playline knows "
-            f"({SCHEMA_VERSION}): it was written by a newer Playline. Upgrade playline "
-            "(pip install -U playline) to open it."
-        )
+        raise newer_schema(path, found, SCHEMA_VERSION)
 
 
 def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
@@ -221,10 +217,11 @@ def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )
     }
-    foreign = sorted(tables - _OURS)
+    foreign = tables - _OURS
     if foreign:
-        raise StoreError(
-            f"{path} is a SQLite database that is not a Playline store (it has tables "
-            f"{', '.join(foreign)}). Choose another path for the store; Playline leaves this "
-            "file untouched."
+        raise foreign_database(
+            path,
+            "a SQLite database",
+            foreign,
+            "Choose another path for the store; Playline leaves this file untouched.",
         )

@@ -1,0 +1,271 @@
+"""The PostgreSQL store: ``postgresql://user@host:port/database``, one database shared by
+processes on many machines.
+
+psycopg 3 with a ``psycopg_pool.ConnectionPool``: the store is synchronous and thread-safe like
+SQLite's, so one object serves several event loops, and the engine calls it from as many
+worker threads as the pool has connections (``io_threads``; ``?pool_size=N`` in the URL,
+default 4). Every write batch is one transaction; reads run in autocommit.
+
+Concurrency: every batch that reads, decides and writes receipts or a run (claims,
+completions, failures, jobs, releases, creating and ending runs, delivering an event) first
+takes transaction-scoped advisory locks on the keys it decides on (``_lock_keys``), in one
+statement and in a fixed order: two processes claiming the same receipt can never both own it,
+and two such batches never deadlock on each other's keys. The rest are single statements
+(lease renewals, stop requests, ``INSERT ... ON CONFLICT``); should one still meet a batch in a
+deadlock, PostgreSQL aborts one of them and the store says to run it again.
+
+Where LISTEN/NOTIFY would plug in (not built yet): ``complete_receipts`` and ``deliver_event``
+would ``NOTIFY`` (``pg_notify('playline_receipts', key)``) inside their transactions, so the
+notice goes out exactly when the result is visible; a waiter (a receipt HELD by another
+process, a run awaiting an event) would ``LISTEN`` on a dedicated connection outside the pool
+instead of polling. Shared rate limits would live in a ``rate_leases`` table here, taken with
+one ``UPDATE ... RETURNING`` per lease of tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from ...errors import StoreError
+from ._base import Cursor, SQLStore
+from ._postgres_schema import migrate
+from ._postgres_url import Target, connect_error, parse_url
+
+__all__ = ["PostgresStore"]
+
+# SQLSTATE classes and codes that say what to do next.
+_DEADLOCK, _SERIALIZATION = "40P01", "40001"
+_PRIVILEGE = "42501"
+IDLE_CHECK_S = 2.0  # a connection idle longer is checked before use
+
+
+@lru_cache(maxsize=1024)
+def _paramstyle(sql: str) -> str:
+    """The shared statements' ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class _IdleCheck:
+    """Before a connection that sat idle is handed out, make sure it still works (the server
+    may have restarted, or a proxy closed it): the pool replaces it if not. A busy store pays
+    nothing; one that idled pays one round trip. Apart from the store, which the pool (this
+    check) must not keep alive."""
+
+    def __init__(self, after: float) -> None:
+        self.after = after
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def used(self, conn: psycopg.Connection[Any]) -> None:
+        self._last_used[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._last_used.get(conn, 0.0) >= self.after:
+            ConnectionPool.check_connection(conn)
+
+
+class _PgCursor:
+    """A psycopg cursor speaking the shared code's ``?`` dialect."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self._cur.execute(_paramstyle(sql), params)
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        self._cur.executemany(_paramstyle(sql), params)
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+
+def _close_in_background(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+    """Close a dropped store's pool without waiting for its threads: the collector may run
+    this on any thread, one of the pool's own included."""
+    threading.Thread(target=pool.close, name=f"{pool.name}-close", daemon=True).start()
+
+
+class PostgresStore(SQLStore):
+    """``postgresql://user[:password]@host[:port]/database[?pool_size=N&pool_timeout=S]``.
+
+    Opening it connects once, checks the schema (creating or migrating it; refusing a database
+    of another program or a newer Playline's) and opens the pool. Other query parameters go to
+    libpq (``sslmode``, ``options=-csearch_path%3Dplayline`` for a schema of its own, ...).
+
+    ``pool_size`` overrides the URL's; ``check_idle_after`` is how many seconds a pooled
+    connection may sit idle before it is checked (one round trip) when next handed out.
+    """
+
+    def __init__(
+        self, url: str, *, pool_size: int | None = None, check_idle_after: float = IDLE_CHECK_S
+    ) -> None:
+        self.url = url
+        self._target: Target = parse_url(url)
+        self.where = self._target.display
+        self.io_threads = pool_size or self._target.pool_size
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        try:
+            conn = psycopg.connect(
+                self._target.conninfo, autocommit=True, **self._target.connect_kwargs
+            )
+        except psycopg.OperationalError as exc:
+            raise connect_error(self._target, exc) from None
+        try:
+            with conn:
+                self.schema_version_found = migrate(conn, self.where)
+        except psycopg.Error as exc:
+            raise self._error("create or check the schema", exc) from exc
+        self._idle = _IdleCheck(check_idle_after)
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self._target.conninfo,
+            kwargs={"autocommit": True, **self._target.connect_kwargs},
+            min_size=0,  # connections are made when asked for: an idle store holds none open
+            max_size=self.io_threads,
+            timeout=self._target.pool_timeout,
+            check=self._idle.check,
+            name=f"playline {self.where}",
+            open=False,
+        )
+        pool.open()
+        self._pool = pool
+        # pl.run opens a store per call and does not close it: when this object is dropped,
+        # its pool (whose threads keep it alive) is closed too.
+        self._release = weakref.finalize(self, _close_in_background, pool)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._pool is None else "open"
+        return f"PostgresStore({self.where!r}) [{state}]"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._pool is None
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            self._release.detach()
+            pool.close()
+
+    # the dialect
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool) -> Iterator[Cursor]:
+        pool = self._pool
+        if pool is None:
+            raise self._closed()
+        committing = lost = False
+        try:
+            with pool.connection() as conn:
+                try:
+                    if write:
+                        with conn.transaction():
+                            yield _PgCursor(conn.cursor())
+                            committing = True
+                    else:
+                        yield _PgCursor(conn.cursor())
+                except psycopg.Error:
+                    lost = conn.broken
+                    raise
+                finally:
+                    self._idle.used(conn)
+        except PoolClosed:
+            raise self._closed() from None
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"Could not {what} in the store {self.where}: no connection to PostgreSQL within "
+                f"{self._target.pool_timeout:g} s ({exc}). Check that the server is up; if all "
+                f"{self.io_threads} connections are busy, raise pool_size in the store URL."
+            ) from None
+        except psycopg.Error as exc:
+            if lost:
+                # The server went away (a restart, a failover, a killed backend): the pool has
+                # dropped this connection; check the idle ones too, so the next call gets a
+                # working connection instead of the same failure.
+                self._check_pool(pool)
+            raise self._error(what, exc, lost=lost, committing=committing) from exc
+
+    @staticmethod
+    def _check_pool(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+        with suppress(Exception):  # best effort: the pool replaces what it finds broken
+            pool.check()
+
+    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
+        """Transaction advisory locks on ``keys``, released at commit or rollback.
+
+        One statement takes them all in the order of their 64-bit hashes (the lock identities),
+        so two transactions that lock overlapping key sets always queue, never deadlock.
+        PostgreSQL evaluates the volatile lock function after the ``ORDER BY`` sort.
+        """
+        if keys:
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) "
+                "AS h FROM unnest(?::text[]) AS k) AS locks ORDER BY h",
+                (sorted(set(keys)),),
+            )
+
+    def _closed(self) -> StoreError:
+        return StoreError(
+            f"The store {self.where} is closed (store is closed). Open it again with "
+            "open_store(url)."
+        )
+
+    def _error(
+        self, what: str, exc: psycopg.Error, *, lost: bool = False, committing: bool = False
+    ) -> StoreError:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        where = f"Could not {what} in the store {self.where}"
+        if lost:
+            written = (
+                "it may have been committed just before: check, or run it again (claims and "
+                "completions are safe to repeat)"
+                if committing
+                else "nothing of it was written (its transaction rolled back)"
+            )
+            return StoreError(
+                f"{where}: the connection to PostgreSQL was lost ({reason}); {written}. Check "
+                "that the server is up; the next call reconnects."
+            )
+        if exc.sqlstate in (_DEADLOCK, _SERIALIZATION):
+            return StoreError(
+                f"{where}: PostgreSQL aborted it because of a conflict with another process "
+                f"({reason}); nothing of it was written. Run it again."
+            )
+        if exc.sqlstate == _PRIVILEGE:
+            return StoreError(
+                f"{where}: {reason}. Grant the store's user the privileges it needs on the "
+                "database (CREATE on its schema when the store is new; SELECT, INSERT, UPDATE "
+                "and DELETE on Playline's tables), or connect as another user."
+            )
+        if isinstance(exc, psycopg.DataError) and "NUL" in reason:
+            return StoreError(
+                f"{where}: {reason}. PostgreSQL text cannot hold the character U+0000: remove it "
+                "from ids, names and messages (values inside rows and results may hold it)."
+            )
+        return StoreError(f"{where}: {reason}.")

@@ -1,0 +1,213 @@
+"""The PostgreSQL schema, as an ordered list of migrations applied in one transaction on open.
+
+Migration ``i`` (0-based) brings a database from version ``i`` to ``i + 1``; the version is
+kept in ``meta.schema_version``, next to the ``event_seq`` counter. Add a migration at the
+end; never edit a shipped one. Version 1 is the whole of SQLite's version 4, with PostgreSQL's
+types: ``BYTEA`` for blobs, ``DOUBLE PRECISION`` for times and credits, ``BIGINT`` for every
+integer (SQLite's are 64-bit), and ``COLLATE "C"`` on text, so that ids compare byte by byte
+as in SQLite whatever the database's locale (``spent`` finds child plays by the range
+``"id/" <= run_id < "id0"``, which a linguistic collation would break).
+
+DDL is transactional in PostgreSQL: a migration is applied whole or not at all, and an
+advisory lock makes processes that open a new database at once migrate it one after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._refusals import foreign_database, newer_schema
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version", "tables"]
+
+_T = 'TEXT COLLATE "C"'
+_TIME = "DOUBLE PRECISION"
+
+_V1 = (
+    f"""CREATE TABLE runs (
+        run_id {_T} PRIMARY KEY,
+        play {_T} NOT NULL,
+        status {_T} NOT NULL,
+        input {_T},
+        output {_T},
+        error {_T},
+        stats {_T} NOT NULL,
+        created_at {_TIME} NOT NULL,
+        updated_at {_TIME} NOT NULL,
+        parent_run_id {_T},
+        waiting {_T},
+        holder {_T},
+        lease_until {_TIME},
+        attempts BIGINT NOT NULL DEFAULT 0,
+        stop_requested BIGINT NOT NULL DEFAULT 0,
+        counters {_T},
+        wake_at {_TIME},
+        options {_T}
+    )""",
+    "CREATE INDEX runs_created_at ON runs (created_at)",
+    "CREATE INDEX runs_due ON runs (status, wake_at)",
+    "CREATE INDEX runs_parent ON runs (parent_run_id)",
+    "CREATE INDEX runs_holder ON runs (holder)",
+    f"""CREATE TABLE run_waits (
+        run_id {_T} NOT NULL,
+        event_key {_T} NOT NULL,
+        PRIMARY KEY (run_id, event_key)
+    )""",
+    "CREATE INDEX run_waits_event ON run_waits (event_key)",
+    f"""CREATE TABLE receipts (
+        key {_T} PRIMARY KEY,
+        tool {_T} NOT NULL,
+        status {_T} NOT NULL,
+        owner {_T} NOT NULL,
+        run_id {_T} NOT NULL,
+        attempt BIGINT NOT NULL,
+        lease_until {_TIME},
+        result BYTEA,
+        error {_T},
+        updated_at {_TIME} NOT NULL,
+        job BYTEA,
+        generation BIGINT NOT NULL DEFAULT 1,
+        request {_T}
+    )""",
+    "CREATE INDEX receipts_owner ON receipts (owner) WHERE status = 'running'",
+    f"""CREATE TABLE rows (
+        run_id {_T} NOT NULL,
+        dataset {_T} NOT NULL,
+        key {_T} NOT NULL,
+        idx BIGINT NOT NULL,
+        status {_T} NOT NULL,
+        "values" {_T} NOT NULL,
+        cells {_T} NOT NULL,
+        error {_T},
+        updated_at {_TIME} NOT NULL,
+        PRIMARY KEY (run_id, dataset, key)
+    )""",
+    "CREATE INDEX rows_page ON rows (run_id, dataset, idx, key)",
+    f"""CREATE TABLE events (
+        seq BIGINT PRIMARY KEY,
+        run_id {_T} NOT NULL,
+        kind {_T} NOT NULL,
+        at {_TIME} NOT NULL,
+        dataset {_T},
+        row_key {_T},
+        "column" {_T},
+        status {_T},
+        provider {_T},
+        error {_T},
+        preview {_T},
+        data {_T}
+    )""",
+    "CREATE INDEX events_run ON events (run_id, seq)",
+    f"""CREATE TABLE ledger (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id {_T} NOT NULL,
+        tool {_T} NOT NULL,
+        receipt_key {_T} NOT NULL,
+        credits DOUBLE PRECISION NOT NULL,
+        found BIGINT NOT NULL,
+        at {_TIME} NOT NULL,
+        dataset {_T},
+        row_key {_T},
+        generation BIGINT NOT NULL DEFAULT 1
+    )""",
+    "CREATE INDEX ledger_run ON ledger (run_id)",
+    # A receipt's generation is charged once: the statement checks, the index guarantees.
+    "CREATE UNIQUE INDEX ledger_receipt ON ledger (receipt_key, generation)",
+    f"""CREATE TABLE boundaries (
+        key {_T} PRIMARY KEY,
+        run_id {_T} NOT NULL,
+        kind {_T} NOT NULL,
+        status {_T} NOT NULL,
+        output BYTEA,
+        wake_at {_TIME},
+        updated_at {_TIME} NOT NULL
+    )""",
+    f"""CREATE TABLE inbox (
+        key {_T} PRIMARY KEY,
+        payload BYTEA NOT NULL,
+        sent_at {_TIME} NOT NULL,
+        delivered_to {_T},
+        delivered_at {_TIME}
+    )""",
+    "INSERT INTO meta (key, value) VALUES ('event_seq', '0')",
+)
+
+Migration = Sequence[str]
+MIGRATIONS: tuple[Migration, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# pg_advisory_xact_lock key held while migrating ("playline" in ASCII).
+_MIGRATION_LOCK = 0x706C61796C696E65
+
+_TABLES = """
+    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+"""
+_META_COLUMNS = """
+    SELECT column_name FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name = 'meta'
+"""
+
+
+def tables(conn: Any) -> set[str]:
+    """The tables (and views) of the connection's current schema."""
+    return {name for (name,) in conn.execute(_TABLES).fetchall()}
+
+
+def schema_version(conn: Any) -> int | None:
+    """The version recorded in ``meta``: 0 for an empty schema, None for tables that are not
+    a Playline store's."""
+    found = tables(conn)
+    if not found:
+        return 0
+    if "meta" not in found:
+        return None
+    columns = {name for (name,) in conn.execute(_META_COLUMNS).fetchall()}
+    if columns != {"key", "value"}:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdigit() else None
+
+
+def migrate(conn: Any, where: str, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the database (``where`` names it in messages) to ``len(migrations)``; return the
+    version found. ``conn`` is a psycopg connection in autocommit mode.
+
+    Raises ``StoreError`` for a schema written by a newer Playline, or for a schema that holds
+    another program's tables (nothing is created there).
+    """
+    known = len(migrations)
+    found = _checked(conn, where, known)
+    if found == known:
+        return found
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        # Another process may have migrated while we waited for the lock.
+        found = _checked(conn, where, known)
+        if found == 0:
+            conn.execute(f"CREATE TABLE meta (key {_T} PRIMARY KEY, value {_T} NOT NULL)")
+        for statements in migrations[found:]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(known),),
+        )
+    return found
+
+
+def _checked(conn: Any, where: str, known: int) -> int:
+    found = schema_version(conn)
+    if found is None:
+        raise foreign_database(
+            where,
+            "a PostgreSQL database",
+            tables(conn),
+            "Choose another database for the store, or a schema of its own (create it, then "
+            "add ?options=-csearch_path%3DNAME to the URL); Playline leaves this one untouched.",
+        )
+    if found > known:
+        raise newer_schema(where, found, known)
+    return found

@@ -1,0 +1,61 @@
+"""The ledger: charges by run, and what a run and its child plays spent."""
+
+from __future__ import annotations
+
+from playline.store import Completion, LedgerEntry, Store
+
+from storehelp import ME, NOW, charge, claim
+
+
+def pay(store: Store, run_id: str, key: str, credits: float) -> LedgerEntry:
+    """Claim ``key`` for ``run_id`` and complete it with a charge."""
+    claim(store, key, run_id=run_id)
+    entry = charge(key, credits, run_id=run_id)
+    store.complete_receipts([Completion(key=key, result=b"{}", charge=entry)], owner=ME, now=NOW)
+    return entry
+
+
+def test_read_ledger_by_run_in_the_order_charged(store: Store) -> None:
+    entries = [
+        LedgerEntry(
+            run_id="r1",
+            tool="email",
+            receipt_key=f"k{i}",
+            credits=0.5 * i,
+            found=i % 2 == 0,
+            at=float(i),
+            dataset="people" if i else None,
+            row_key=f"row{i}" if i else None,
+        )
+        for i in range(4)
+    ]
+    claim(store, "k0", "k1", "k2", "k3", "x")
+    store.complete_receipts(
+        [Completion(key=e.receipt_key, result=b"{}", charge=e) for e in entries[:2]],
+        owner=ME,
+        now=NOW,
+    )
+    other = LedgerEntry(run_id="r2", tool="t", receipt_key="x", credits=1, found=True, at=0.0)
+    store.complete_receipts([Completion(key="x", result=b"{}", charge=other)], owner=ME, now=NOW)
+    store.complete_receipts(
+        [Completion(key=e.receipt_key, result=b"{}", charge=e) for e in entries[2:]],
+        owner=ME,
+        now=NOW,
+    )
+    assert store.read_ledger("r1") == entries
+    assert store.read_ledger("r2") == [other]
+    assert store.read_ledger("r3") == []
+
+
+def test_spent_counts_a_run_and_its_child_plays(store: Store) -> None:
+    pay(store, "r1", "a", 1.0)
+    pay(store, "r1/child", "b", 2.0)
+    pay(store, "r1/child/grandchild", "c", 4.0)
+    pay(store, "r10", "d", 8.0)  # another run whose id starts alike
+    pay(store, "r1-x", "e", 16.0)
+    pay(store, "r", "f", 32.0)
+    assert store.spent("r1") == 7.0
+    assert store.spent("r1/child") == 6.0
+    assert store.spent("r10") == 8.0
+    assert store.spent("r") == 32.0
+    assert store.spent("nobody") == 0.0

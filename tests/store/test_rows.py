@@ -1,0 +1,116 @@
+"""Rows of datasets: saved in batches, loaded by key, streamed in input order."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from playline.errors import PlayDefinitionError
+from playline.store import RowRecord, Store
+
+
+def row(
+    key: str, index: int, dataset: str = "people", run_id: str = "r1", **values: Any
+) -> RowRecord:
+    return RowRecord(
+        run_id=run_id,
+        dataset=dataset,
+        key=key,
+        index=index,
+        status="completed",
+        values={"key": key, **values},
+        cells={"email": {"status": "completed", "provider": "sim", "cost": 1.5}},
+        updated_at=float(index),
+    )
+
+
+def test_rows_save_load_and_iterate_in_index_order(store: Store) -> None:
+    rows = [row(f"k{i}", i, email=f"{i}@x.io") for i in range(2500)]
+    shuffled = rows[:]
+    random.Random(3).shuffle(shuffled)
+    for start in range(0, len(shuffled), 700):
+        store.save_rows(shuffled[start : start + 700])
+    assert list(store.iter_rows("r1", "people")) == rows
+    assert list(store.iter_rows("r1", "nobody")) == []
+    assert list(store.iter_rows("r2", "people")) == []
+    loaded = store.load_rows("r1", "people", ["k7", "missing", "k2"])
+    assert loaded == {"k7": rows[7], "k2": rows[2]}
+    assert list(loaded) == ["k7", "k2"]
+    assert store.load_rows("r1", "people", []) == {}
+
+
+def test_load_rows_beyond_one_chunk(store: Store) -> None:
+    rows = [row(f"k{i}", i) for i in range(1300)]
+    store.save_rows(rows)
+    keys = [f"k{i}" for i in reversed(range(1300))]
+    assert list(store.load_rows("r1", "people", keys)) == keys
+
+
+def test_rows_overwrite(store: Store) -> None:
+    store.save_rows([row("a", 0), row("b", 1)])
+    failed = RowRecord(
+        run_id="r1",
+        dataset="people",
+        key="a",
+        index=0,
+        status="failed",
+        values={},
+        cells={"email": {"status": "failed", "error": "boom"}},
+        error="boom",
+        updated_at=9.0,
+    )
+    store.save_rows([failed])
+    assert list(store.iter_rows("r1", "people")) == [failed, row("b", 1)]
+
+
+def test_row_values_keep_their_column_order(store: Store) -> None:
+    stored = row("a", 0, zeta=1, alpha=2, mid=3)
+    store.save_rows([stored])
+    [loaded] = store.iter_rows("r1", "people")
+    assert list(loaded.values) == ["key", "zeta", "alpha", "mid"]
+
+
+def test_iter_rows_pages_through_equal_indexes(store: Store) -> None:
+    # Indexes are input positions, so they do not repeat; if they did, no row would be lost
+    # or repeated across pages.
+    rows = [row(f"k{i}", i // 1500) for i in range(3000)]
+    store.save_rows(rows)
+    got = list(store.iter_rows("r1", "people"))
+    assert sorted(r.key for r in got) == sorted(r.key for r in rows)
+    assert [r.index for r in got] == [r.index for r in rows]
+
+
+def test_rows_may_be_written_while_iter_rows_runs(store: Store) -> None:
+    # No read stays open between pages: writing (here, or from another process) neither
+    # blocks nor breaks the iteration; whether a later page sees the new row is not promised.
+    store.save_rows([row(f"k{i:05}", i) for i in range(1500)])
+    seen = []
+    for record in store.iter_rows("r1", "people"):
+        if not seen:
+            store.save_rows([row("late", 5000)])
+        seen.append(record.key)
+    assert seen[:1500] == [f"k{i:05}" for i in range(1500)]
+    assert len(list(store.iter_rows("r1", "people"))) == 1501
+
+
+def test_datasets_in_the_order_first_written(store: Store) -> None:
+    store.save_rows([row("a", 0, dataset="people")])
+    store.save_rows([row("a", 1, dataset="companies"), row("b", 2, dataset="people")])
+    store.save_rows([row("a", 0, dataset="other", run_id="r2")])
+    assert store.datasets("r1") == ["people", "companies"]
+    assert store.datasets("r2") == ["other"]
+    assert store.datasets("r3") == []
+
+
+def test_values_that_are_not_json_raise_before_anything_is_written(store: Store) -> None:
+    bad = RowRecord(
+        run_id="r1", dataset="d", key="b", index=1, status="x", values={"s": {1, 2}}, cells={}
+    )
+    with pytest.raises(PlayDefinitionError):
+        store.save_rows([row("a", 0, dataset="d"), bad])
+    assert list(store.iter_rows("r1", "d")) == []
+    store.save_rows([])  # the store is still usable
+    store.save_rows([row("a", 0, dataset="d")])
+    assert len(list(store.iter_rows("r1", "d"))) == 1

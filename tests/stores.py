@@ -1,0 +1,57 @@
+"""Which stores the suites run against, and a fresh store URL for a test.
+
+``PLAYLINE_TEST_STORE=memory|sqlite|postgres`` restricts the store conformance suite
+(tests/store) to one store (unset: all three) and picks the store behind the ``store_url``
+fixture (unset: sqlite), which the engine suites use. PostgreSQL is the throwaway server of
+services.py, a fresh database per test; it starts only when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+
+__all__ = ["DURABLE_KINDS", "STORE_KINDS", "durable_kinds", "store_kinds", "store_url"]
+
+STORE_KINDS = ("memory", "sqlite", "postgres")
+DURABLE_KINDS = ("sqlite", "postgres")
+_ENV = "PLAYLINE_TEST_STORE"
+_memory_names = itertools.count()
+
+
+def _chosen() -> str | None:
+    chosen = os.environ.get(_ENV) or None
+    if chosen is not None and chosen not in STORE_KINDS:
+        raise pytest.UsageError(f"{_ENV}={chosen!r}: use one of {', '.join(STORE_KINDS)}.")
+    return chosen
+
+
+def store_kinds() -> list[str]:
+    """The stores the conformance suite runs against."""
+    chosen = _chosen()
+    return [chosen] if chosen else list(STORE_KINDS)
+
+
+def durable_kinds() -> list[str]:
+    """The stores a durable-only test (several processes, reopening) runs against: the chosen
+    one, or SQLite when only the memory store was chosen."""
+    return [kind for kind in store_kinds() if kind in DURABLE_KINDS] or ["sqlite"]
+
+
+def url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store of ``kind`` for the requesting test."""
+    if kind == "memory":
+        return f"memory://test-{os.getpid()}-{next(_memory_names)}"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/playline.db"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
+    return url_for(_chosen() or "sqlite", request, tmp_path)
