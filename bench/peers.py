@@ -134,6 +134,7 @@ def figures(
         "requests": sum(by_tool.values()),
         "requests_by_tool": by_tool,
         "rejected_429": sum(rejected.values()),
+        "rejected_by_tool": rejected,
         "errors_5xx": sum(errors.values()),
         "duplicate_charges": ledger["duplicate_charges"] - before.get("duplicate_charges", 0),
         "credits": round(ledger["credits"] - before["credits"], 3),

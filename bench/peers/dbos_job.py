@@ -1,14 +1,16 @@
 """The DBOS peer: the work-email waterfall as one durable workflow per person.
 
-DBOS Transact (``dbos`` on PyPI) with its system database in SQLite: a workflow per person
-tries beta, alpha, then gamma (a gamma guess below 0.6 confidence is kept only when the
-verifier says ``valid``); every provider call is a step, retried by DBOS on 429 and 5xx with
-its exponential backoff (DBOS's step retries cannot honour ``Retry-After``). The same
-semaphore per provider as the hand-written script caps requests in flight. Single calls only.
+DBOS Transact (``dbos`` on PyPI) with its system database in SQLite, written the way its
+documentation says to call rate-limited APIs: the person workflows go through a queue whose
+limiter starts at most 10 a second (beta's limit; every person starts with beta). Each
+workflow tries beta, alpha, then gamma (a gamma guess below 0.6 confidence is kept only when
+the verifier says ``valid``); every provider call is a step, retried by DBOS on 429 and 5xx
+with its exponential backoff (DBOS's step retries cannot honour ``Retry-After``), under the
+same semaphore per provider as the hand-written script. Single calls only.
 
-Workflows get DBOS's default (random) ids, as a batch script starting one per person does; so
-a second run is new work and pays again. (Content-derived ids set with ``SetWorkflowID`` would
-let DBOS answer a re-run from its system database; that is a choice its user must make.)
+Workflows get DBOS's default (random) ids, as a batch script enqueuing one per person does;
+so a second run is new work and pays again. (Content-derived ids set with ``SetWorkflowID``
+would let DBOS answer a re-run from its system database; that is a choice its user must make.)
 
     python bench/peers/dbos_job.py --url URL --token TOKEN --people people.json --state DIR
 
@@ -43,10 +45,25 @@ class Retryable(Exception):
 
 
 class Gateway:
-    """The process's HTTP client and per-provider semaphores (made on the running loop)."""
+    """An HTTP client and per-provider semaphores, for the event loop that made it."""
 
-    client: httpx.AsyncClient
-    limits: dict[str, asyncio.Semaphore]
+    def __init__(self, url: str, token: str) -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        self.client = httpx.AsyncClient(base_url=url, headers=headers, timeout=30.0)
+        self.limits = {tool: asyncio.Semaphore(n) for tool, n in CONCURRENCY.items()}
+
+
+# DBOS runs dequeued workflows on its own background loop: each loop gets its gateway there,
+# on first use, kept for the life of the process.
+GATEWAY_ARGS: dict[str, str] = {}
+_gateways: dict[asyncio.AbstractEventLoop, Gateway] = {}
+
+
+def gateway() -> Gateway:
+    loop = asyncio.get_running_loop()
+    if loop not in _gateways:
+        _gateways[loop] = Gateway(**GATEWAY_ARGS)
+    return _gateways[loop]
 
 
 @DBOS.step(
@@ -57,9 +74,10 @@ class Gateway:
     should_retry=lambda exc: isinstance(exc, Retryable),
 )
 async def call_provider(tool: str, payload: dict[str, Any]) -> dict[str, Any]:
-    async with Gateway.limits[tool]:
+    gw = gateway()
+    async with gw.limits[tool]:
         try:
-            response = await Gateway.client.post(
+            response = await gw.client.post(
                 f"/api/v2/integrations/{tool}/execute", json={"payload": payload}
             )
         except httpx.TransportError as exc:
@@ -102,13 +120,10 @@ async def find_email(person: dict[str, Any]) -> str | None:
     return email if check.get("status") == "valid" else None
 
 
-async def main(url: str, token: str, people: list[dict[str, Any]]) -> list[str | None]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30.0) as client:
-        Gateway.client = client
-        Gateway.limits = {tool: asyncio.Semaphore(n) for tool, n in CONCURRENCY.items()}
-        handles = [await DBOS.start_workflow_async(find_email, p) for p in people]
-        return [await h.get_result() for h in handles]
+async def main(people: list[dict[str, Any]]) -> list[str | None]:
+    queue = await DBOS.register_queue_async("people", limiter={"limit": 10, "period": 1.0})
+    handles = [await queue.enqueue_async(find_email, p) for p in people]
+    return [await h.get_result() for h in handles]
 
 
 if __name__ == "__main__":
@@ -126,10 +141,11 @@ if __name__ == "__main__":
         "system_database_url": f"sqlite:///{os.path.join(args.state, 'dbos.sqlite')}",
         "log_level": "WARNING",
     }
+    GATEWAY_ARGS.update(url=args.url, token=args.token)
     DBOS(config=config)
     DBOS.launch()
     try:
-        found = asyncio.run(main(args.url, args.token, people))
+        found = asyncio.run(main(people))
     finally:
         DBOS.destroy()
     print(json.dumps({"wall_s": time.perf_counter() - start, "found": found}))
