@@ -15,6 +15,8 @@ BENCHMARKS = [
     "bulk",
     "waterfall_coverage",
     "store",
+    "peers",
+    "single_call",
 ]
 
 
