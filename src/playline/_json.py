@@ -17,15 +17,24 @@ _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _ORDERED = orjson.OPT_NON_STR_KEYS
 
 
+def _refuse(value: Any) -> Any:
+    if isinstance(value, Secret):
+        str(value)  # raises SecretLeakError, naming the secret, never showing it
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
 def dumps(value: Any, *, what: str = "value", ordered: bool = False) -> bytes:
     """Serialise ``value`` as canonical JSON bytes (sorted keys, no whitespace); with
     ``ordered`` keys keep their order (rows keep their column order).
 
-    Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable.
+    Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable,
+    and ``SecretLeakError`` when it holds a secret (a ``Secret``, or a copy of its value).
     """
     try:
-        data = orjson.dumps(value, option=_ORDERED if ordered else _SORTED)
+        data = orjson.dumps(value, default=_refuse, option=_ORDERED if ordered else _SORTED)
     except TypeError as exc:
+        if isinstance(exc.__cause__, PlayDefinitionError):
+            raise exc.__cause__ from None
         raise PlayDefinitionError(
             f"{what} is not JSON-serialisable ({exc}). Return plain dicts, lists, strings, "
             "numbers, booleans or None."
@@ -77,7 +86,7 @@ def normalise_input(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if isinstance(value, Secret):  # keys see a digest of a secret, never the secret
-        return {"$secret": digest("secret", value)}
+        return {"$secret": digest("secret", value.reveal())}
     if isinstance(value, str):
         return " ".join(value.split())
     if isinstance(value, Mapping):

@@ -1,55 +1,183 @@
-"""Secrets: values a play may use but that never reach the store, a log or an event.
+"""Secrets: values a play may use but that never reach the store, a log, an event or a file.
 
-``ctx.secrets.get("HUNTER_KEY")`` reads ``PLAYLINE_SECRET_HUNTER_KEY`` (else ``HUNTER_KEY``)
-from the environment. Every secret value read in this process is remembered, and whatever
-Playline is about to write (JSON for the store, log lines, event text) is checked for it:
-finding one raises ``SecretLeakError`` instead of writing. The check is by value, so a secret
-copied into an f-string is caught too.
+``ctx.secrets.get("HUNTER_KEY")`` reads ``PLAYLINE_SECRET_HUNTER_KEY`` (else ``HUNTER_KEY``) and
+returns a ``Secret``: a value of its own type that refuses ``str()``, formatting, JSON encoding
+and pickling. A tool input may hold one (``ctx.tool("x", {"api_key": key})``): the receipt key
+sees only a digest, and the transport reveals it to the tool or the provider and nowhere else;
+``key.reveal()`` gives the string where a play needs it explicitly.
+
+Copies made of the revealed string are caught by value. Everything Playline is about to store,
+print or emit (rows and row keys, dataset names, event keys, results, logs, events, errors,
+exports) is checked for every secret read in this process, on the decoded text: the secret as
+it is, and as it appears escaped inside JSON. A secret of 16 characters or more is also caught
+in derived forms: any piece of half its length or more (at least 10 characters, in any letter
+case), and the base64 (standard or URL-safe) and hex encodings of the whole. Values that hold a
+secret are refused (``SecretLeakError``, which never shows the secret); error messages have it
+replaced by ``[secret NAME]``.
+
+What is not protected: a play file is code running with the user's rights; it can reveal a
+secret and send it anywhere, or transform it beyond these forms (encrypt it, split it in
+pieces shorter than half). The checks stop accidents, not a play written to leak.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import re
+import threading
+import urllib.parse
+from typing import Any, NoReturn
+
+import orjson
 
 from .errors import PlayDefinitionError, SecretLeakError
 
-__all__ = ["Secret", "Secrets", "check_no_secret"]
+__all__ = ["Secret", "Secrets", "check_no_secret", "leaks", "redact", "reveal"]
 
+DERIVED_FROM = 16  # characters: secrets at least this long are also caught in derived forms
+MIN_PIECE = 10  # characters: the shortest piece of a secret that counts as the secret
 _MIN_LENGTH = 4  # shorter values would match by accident
-_values: set[str] = set()
-_encoded: set[bytes] = set()
 
 
-class Secret(str):
-    """A secret's value: usable as a string, shown as ``Secret('***')``."""
+class Secret:
+    """A secret's value: usable in tool inputs and request headers, refused everywhere else.
 
-    __slots__ = ()
+    ``str(secret)``, ``f"{secret}"``, JSON encoding and pickling raise ``SecretLeakError``;
+    ``repr`` shows only its name; ``reveal()`` returns the value (it is yours to keep safe).
+    """
+
+    __slots__ = ("_value", "name")
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name = name
+        self._value = value
+        _registry.add(name, value)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __len__(self) -> int:
+        return len(self._value)
 
     def __repr__(self) -> str:
-        return "Secret('***')"
+        return f"Secret({self.name!r})"
+
+    def __str__(self) -> str:
+        self._refuse("turned into text (str())")
+
+    def __format__(self, spec: str) -> str:
+        self._refuse("formatted into text (f-string or format())")
+
+    def __reduce__(self) -> NoReturn:
+        self._refuse("pickled")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Secret):
+            return self._value == other._value
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("playline.secret", self._value))
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise SecretLeakError(
+            f"Secret {self.name!r} cannot be {what}: secrets are never stored, logged or "
+            "emitted. Pass it in a tool input (ctx.tool(..., {'api_key': secret})) or use "
+            "secret.reveal() where you need the value yourself."
+        )
 
 
-def _remember(value: str) -> None:
-    if len(value) >= _MIN_LENGTH:
-        _values.add(value)
-        _encoded.add(value.encode())
+def reveal(value: Any) -> Any:
+    """``value`` with every ``Secret`` inside it (in dicts and lists) revealed: what a
+    transport hands to the tool or the provider."""
+    if isinstance(value, Secret):
+        return value.reveal()
+    if isinstance(value, dict):
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [reveal(v) for v in value]
+    return value
+
+
+class _Registry:
+    """Every secret read in this process, and one pattern that finds any of their forms."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: dict[str, str] = {}  # value -> name
+        self._text: re.Pattern[str] | None = None
+        self._bytes: re.Pattern[bytes] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def add(self, name: str, value: str) -> None:
+        if len(value) < _MIN_LENGTH or value in self._names:
+            return
+        with self._lock:
+            self._names[value] = name
+            forms = sorted({f for v in self._names for f in _forms(v)}, key=len, reverse=True)
+            alternation = "|".join(re.escape(f) for f in forms)
+            self._text = re.compile(alternation, re.IGNORECASE)
+            self._bytes = re.compile(alternation.encode(), re.IGNORECASE)
+
+    def search(self, data: str | bytes) -> bool:
+        if isinstance(data, bytes):
+            return self._bytes is not None and self._bytes.search(data) is not None
+        return self._text is not None and self._text.search(data) is not None
+
+    def redact(self, text: str) -> str:
+        if self._text is None:
+            return text
+        names = self._names
+
+        def name_of(match: re.Match[str]) -> str:
+            found = match.group(0)
+            name = next((n for v, n in names.items() if found.lower() in v.lower()), None)
+            return f"[secret {name}]" if name else "[secret]"
+
+        return self._text.sub(name_of, text)
+
+
+def _forms(value: str) -> set[str]:
+    """The forms of ``value`` that count as the secret itself (see the module docstring)."""
+    forms = {value, orjson.dumps(value).decode()[1:-1]}  # as is, and escaped inside JSON
+    if len(value) >= DERIVED_FROM:
+        piece = max(MIN_PIECE, len(value) // 2)
+        forms.update(value[i : i + piece] for i in range(len(value) - piece + 1))
+        raw = value.encode()
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            for skip in range(3):  # base64 of a longer text holds the secret at 3 alignments
+                encoded = encode(raw[skip:]).decode().rstrip("=")
+                forms.add(encoded[2:-2] if len(encoded) > 8 else encoded)
+        forms.add(binascii.hexlify(raw).decode())
+        forms.add(urllib.parse.quote(value, safe=""))
+    return {f for f in forms if len(f) >= _MIN_LENGTH}
+
+
+_registry = _Registry()
+
+
+def leaks(data: str | bytes | None) -> bool:
+    """Whether ``data`` holds a secret read in this process (in any form it is caught in)."""
+    return bool(data) and bool(_registry) and _registry.search(data)  # type: ignore[arg-type]
 
 
 def check_no_secret(data: str | bytes | None, what: str) -> None:
-    """Raise ``SecretLeakError`` if ``data`` holds a secret value read by this process."""
-    if not _values or not data:
-        return
-    found = (
-        any(v in data for v in _encoded)
-        if isinstance(data, bytes)
-        else any(v in data for v in _values)
-    )
-    if found:
+    """Raise ``SecretLeakError`` if ``data`` holds a secret read by this process."""
+    if leaks(data):
         raise SecretLeakError(
             f"{what} contains a secret read with ctx.secrets. Secrets are never stored, logged "
             "or emitted: pass them only in tool inputs or request headers, and keep them out of "
-            "results, cell values, log lines and the play's output."
+            "results, cell values, row keys, names, log lines and the play's output."
         )
+
+
+def redact(text: str) -> str:
+    """``text`` (an error message) with every secret replaced by ``[secret NAME]``."""
+    return _registry.redact(text) if _registry and text else text
 
 
 class Secrets:
@@ -64,5 +192,4 @@ class Secrets:
                 f"Secret {name!r} is not set. Export PLAYLINE_SECRET_{name} (or {name}) in the "
                 "environment of the process that runs the play."
             )
-        _remember(value)
-        return Secret(value)
+        return Secret(name, value)

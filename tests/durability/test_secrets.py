@@ -113,4 +113,4 @@ def test_a_secret_does_not_show_in_its_repr() -> None:
 
     result = pl.run(play, store="memory://", tools=[])
 
-    assert result.output == "Secret('***')"
+    assert result.output == "Secret('API_KEY')"  # its name, never its value

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._clock import Clock
 from .._json import dumps
 from .._play import Play
+from .._secrets import redact
 from .._waterfall import Waterfall, WaterfallStats
 from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
@@ -561,7 +562,11 @@ async def _end(
     for tally in attempt.waterfall_stats().values():  # the step trace
         events.emit("waterfall", data=tally.to_dict())
     events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
-    await events.flush()
+    try:
+        await events.flush()
+    except PlaylineError as exc:  # the log could not be written: the end still is
+        if status != "failed":
+            status, message = "failed", _message(exc)
     counters = {"run": dict(attempt.governor.counts)}
     if root:
         counters["tree"] = dict(attempt.lineage.tree.counts)
@@ -574,13 +579,25 @@ async def _end(
         counters=counters,
     )
     if attempt.drain.reason != LEASE_LOST:
-        await StoreIO(attempt.store)(
-            attempt.store.end_attempt,
-            attempt.run_id,
-            holder=attempt.holder,
-            end=end,
-            now=attempt.clock.now(),
-        )
+        io = StoreIO(attempt.store)
+        try:
+            await io(
+                attempt.store.end_attempt,
+                attempt.run_id,
+                holder=attempt.holder,
+                end=end,
+                now=attempt.clock.now(),
+            )
+        except PlayDefinitionError as exc:  # something of the end cannot be stored
+            status, message = "failed", _message(exc)
+            end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
+            await io(
+                attempt.store.end_attempt,
+                attempt.run_id,
+                holder=attempt.holder,
+                end=end,
+                now=attempt.clock.now(),
+            )
     return AttemptOutcome(
         run_id=attempt.run_id,
         status=status,
@@ -626,7 +643,12 @@ def _stored_output(output: Any) -> Any:
 
 
 def _message(error: BaseException | None) -> str | None:
+    """The error as the run record keeps it: its text, with any secret in it redacted."""
     if error is None:
         return None
-    text = str(error) or type(error).__name__
+    try:
+        text = str(error) or type(error).__name__
+    except Exception:  # an exception whose text cannot be made
+        text = type(error).__name__
+    text = redact(text.replace("\x00", ""))  # NUL: PostgreSQL text refuses it
     return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"

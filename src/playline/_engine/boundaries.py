@@ -18,6 +18,7 @@ import httpx
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
+from .._secrets import check_no_secret
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
 from .receipts import stale_bucket, validate_stale_after
@@ -215,3 +216,4 @@ async def _request(
 def _check_name(what: str, name: Any) -> None:
     if not isinstance(name, str) or not name:
         raise PlayDefinitionError(f"{what} needs a non-empty key as its first argument.")
+    check_no_secret(name, f"The key of {what}")  # keys are stored, shown and waited for

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from .._json import dumps, loads
 from .._play import Play
+from .._secrets import check_no_secret
 from ..errors import GovernanceError, PlayDefinitionError
 from ..store import Store, StoreIO
 from .boundaries import Boundaries
@@ -69,6 +70,7 @@ class ChildPlays:
         """Run ``target`` as a child and return its output as stored (JSON)."""
         if not isinstance(key, str) or not key:
             raise PlayDefinitionError("ctx.run_play needs a non-empty key as its first argument.")
+        check_no_secret(key, "The key of ctx.run_play")  # it names the child's run
         chain = self._lineage.chain
         if target.name in chain:
             path = " -> ".join((*chain, target.name))

@@ -24,8 +24,9 @@ from types import GeneratorType, MappingProxyType
 from typing import Any, Literal, Protocol
 
 from .._clock import Clock
-from .._json import dumps
-from ..errors import EventTimeout, PlayDefinitionError, PlaylineError, ToolError
+from .._json import digest, dumps
+from .._secrets import leaks, redact
+from ..errors import EventTimeout, PlayDefinitionError, PlaylineError, SecretLeakError, ToolError
 from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
 from .dispatch import Dispatcher
@@ -168,6 +169,8 @@ class DatasetRun:
                         self.stats.rows += 1
                         if key in done and done[key].status == "completed":
                             self.stats.rows_reused += 1
+                        elif leaks(key):
+                            self._refuse_row(index, key)
                         else:
                             todo.append((index, key, values))
                     while todo:
@@ -277,6 +280,32 @@ class DatasetRun:
             live = still
         for row in live:
             self._finish(row)
+
+    def _refuse_row(self, index: int, key: str) -> None:
+        """A row whose key holds a secret fails, recorded under a digest of its key."""
+        hidden = "secret-" + digest("row key", key)[:16]
+        error = (
+            f"The key of row {index} holds a secret read with ctx.secrets, so the row is "
+            f"recorded as {hidden!r}. Give the dataset a key= without secrets."
+        )
+        self.stats.rows_executed += 1
+        self.stats.rows_failed += 1
+        self._writes.append(
+            RowRecord(
+                run_id=self.rt.run_id,
+                dataset=self.name,
+                key=hidden,
+                index=index,
+                status="failed",
+                values={},
+                cells={},
+                error=error,
+                updated_at=self.rt.clock.now(),
+            )
+        )
+        self.rt.events.emit(
+            "row", dataset=self.name, row_key=hidden, status="failed", error=error, data={}
+        )
 
     def _park(self, row: RowScope, position: int, value: Any) -> None:
         """The row waits for ``value``; it goes on from ``position`` when that settles."""
@@ -413,7 +442,7 @@ class DatasetRun:
             raise RowFailed(self.name, row.row_key, column.name, error) from error
         meta: CellMeta = {
             "status": "failed",
-            "error": str(error) or type(error).__name__,
+            "error": redact(str(error) or type(error).__name__),
             "updated_at": self.rt.clock.now(),
         }
         if isinstance(error, ToolError):
@@ -519,16 +548,19 @@ class DatasetRun:
     def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, CellMeta]) -> None:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""
         for name, value in list(values.items()):
-            if not _storable({name: value}):
-                values[name] = None
-                cells[name] = {
-                    "status": "failed",
-                    "error": (
-                        f"Column {name!r} returned a {type(value).__name__}, which cannot be "
-                        "stored. Return plain dicts, lists, strings, numbers, booleans or None."
-                    ),
-                    "updated_at": self.rt.clock.now(),
-                }
+            try:
+                dumps({name: value}, ordered=True)
+            except SecretLeakError:
+                why = f"Column {name!r} holds a secret read with ctx.secrets: it is never stored."
+            except PlayDefinitionError:
+                why = (
+                    f"Column {name!r} returned a {type(value).__name__}, which cannot be stored. "
+                    "Return plain dicts, lists, strings, numbers, booleans or None."
+                )
+            else:
+                continue
+            values[name] = None
+            cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
 
     async def _write(self) -> None:
         """Write the finished rows buffered so far (one transaction, off the event loop)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._secrets import check_no_secret
+from .._secrets import check_no_secret, redact
 from ..store import Event, Store, StoreIO
 
 __all__ = ["EventLog", "Listener", "preview"]
@@ -60,7 +60,8 @@ class EventLog:
 
     def emit(self, kind: str, **fields: Any) -> Event:
         check_no_secret(fields.get("preview"), "A log line or cell preview")
-        check_no_secret(fields.get("error"), "An error message")
+        if fields.get("error"):
+            fields["error"] = redact(fields["error"])
         event = Event(kind=kind, run_id=self._run_id, at=self._clock.now(), **fields)
         event.seq = self._seq()
         self._buffer.append(event)

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from .._json import digest
+from .._secrets import Secret, reveal
 from ..errors import GatewayError, ToolError
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec
 
@@ -49,7 +50,12 @@ class Gateway:
     """A source of remote tools. ``token`` is sent as a bearer token."""
 
     def __init__(
-        self, url: str, token: str = "", *, timeout: float = 30.0, poll_interval: float = 0.05
+        self,
+        url: str,
+        token: str | Secret = "",
+        *,
+        timeout: float = 30.0,
+        poll_interval: float = 0.05,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise GatewayError(
@@ -58,11 +64,12 @@ class Gateway:
             )
         self.url = url.rstrip("/")
         self._headers = {"Accept": "application/json"}
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
+        secret = token.reveal() if isinstance(token, Secret) else token
+        if secret:
+            self._headers["Authorization"] = f"Bearer {secret}"
         self._timeout = timeout
         self.poll_interval = poll_interval
-        self._account = digest("gateway", self.url, token)[:16]
+        self._account = digest("gateway", self.url, secret)[:16]
         self._specs: list[ToolSpec] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -180,7 +187,7 @@ class Gateway:
         try:
             response = await self._client().post(
                 f"{_PREFIX}/{tool}/execute",
-                json={"payload": payload},
+                json={"payload": reveal(payload)},  # the provider gets the secrets it is sent
                 headers={"Idempotency-Key": key} if key else None,
                 timeout=wait,
             )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from .._secrets import reveal
 from ..errors import PlayDefinitionError, ToolError
 from ._spec import Batch, Cost, Rate, ToolSpec, normalise_outputs
 
@@ -41,10 +42,10 @@ class LocalTransport:
     async def call(
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
     ) -> list[Any]:
-        try:
+        try:  # the tool gets its inputs' secrets revealed: they are its to use
             if not self.takes_list:
-                return [await self._invoke(dict(inputs[0]))]
-            results = await self._invoke([dict(i) for i in inputs])
+                return [await self._invoke(reveal(dict(inputs[0])))]
+            results = await self._invoke([reveal(dict(i)) for i in inputs])
         except ToolError:
             raise
         except Exception as exc:
