@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from playline.errors import StoreError
-from playline.store import CellMeta, RowRecord, Store
+from playline.store import CellMeta, Event, RowRecord, Store
 
 
 def _row(index: int, status: str, values: dict[str, Any], cells: dict[str, str]) -> RowRecord:
@@ -108,3 +108,20 @@ def test_a_window_the_grid_never_asks_for_is_refused(rows: Store) -> None:
         rows.row_window("r1", "people", state="done")
     with pytest.raises(StoreError, match="offset >= 0"):
         rows.row_window("r1", "people", offset=-1)
+
+
+def test_last_seq_is_the_newest_event_of_the_run_and_kinds(store: Store) -> None:
+    assert store.last_seq("r1") == 0
+    first = store.reserve_seqs(4)
+    store.append_events(
+        [
+            Event(kind="row", run_id="r1", at=1.0, seq=first),
+            Event(kind="log", run_id="r1", at=1.0, seq=first + 1),
+            Event(kind="row", run_id="r2", at=1.0, seq=first + 2),
+        ]
+    )
+    store.append_events([Event(kind="source", run_id="r1", at=1.0)])  # numbered on writing
+    assert store.last_seq("r1") > first + 3
+    assert store.last_seq("r1", kinds=["row", "log"]) == first + 1
+    assert store.last_seq("r1", kinds=["row"]) == first
+    assert store.last_seq("r2") == first + 2

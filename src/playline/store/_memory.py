@@ -403,6 +403,17 @@ class MemoryStore:
             )
         return found if limit is None else found[:limit]
 
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        with self._lock:
+            return max(
+                (
+                    e.seq
+                    for e in self._events
+                    if e.run_id == run_id and (kinds is None or e.kind in kinds)
+                ),
+                default=0,
+            )
+
     # ledger
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:
         with self._lock:

@@ -220,6 +220,11 @@ class EventStore(Protocol):
         """A run's events in ``seq`` order, after ``after_seq``; ``limit`` pages them."""
         ...
 
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        """The highest ``seq`` of a run's stored events (of ``kinds``); 0 when none. A live
+        view reads a window, then follows the events after this number."""
+        ...
+
 
 class LedgerStore(Protocol):
     def read_ledger(self, run_id: str) -> list[LedgerEntry]: ...

@@ -588,6 +588,18 @@ class SQLStore(ABC):
             rows = cur.execute(sql, params).fetchall()
         return [event_from(row) for row in rows]
 
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        # Newest first along the (run_id, seq) index: the first event of a wanted kind ends it.
+        sql = "SELECT seq FROM events WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if kinds is not None:
+            wanted = list(dict.fromkeys(kinds))[:CHUNK]
+            sql += f" AND kind IN ({marks(len(wanted))})"
+            params.extend(wanted)
+        with self._transaction(f"find the last event of run {run_id}", write=False) as cur:
+            row = cur.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        return 0 if row is None else int(row[0])
+
     # ledger
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:
         with self._transaction(f"read the ledger of run {run_id}", write=False) as cur:
