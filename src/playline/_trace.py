@@ -24,6 +24,7 @@ from .store._claims import lease_live
 
 __all__ = [
     "INTERRUPTED",
+    "LIVE_KINDS",
     "SOURCE_KIND",
     "TRACE_KINDS",
     "Changes",

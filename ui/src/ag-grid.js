@@ -2,7 +2,7 @@
 // rest away. `make ui-vendor` bundles this file into src/playline/web/static/vendor/.
 export {
   CellStyleModule,
-  ColumnAutoSizeModule,
+  ColumnApiModule,
   createGrid,
   EventApiModule,
   InfiniteRowModelModule,

@@ -453,4 +453,3 @@ class MemoryStore:
     def waiting_events(self, keys: Sequence[str]) -> set[str]:
         with self._lock:
             return {k for k in keys if k in self._inbox and self._inbox[k][1] is None}
-

@@ -1,0 +1,187 @@
+"""Live streams: one server-sent event stream per tab, resumable by ``seq``.
+
+``/api/stream/{run_id}?dataset=NAME`` follows a run through the store, so it shows a run in
+this process, another process or another machine the same way. Each ``changes`` message
+carries, for the events after the last one sent, each changed row's latest status and cells
+(``_trace.changes_since``) and the other events (log lines, datasets, batches, the run); its
+SSE ``id`` is the ``seq`` of the last event it covers. A browser that reconnects sends that
+id as ``Last-Event-ID`` and gets exactly what came after it: no gap, nothing twice. When more
+than ``GAP_LIMIT`` events came after it, a ``reload`` message tells the page to fetch its
+window again and go on from the new id. ``summary`` messages (the run's counts and, with a
+dataset, its chip counts) come at most every ``SUMMARY_EVERY`` seconds, only when something
+changed. ``/api/stream/runs`` sends the runs list when it changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import orjson
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._trace import LIVE_KINDS, changes_since, run_summary
+from ..store import RunStatus, Store
+
+__all__ = ["GAP_LIMIT", "SUMMARY_EVERY", "CountsCache", "last_seq", "run_stream", "runs_stream"]
+
+GAP_LIMIT = 10_000  # events per read; past it the page reloads its window instead
+SUMMARY_EVERY = 0.25  # seconds, at most one summary per stream
+POLL = 0.1  # seconds between reads of the store while a run is live (it flushes every 0.1 s)
+IDLE_POLL = 1.0  # ... and while nothing is running
+PING = 15  # seconds: a comment line that keeps proxies from closing a quiet stream
+
+
+def last_seq(store: Store, run_id: str) -> int:
+    """The seq a page read its data at: the stream goes on from it."""
+    return store.last_seq(run_id, kinds=LIVE_KINDS)
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
+class CountsCache:
+    """Chip counts per dataset, recomputed at most every 250 ms and never more than a fifth of
+    the time (counting a large dataset's cells takes a while): a page opened on a huge run
+    does not turn the store into a counting machine."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], tuple[float, float, dict[str, Any]]] = {}
+
+    def get(self, store: Store, run_id: str, dataset: str) -> dict[str, Any]:
+        key = (run_id, dataset)
+        with self._lock:  # one count at a time; the others take the fresh result
+            now = time.monotonic()
+            cached = self._cache.get(key)
+            if cached is not None:
+                at, took, doc = cached
+                if now - at < max(SUMMARY_EVERY, 5 * took):
+                    return doc
+            doc = store.row_counts(run_id, dataset).to_dict()
+            took = time.monotonic() - now
+            doc["took"] = round(took, 4)
+            self._cache[key] = (time.monotonic(), took, doc)
+            return doc
+
+
+def _start_seq(request: Request) -> int | None:
+    raw = request.headers.get("last-event-id") or request.query_params.get("after")
+    if raw is None or raw == "":
+        return None
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return None
+
+
+async def run_stream(request: Request) -> Response:
+    cfg = request.app.state.cfg
+    counts: CountsCache = request.app.state.counts
+    run_id: str = request.path_params["run_id"]
+    dataset = request.query_params.get("dataset") or None
+    store: Store = cfg.store
+    start = _start_seq(request)
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        if start is None:
+            cursor = await anyio.to_thread.run_sync(last_seq, store, run_id)
+            yield ServerSentEvent(data=_json({"seq": cursor}), event="hello", id=str(cursor))
+        else:
+            cursor = start
+        sent_summary = -math.inf
+        dirty = True
+        while True:
+            changes = await anyio.to_thread.run_sync(
+                functools.partial(changes_since, dataset=dataset, limit=GAP_LIMIT),
+                store,
+                run_id,
+                cursor,
+            )
+            if changes.gap:
+                yield ServerSentEvent(
+                    data=_json({"after": cursor, "seq": changes.seq, "skipped": changes.count}),
+                    event="reload",
+                    id=str(changes.seq),
+                )
+            elif changes.count:
+                yield ServerSentEvent(
+                    data=_json(
+                        {
+                            "after": cursor,
+                            "seq": changes.seq,
+                            "rows": changes.rows,
+                            "events": changes.events,
+                        }
+                    ),
+                    event="changes",
+                    id=str(changes.seq),
+                )
+            dirty = dirty or changes.count > 0
+            cursor = changes.seq
+            now = time.monotonic()
+            if dirty and now - sent_summary >= SUMMARY_EVERY:
+                summary = await anyio.to_thread.run_sync(_summary, store, counts, run_id, dataset)
+                if summary is None:
+                    return
+                yield ServerSentEvent(data=_json(summary), event="summary")
+                sent_summary, dirty = now, False
+                live = summary["status"] == RunStatus.RUNNING.value
+            else:
+                live = True
+            if changes.count < GAP_LIMIT:  # caught up: wait for the run to write more
+                await anyio.sleep(POLL if live else IDLE_POLL)
+
+    return EventSourceResponse(stream(), ping=PING, headers={"Cache-Control": "no-store"})
+
+
+def _summary(
+    store: Store, counts: CountsCache, run_id: str, dataset: str | None
+) -> dict[str, Any] | None:
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    doc = run_summary(store, run)
+    if dataset is not None:
+        doc["counts"] = counts.get(store, run_id, dataset)
+    return doc
+
+
+async def runs_stream(request: Request) -> Response:
+    cfg = request.app.state.cfg
+    store: Store = cfg.store
+    status = request.query_params.get("status") or None
+    play = request.query_params.get("play") or None
+
+    def read() -> bytes:
+        now = time.time()
+        runs = [
+            run_summary(store, r, now=now)
+            for r in store.list_runs(limit=100, play=play)
+            if status is None or r.status.value == status or status == "interrupted"
+        ]
+        if status is not None:
+            runs = [r for r in runs if r["status"] == status]
+        for r in runs:  # a running run's duration ticks: the page computes it
+            r["duration"] = None if r["status"] == "running" else r["duration"]
+        return orjson.dumps({"runs": runs}, default=str)
+
+    async def stream() -> AsyncIterator[ServerSentEvent]:
+        last = b""
+        while True:
+            doc = await anyio.to_thread.run_sync(read)
+            if doc != last:
+                yield ServerSentEvent(data=doc.decode(), event="runs")
+                last = doc
+            await anyio.sleep(IDLE_POLL)
+
+    return EventSourceResponse(stream(), ping=PING, headers={"Cache-Control": "no-store"})
