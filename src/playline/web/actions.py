@@ -29,7 +29,7 @@ import playline as pl
 from .._trace import columns_of, export_rows, flat, run_status
 from ..errors import PlaylineError
 from ..store import RunRecord
-from .security import check_csrf
+from .security import check_csrf, form_fields
 
 __all__ = ["Children", "routes"]
 
@@ -160,7 +160,7 @@ async def export(request: Request) -> Response:
     if refused:
         return refused
     run_id = request.path_params["run_id"]
-    form = await request.form()
+    form = await form_fields(request)
     dataset = str(form.get("dataset") or "")
     fmt = str(form.get("format") or "csv")
     with_status = str(form.get("with_status") or "") in ("1", "on", "true")
@@ -192,7 +192,7 @@ async def send(request: Request) -> Response:
     if request.headers.get("content-type", "").startswith("application/json"):
         body = await request.json()
     else:
-        body = dict(await request.form())
+        body = await form_fields(request)
     key = str(body.get("key") or "").strip()
     raw = body.get("payload")
     if not key:

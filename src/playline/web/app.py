@@ -100,11 +100,14 @@ def _dataset(cfg: UIConfig, request: Request, run_id: str) -> str:
     return names[0]
 
 
-def _page(request: Request, name: str, **context: Any) -> Response:
+def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     cfg: UIConfig = request.app.state.cfg
     nonce = new_nonce()
     response = templates.TemplateResponse(
-        request, name, {"csrf_token": cfg.csrf_token, "nonce": nonce, **context}
+        request,
+        name,
+        {"csrf_token": cfg.csrf_token, "nonce": nonce, **context},
+        status_code=status_code,
     )
     response.headers["Content-Security-Policy"] = csp(nonce)
     return response
@@ -256,7 +259,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if request.url.path.startswith("/api/"):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-    return _page(request, "error.html", title="Not found", message=exc.detail)
+    return _page(request, "error.html", exc.status_code, title="Not found", message=exc.detail)
 
 
 class SecureHeaders:

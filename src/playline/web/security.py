@@ -12,12 +12,20 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["CSRF_HEADER", "check_csrf", "csp", "new_nonce", "new_token", "secure_headers"]
+__all__ = [
+    "CSRF_HEADER",
+    "check_csrf",
+    "csp",
+    "form_fields",
+    "new_nonce",
+    "new_token",
+    "secure_headers",
+]
 
 CSRF_HEADER = "x-csrf-token"
 
@@ -48,13 +56,7 @@ async def check_csrf(request: Request, token: str) -> Response | None:
             {"error": f"Refused an action from another site ({origin}). Use the UI's own page."},
             status_code=403,
         )
-    given = request.headers.get(CSRF_HEADER)
-    if given is None and request.headers.get("content-type", "").startswith(
-        ("application/x-www-form-urlencoded", "multipart/form-data")
-    ):
-        form = await request.form()
-        field = form.get("csrf_token")
-        given = field if isinstance(field, str) else None
+    given = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get("csrf_token")
     if not given or not hmac.compare_digest(given, token):
         return JSONResponse(
             {
@@ -64,6 +66,15 @@ async def check_csrf(request: Request, token: str) -> Response | None:
             status_code=403,
         )
     return None
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """A URL-encoded form's fields (what the UI's plain HTML forms send); {} for others.
+    The body is read once and kept by the request."""
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    fields = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
+    return {name: values[-1] for name, values in fields.items()}
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
