@@ -101,10 +101,13 @@ def test_past_the_gap_limit_the_page_is_told_to_reload(
     result = pl.run(gated_play(gate), {"rows": 12}, store=db, run_id="gap")
     assert result.status == "completed"
     config = UIConfig(store=db, store_url=url)
-    with serve_asgi(create_app(config)) as base, httpx.Client(timeout=60) as client:
-        with client.stream("GET", f"{base}/api/stream/gap?dataset=items&after=0") as response:
-            messages: list[Message] = []
-            read_until(response, messages, lambda m: m.event == "summary")
+    messages: list[Message] = []
+    with (
+        serve_asgi(create_app(config)) as base,
+        httpx.Client(timeout=60) as client,
+        client.stream("GET", f"{base}/api/stream/gap?dataset=items&after=0") as response,
+    ):
+        read_until(response, messages, lambda m: m.event == "summary")
     reload = next(m for m in messages if m.event == "reload")
     assert reload.data["after"] == 0 and reload.data["seq"] == int(reload.id or 0)
     assert reload.data["seq"] == sse.last_seq(db, "gap")
