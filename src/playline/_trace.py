@@ -377,17 +377,26 @@ class Changes:
 
 
 def changes_since(
-    store: Store, run_id: str, after: int, *, dataset: str | None = None, limit: int = 5000
+    store: Store,
+    run_id: str,
+    after: int,
+    *,
+    dataset: str | None = None,
+    limit: int = 5000,
+    gap: bool = True,
 ) -> Changes:
     """The changes after event ``after``, each cell in its latest state.
 
     Events are read in ``seq`` order; within a read, a later change of a cell replaces an
     earlier one, so a reader that asks again from the returned ``seq`` misses nothing and
     sees nothing twice. Past ``limit`` events it reads on to the end without keeping them and
-    sets ``gap``."""
+    sets ``gap``; with ``gap=False`` it returns the first ``limit`` events' changes (a page:
+    ask again from ``seq`` for the rest)."""
     changes = Changes(after=after, seq=after)
-    events = store.read_events(run_id, after_seq=after, kinds=LIVE_KINDS, limit=limit + 1)
-    if len(events) > limit:
+    events = store.read_events(
+        run_id, after_seq=after, kinds=LIVE_KINDS, limit=limit + 1 if gap else limit
+    )
+    if gap and len(events) > limit:
         changes.gap = True
         while events:  # skip to the end: the reader reloads its window instead
             changes.count += len(events)

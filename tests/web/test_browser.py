@@ -124,7 +124,7 @@ def test_chips_drawer_keys_aria_and_screenshots(
         assert page.locator("#grid [role=row][aria-rowindex]").count() > 10
 
         chip = page.locator('.chip[data-state="not_found"]')
-        wanted = int(chip.locator(".count").inner_text())
+        wanted = int(wait_until(chip.locator(".count").inner_text, "the chips' counts"))
         chip.click()
         page.locator("#shown", has_text=f"{wanted} rows with a cell not found").wait_for()
         assert "state=not_found" in page.url

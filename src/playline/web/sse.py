@@ -29,11 +29,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._trace import LIVE_KINDS, changes_since, run_summary
-from ..store import RunStatus, Store
+from ..store import RunStatus, Store, open_store
 
 __all__ = ["GAP_LIMIT", "SUMMARY_EVERY", "CountsCache", "last_seq", "run_stream", "runs_stream"]
 
-GAP_LIMIT = 10_000  # events per read; past it the page reloads its window instead
+GAP_LIMIT = 10_000  # events behind when a stream starts; past it the page reloads its window
+PAGE = 1500  # events per message while following: small messages keep the page's frames short
 SUMMARY_EVERY = 0.25  # seconds, at most one summary per stream
 POLL = 0.1  # seconds between reads of the store while a run is live (it flushes every 0.1 s)
 IDLE_POLL = 1.0  # ... and while nothing is running
@@ -54,20 +55,46 @@ class CountsCache:
     the time (counting a large dataset's cells takes a while): a page opened on a huge run
     does not turn the store into a counting machine."""
 
-    def __init__(self) -> None:
+    def __init__(self, store_url: str | None = None) -> None:
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str], tuple[float, float, dict[str, Any]]] = {}
+        self._url = store_url
+        self._own: Store | None = None
 
-    def get(self, store: Store, run_id: str, dataset: str) -> dict[str, Any]:
+    def _store(self, store: Store) -> Store:
+        """A SQLite file gets a connection of its own for counting, so a long count never
+        holds up the streams' reads on the shared one (WAL readers run side by side)."""
+        if self._url and self._url.startswith("sqlite:"):
+            if self._own is None:
+                self._own = open_store(self._url)
+            return self._own
+        return store
+
+    def get(
+        self, store: Store, run_id: str, dataset: str, *, wait: bool = True
+    ) -> dict[str, Any] | None:
+        """The counts; a stale or missing result is counted again. With ``wait=False`` (a
+        stream) that happens in the background and the last result (or None) comes now."""
         key = (run_id, dataset)
+        cached = self._cache.get(key)
+        if cached is not None:
+            at, took, doc = cached
+            if time.monotonic() - at < max(SUMMARY_EVERY, 5 * took):
+                return doc
+        if wait:
+            return self._count(store, key)
+        if self._lock.acquire(blocking=False):  # one background count at a time
+            self._lock.release()
+            threading.Thread(target=self._count, args=(store, key), daemon=True).start()
+        return {**cached[2], "pending": True} if cached is not None else None
+
+    def _count(self, store: Store, key: tuple[str, str]) -> dict[str, Any]:
         with self._lock:  # one count at a time; the others take the fresh result
-            now = time.monotonic()
             cached = self._cache.get(key)
-            if cached is not None:
-                at, took, doc = cached
-                if now - at < max(SUMMARY_EVERY, 5 * took):
-                    return doc
-            doc = store.row_counts(run_id, dataset).to_dict()
+            now = time.monotonic()
+            if cached is not None and now - cached[0] < SUMMARY_EVERY:
+                return cached[2]
+            doc = self._store(store).row_counts(*key).to_dict()
             took = time.monotonic() - now
             doc["took"] = round(took, 4)
             self._cache[key] = (time.monotonic(), took, doc)
@@ -100,13 +127,20 @@ async def run_stream(request: Request) -> Response:
             cursor = start
         sent_summary = -math.inf
         dirty = True
+        catching_up = True  # the first read decides whether the page must reload instead
         while True:
             changes = await anyio.to_thread.run_sync(
-                functools.partial(changes_since, dataset=dataset, limit=GAP_LIMIT),
+                functools.partial(
+                    changes_since,
+                    dataset=dataset,
+                    limit=GAP_LIMIT if catching_up else PAGE,
+                    gap=catching_up,
+                ),
                 store,
                 run_id,
                 cursor,
             )
+            catching_up = False
             if changes.gap:
                 yield ServerSentEvent(
                     data=_json({"after": cursor, "seq": changes.seq, "skipped": changes.count}),
@@ -134,11 +168,15 @@ async def run_stream(request: Request) -> Response:
                 if summary is None:
                     return
                 yield ServerSentEvent(data=_json(summary), event="summary")
-                sent_summary, dirty = now, False
+                # counts still being made: another summary follows with them
+                sent_summary = now
+                dirty = dataset is not None and (summary["counts"] or {"pending": True}).get(
+                    "pending", False
+                )
                 live = summary["status"] == RunStatus.RUNNING.value
             else:
                 live = True
-            if changes.count < GAP_LIMIT:  # caught up: wait for the run to write more
+            if not changes.gap and changes.count < PAGE:  # caught up: wait for more
                 await anyio.sleep(POLL if live else IDLE_POLL)
 
     return EventSourceResponse(stream(), ping=PING, headers={"Cache-Control": "no-store"})
@@ -152,7 +190,7 @@ def _summary(
         return None
     doc = run_summary(store, run)
     if dataset is not None:
-        doc["counts"] = counts.get(store, run_id, dataset)
+        doc["counts"] = counts.get(store, run_id, dataset, wait=False)
     return doc
 
 

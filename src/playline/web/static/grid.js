@@ -110,7 +110,6 @@ const grid = createGrid(document.getElementById("grid"), {
   datasource,
   cacheBlockSize: 100,
   maxBlocksInCache: 20,
-  blockLoadDebounceMillis: 30,
   getRowId: (p) => p.data.key,
   columnDefs,
   defaultColDef: { resizable: true, suppressHeaderMenuButton: true },
@@ -129,9 +128,14 @@ const pending = new Map();
 let pendingSeq = 0;
 let scheduled = false;
 
+const PER_FRAME = 400; // row changes applied per animation frame, so no frame runs long
+
 function applyPending() {
   scheduled = false;
+  let budget = PER_FRAME;
   for (const [key, change] of pending) {
+    if (budget-- === 0) break;
+    pending.delete(key);
     const node = grid.getRowNode(key);
     if (node && node.data) {
       const row = node.data;
@@ -144,8 +148,12 @@ function applyPending() {
       });
     }
   }
-  pending.clear();
-  probe.appliedSeq = pendingSeq;
+  if (pending.size) {
+    scheduled = true;
+    requestAnimationFrame(applyPending);
+  } else {
+    probe.appliedSeq = pendingSeq;
+  }
 }
 
 function queue(rows, seq) {
