@@ -62,7 +62,12 @@ def test_a_reconnect_catches_up_without_gaps_or_duplicates(tmp_path: Path) -> No
                 read_until(
                     response,
                     messages,
-                    lambda m: m.event == "summary" and m.data["status"] == "completed",
+                    lambda m: (
+                        m.event == "summary"
+                        and m.data["status"] == "completed"
+                        and (m.data["counts"] or {}).get("rows") == ROWS
+                        and not m.data["counts"].get("pending")
+                    ),
                 )
     finally:
         gate.release(ROWS)
@@ -87,7 +92,8 @@ def test_a_reconnect_catches_up_without_gaps_or_duplicates(tmp_path: Path) -> No
         for key, row in message.data["rows"].items():
             assert row["values"] == {c: final[key].values[c] for c in row["values"]}
             assert row["cells"] == {c: final[key].cells[c]["status"] for c in row["cells"]}
-    assert any(m.event == "summary" and (m.data["counts"] or {}).get("rows") for m in messages)
+    final = [m for m in messages if m.event == "summary"][-1].data["counts"]
+    assert final["rows_with"]["completed"] == ROWS and final["cells"]["completed"] == 2 * ROWS
 
 
 def test_past_the_gap_limit_the_page_is_told_to_reload(

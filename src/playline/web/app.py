@@ -222,7 +222,8 @@ def api_counts(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     _run_or_404(cfg, run_id)
     dataset = _dataset(cfg, request, run_id)
-    return JSONResponse(request.app.state.counts.get(cfg.store, run_id, dataset))
+    seq = sse.last_seq(cfg.store, run_id)
+    return JSONResponse(request.app.state.counts.get(cfg.store, run_id, dataset, seq=seq))
 
 
 def api_row(request: Request) -> Response:

@@ -57,7 +57,8 @@ class CountsCache:
 
     def __init__(self, store_url: str | None = None) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str], tuple[float, float, dict[str, Any]]] = {}
+        # (run, dataset) -> (when counted, how long it took, the seq it saw, the counts)
+        self._cache: dict[tuple[str, str], tuple[float, float, int, dict[str, Any]]] = {}
         self._url = store_url
         self._own: Store | None = None
 
@@ -71,33 +72,34 @@ class CountsCache:
         return store
 
     def get(
-        self, store: Store, run_id: str, dataset: str, *, wait: bool = True
+        self, store: Store, run_id: str, dataset: str, *, seq: int, wait: bool = True
     ) -> dict[str, Any] | None:
-        """The counts; a stale or missing result is counted again. With ``wait=False`` (a
-        stream) that happens in the background and the last result (or None) comes now."""
+        """The counts as of event ``seq``: counted again when the run changed since and the
+        last count is old enough. With ``wait=False`` (a stream) that happens in the
+        background and the last result (marked ``pending``, or None) comes now."""
         key = (run_id, dataset)
         cached = self._cache.get(key)
         if cached is not None:
-            at, took, doc = cached
-            if time.monotonic() - at < max(SUMMARY_EVERY, 5 * took):
+            at, took, counted, doc = cached
+            if counted >= seq or time.monotonic() - at < max(SUMMARY_EVERY, 5 * took):
                 return doc
         if wait:
-            return self._count(store, key)
+            return self._count(store, key, seq)
         if self._lock.acquire(blocking=False):  # one background count at a time
             self._lock.release()
-            threading.Thread(target=self._count, args=(store, key), daemon=True).start()
-        return {**cached[2], "pending": True} if cached is not None else None
+            threading.Thread(target=self._count, args=(store, key, seq), daemon=True).start()
+        return {**cached[3], "pending": True} if cached is not None else None
 
-    def _count(self, store: Store, key: tuple[str, str]) -> dict[str, Any]:
+    def _count(self, store: Store, key: tuple[str, str], seq: int) -> dict[str, Any]:
         with self._lock:  # one count at a time; the others take the fresh result
             cached = self._cache.get(key)
-            now = time.monotonic()
-            if cached is not None and now - cached[0] < SUMMARY_EVERY:
-                return cached[2]
+            if cached is not None and cached[2] >= seq:
+                return cached[3]
+            start = time.monotonic()
             doc = self._store(store).row_counts(*key).to_dict()
-            took = time.monotonic() - now
+            took = time.monotonic() - start
             doc["took"] = round(took, 4)
-            self._cache[key] = (time.monotonic(), took, doc)
+            self._cache[key] = (time.monotonic(), took, seq, doc)
             return doc
 
 
@@ -164,7 +166,9 @@ async def run_stream(request: Request) -> Response:
             cursor = changes.seq
             now = time.monotonic()
             if dirty and now - sent_summary >= SUMMARY_EVERY:
-                summary = await anyio.to_thread.run_sync(_summary, store, counts, run_id, dataset)
+                summary = await anyio.to_thread.run_sync(
+                    _summary, store, counts, run_id, dataset, cursor
+                )
                 if summary is None:
                     return
                 yield ServerSentEvent(data=_json(summary), event="summary")
@@ -183,14 +187,14 @@ async def run_stream(request: Request) -> Response:
 
 
 def _summary(
-    store: Store, counts: CountsCache, run_id: str, dataset: str | None
+    store: Store, counts: CountsCache, run_id: str, dataset: str | None, seq: int
 ) -> dict[str, Any] | None:
     run = store.get_run(run_id)
     if run is None:
         return None
     doc = run_summary(store, run)
     if dataset is not None:
-        doc["counts"] = counts.get(store, run_id, dataset, wait=False)
+        doc["counts"] = counts.get(store, run_id, dataset, seq=seq, wait=False)
     return doc
 
 
