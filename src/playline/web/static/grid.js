@@ -9,6 +9,7 @@ import {
 import {
   api, badge, credits, el, follow, getJSON, num, STATES, styleNonce, text,
 } from "./common.js";
+import { BLOCK, windowURL } from "./window.js";
 
 ModuleRegistry.registerModules([
   CellStyleModule, ColumnApiModule, EventApiModule, InfiniteRowModelModule, RenderApiModule,
@@ -71,11 +72,15 @@ const columnDefs = [
 let streamStarted = false;
 let total = null;
 
-function windowURL(offset, limit) {
-  const q = new URLSearchParams({ dataset, offset, limit });
-  if (state) q.set("state", state);
-  if (sort) { q.set("sort", sort); if (desc) q.set("desc", "1"); }
-  return api(`rows/${runId}?${q}`);
+async function fetchWindow(offset, limit) {
+  const url = windowURL(runId, dataset, offset, limit, state, sort, desc);
+  const early = window.playlineFirstWindow;
+  window.playlineFirstWindow = null;
+  if (early && early.url === url) {
+    const doc = await early.doc;
+    if (doc) return doc;
+  }
+  return getJSON(url);
 }
 
 const datasource = {
@@ -88,7 +93,7 @@ const datasource = {
       keepURL();
     }
     try {
-      const doc = await getJSON(windowURL(p.startRow, p.endRow - p.startRow));
+      const doc = await fetchWindow(p.startRow, p.endRow - p.startRow);
       total = doc.total;
       p.successCallback(doc.rows, doc.total);
       shown();
@@ -108,7 +113,7 @@ const grid = createGrid(document.getElementById("grid"), {
   styleNonce,
   rowModelType: "infinite",
   datasource,
-  cacheBlockSize: 100,
+  cacheBlockSize: BLOCK,
   maxBlocksInCache: 20,
   getRowId: (p) => p.data.key,
   columnDefs,
