@@ -73,9 +73,7 @@ def test_a_state_keeps_the_rows_with_a_cell_in_it_or_the_waiting_rows(rows: Stor
     assert keys(rows.row_window("r1", "people", state="cached")) == ["k000", "k002"]
     assert keys(rows.row_window("r1", "people", state="completed")) == ["k000", "k001", "k004"]
     assert keys(rows.row_window("r1", "people", state="waiting")) == ["k003"]
-    assert keys(rows.row_window("r1", "people", state="cached", sort="score", limit=1)) == [
-        "k000"
-    ]
+    assert keys(rows.row_window("r1", "people", state="cached", sort="score", limit=1)) == ["k000"]
     assert rows.count_rows("r1", "people") == 5
     assert rows.count_rows("r1", "people", state="cached") == 2
     assert rows.count_rows("r1", "people", state="running") == 0
