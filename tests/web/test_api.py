@@ -159,3 +159,16 @@ def test_only_loopback_binds_quietly() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1")
     assert "no login" in no_login_warning("0.0.0.0")
+
+
+def test_playline_ui_names_a_missing_run_in_one_line(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from playline.cli import app
+
+    result = CliRunner().invoke(
+        app, ["ui", "--run", "nope", "--store", f"sqlite:///{tmp_path}/x.db"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("error: No run 'nope'")
+    assert "playline runs" in result.stderr
