@@ -248,6 +248,7 @@ for (const chip of document.querySelectorAll(".chip[data-state]")) {
     grid.setGridOption("datasource", datasource);
   });
   chip.setAttribute("aria-pressed", String(chip.dataset.state === state));
+  if (chip.dataset.state === state) chip.hidden = false; // the filter in the URL shows at once
 }
 
 // the drawer: a row's cells, a waterfall's attempts, its charges
