@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint types demo bench docs clean system-packages
+.PHONY: test check lint types demo bench docs clean system-packages ui-vendor
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,15 @@ types: $(STAMP)
 check: system-packages lint types test
 
 demo: $(STAMP)
-	$(BIN)/playline demo
+	$(BIN)/playline demo --store sqlite:///.playline/demo.db
+
+# The web UI's vendored AG Grid build (pinned in ui/package-lock.json), its licence and checksum.
+# Only for upgrading it: pip install and make test use the committed files, never Node.
+VENDOR := src/playline/web/static/vendor
+ui-vendor:
+	cd ui && npm ci --no-audit --no-fund && npm run build
+	cp ui/node_modules/ag-grid-community/LICENSE.txt $(VENDOR)/ag-grid.LICENSE.txt
+	cd $(VENDOR) && sha256sum ag-grid.min.js > SHA256SUMS
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -17,6 +17,7 @@ BENCHMARKS = [
     "store",
     "peers",
     "single_call",
+    "ui",
 ]
 
 

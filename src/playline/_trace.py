@@ -3,7 +3,10 @@
 Everything here works after the process that ran the play is gone (SEMANTICS.md 34), from
 any process that can read the store: a run's status as a person should see it (a run whose
 holder died is ``interrupted``, not ``running``), its step trace (datasets, requests and
-charges per tool, waterfalls, child plays), and its rows for export.
+charges per tool, waterfalls, child plays), and its rows for export. The web UI reads the same
+things as JSON-shaped dicts: a run's summary and details, a window of a dataset's rows, and
+the cells that changed since an event's ``seq`` (``changes_since``), which is how a live view
+catches up after a reconnect without gaps or duplicates.
 """
 
 from __future__ import annotations
@@ -16,23 +19,38 @@ from typing import Any
 
 from ._json import canonical
 from ._runner import gate_statistics
-from .store import RunRecord, RunStatus, Store
+from .store import RowRecord, RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
 __all__ = [
     "INTERRUPTED",
+    "LIVE_KINDS",
     "SOURCE_KIND",
+    "TRACE_KINDS",
+    "Changes",
     "Trace",
+    "changes_since",
     "columns_of",
+    "dataset_columns",
     "export_rows",
     "flat",
     "gate_statistics",
+    "ledger_by_column",
+    "row_detail",
+    "row_doc",
+    "run_detail",
     "run_status",
+    "run_summary",
     "trace_of",
 ]
 
 SOURCE_KIND = "source"  # the event `playline run` writes: which file and function ran
 INTERRUPTED = "interrupted"
+# The events a step trace reads: everything but the (many) row and cell events.
+TRACE_KINDS = (SOURCE_KIND, "run", "dataset", "batch", "log", "waterfall", "child")
+# The events a live view of a run follows (not ``source``: it is numbered when it is written,
+# ahead of the events its attempt numbered earlier and writes later).
+LIVE_KINDS = ("run", "dataset", "batch", "log", "waterfall", "child", "row", "cell")
 
 
 def run_status(run: RunRecord, now: float | None = None) -> str:
@@ -73,6 +91,8 @@ class Trace:
     other: Counter[str] = field(default_factory=Counter)
     logs: int = 0
     attempts: int = 0
+    waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    children: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,15 +102,15 @@ class Trace:
             "tools": {tool: vars(t) for tool, t in sorted(self.tools.items())},
             "steps": dict(self.other),
             "log_lines": self.logs,
+            "waterfalls": list(self.waterfalls.values()),
+            "children": self.children,
         }
 
 
 def trace_of(store: Store, run_id: str) -> Trace:
     trace = Trace()
-    for event in store.read_events(run_id, kinds=None):
+    for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
-        if kind in ("row", "cell"):
-            continue
         data = event.data or {}
         if kind == SOURCE_KIND:
             trace.source = data
@@ -111,6 +131,10 @@ def trace_of(store: Store, run_id: str) -> Trace:
         elif kind == "log":
             trace.logs += 1
         elif kind != "run":
+            if kind == "waterfall" and data.get("id"):
+                _add_waterfall(trace.waterfalls, data)
+            elif kind == "child" and event.status == "running":
+                trace.children.append(dict(data))
             trace.other[kind] += 1
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
@@ -152,3 +176,265 @@ def columns_of(rows: Iterator[dict[str, Any]]) -> list[str]:
         for name in row:
             seen.setdefault(name, None)
     return list(seen)
+
+
+def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> None:
+    """Fold one attempt's tally of a waterfall into the run's (attempts add up)."""
+    current = into.setdefault(
+        data["id"], {"id": data["id"], "rows": 0, "satisfied": 0, "credits": 0.0, "steps": {}}
+    )
+    current["rows"] += int(data.get("rows") or 0)
+    current["satisfied"] += int(data.get("satisfied") or 0)
+    current["credits"] = round(current["credits"] + float(data.get("credits") or 0), 6)
+    for step in data.get("steps") or ():
+        mine = current["steps"].setdefault(
+            step["id"],
+            {"id": step["id"], "attempts": 0, "hits": 0, "not_found": 0, "failed": 0,
+             "skipped": 0, "credits": 0.0},
+        )  # fmt: skip
+        for name in ("attempts", "hits", "not_found", "failed", "skipped"):
+            mine[name] += int(step.get(name) or 0)
+        mine["credits"] = round(mine["credits"] + float(step.get("credits") or 0), 6)
+
+
+def _waterfall_doc(tally: dict[str, Any]) -> dict[str, Any]:
+    steps = [
+        {**s, "credits_per_hit": s["credits"] / s["hits"] if s["hits"] else None}
+        for s in tally["steps"].values()
+    ]
+    rows, satisfied = tally["rows"], tally["satisfied"]
+    return {
+        **tally,
+        "steps": steps,
+        "coverage": satisfied / rows if rows else None,
+        "credits_per_hit": tally["credits"] / satisfied if satisfied else None,
+    }
+
+
+# --- the web UI's documents ------------------------------------------------------------------
+
+
+def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> dict[str, Any]:
+    """One line of the runs page: status, play, rows done/failed/reused, credits, times.
+
+    A finished attempt wrote its stats; a running one has not yet, so its rows are counted in
+    the store (an indexed count per dataset) and its credits summed from the ledger."""
+    now = time.time() if now is None else now
+    status = run_status(run, now)
+    stats = dict(run.stats or {})
+    live = run.status is RunStatus.RUNNING
+    if live or not stats:
+        stored = {name: store.count_rows(run.run_id, name) for name in store.datasets(run.run_id)}
+        stats.setdefault("rows", 0)
+        stats["rows_stored"] = sum(stored.values())
+        stats["credits"] = store.spent(run.run_id)
+    end = now if status == "running" else run.updated_at
+    return {
+        "run_id": run.run_id,
+        "play": run.play,
+        "status": status,
+        "parent_run_id": run.parent_run_id,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "duration": max(0.0, end - run.created_at) if run.created_at else None,
+        "rows": stats.get("rows_stored", stats.get("rows", 0)),
+        "rows_failed": stats.get("rows_failed", 0),
+        "rows_reused": stats.get("rows_reused", 0),
+        "credits": round(float(stats.get("credits") or 0.0), 6),
+        "attempts": run.attempts,
+        "error": run.error,
+        "waiting": run.waiting,
+        "stop_requested": run.stop_requested,
+    }
+
+
+def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
+    """The run page: summary, input and output, stats, step trace, ledger by tool and column,
+    waterfalls with credits per hit, child plays, and what a suspended run waits for."""
+    trace = trace_of(store, run.run_id)
+    tools = []
+    for tool, t in sorted(trace.tools.items()):
+        tools.append(
+            {
+                "tool": tool,
+                "requests": t.requests,
+                "inputs": t.inputs,
+                "calls": t.calls,
+                "found": t.found,
+                "credits": round(t.credits, 6),
+                "credits_per_hit": round(t.credits / t.found, 6) if t.found else None,
+            }
+        )
+    doc = run_summary(store, run)
+    doc.update(
+        input=run.input,
+        output=run.output,
+        stats=run.stats,
+        holder=run.holder,
+        trace=trace.to_dict(),
+        tools=tools,
+        datasets=[
+            {**vars(d), "stored": store.count_rows(run.run_id, d.name)}
+            for d in trace.datasets.values()
+        ],
+        waterfalls=[_waterfall_doc(w) for w in trace.waterfalls.values()],
+        children=[
+            {"run_id": c.run_id, "play": c.play, "status": run_status(c)}
+            for c in store.child_runs(run.run_id)
+        ],
+        awaited_events=run.awaited_events if run.status is RunStatus.SUSPENDED else [],
+    )
+    return doc
+
+
+def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> dict[str, Any]:
+    """Credits and cells per dataset column, from the cells' recorded cost and provider.
+
+    It reads every row, so a dataset past ``max_rows`` is left out (``skipped`` names it)."""
+    columns: dict[str, dict[str, Any]] = {}
+    skipped = []
+    for name in store.datasets(run_id):
+        if store.count_rows(run_id, name) > max_rows:
+            skipped.append(name)
+            continue
+        for record in store.iter_rows(run_id, name):
+            for column, meta in record.cells.items():
+                entry = columns.setdefault(
+                    f"{name}.{column}",
+                    {"dataset": name, "column": column, "cells": 0, "found": 0, "credits": 0.0,
+                     "providers": {}},
+                )  # fmt: skip
+                entry["cells"] += 1
+                entry["found"] += meta.get("status") in ("completed", "cached")
+                entry["credits"] = round(entry["credits"] + float(meta.get("cost") or 0), 6)
+                provider = meta.get("provider")
+                if provider:
+                    entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
+    return {"columns": list(columns.values()), "skipped": skipped}
+
+
+def dataset_columns(store: Store, run_id: str, dataset: str) -> list[str]:
+    """The grid's columns: the input fields (as the first row holds them), then the computed
+    columns the dataset declared, hidden ones (``_name``) left out."""
+    seen: dict[str, None] = {}
+    for record in store.row_window(run_id, dataset, limit=1):
+        seen.update(dict.fromkeys(record.values))
+    for event in store.read_events(run_id, kinds=["dataset"]):
+        if event.dataset == dataset and event.status == "running":
+            seen.update(dict.fromkeys((event.data or {}).get("columns") or ()))
+    return [name for name in seen if not name.startswith("_")]
+
+
+def row_doc(record: RowRecord) -> dict[str, Any]:
+    """A row as the grid holds it: key, index, status, error, values and cell statuses."""
+    return {
+        "key": record.key,
+        "index": record.index,
+        "status": record.status,
+        "error": record.error,
+        "values": record.values,
+        "cells": {c: m.get("status") for c, m in record.cells.items()},
+    }
+
+
+def row_detail(store: Store, run_id: str, dataset: str, key: str) -> dict[str, Any] | None:
+    """The row drawer: every cell's metadata (a waterfall's steps: provider, status, cost,
+    error) and the row's ledger entries (tool, receipt, credits, found)."""
+    found = store.load_rows(run_id, dataset, [key]).get(key)
+    if found is None:
+        return None
+    doc = row_doc(found)
+    doc["meta"] = found.cells
+    doc["ledger"] = [
+        {
+            "tool": e.tool,
+            "receipt": e.receipt_key,
+            "credits": e.credits,
+            "found": e.found,
+            "at": e.at,
+            "generation": e.generation,
+        }
+        for e in store.read_ledger(run_id)
+        if e.dataset == dataset and e.row_key == key
+    ]
+    return doc
+
+
+@dataclass
+class Changes:
+    """What changed in a run after ``after`` up to ``seq`` (the last event read): each changed
+    row's latest status and changed cells (statuses and values), and the other events.
+
+    ``gap`` says more than the page limit changed: the reader should reload its window and go
+    on from ``seq`` (every event up to it was read, none was kept)."""
+
+    after: int
+    seq: int
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    count: int = 0
+    gap: bool = False
+
+
+def changes_since(
+    store: Store,
+    run_id: str,
+    after: int,
+    *,
+    dataset: str | None = None,
+    limit: int = 5000,
+    gap: bool = True,
+) -> Changes:
+    """The changes after event ``after``, each cell in its latest state.
+
+    Events are read in ``seq`` order; within a read, a later change of a cell replaces an
+    earlier one, so a reader that asks again from the returned ``seq`` misses nothing and
+    sees nothing twice. Past ``limit`` events it reads on to the end without keeping them and
+    sets ``gap``; with ``gap=False`` it returns the first ``limit`` events' changes (a page:
+    ask again from ``seq`` for the rest)."""
+    changes = Changes(after=after, seq=after)
+    events = store.read_events(
+        run_id, after_seq=after, kinds=LIVE_KINDS, limit=limit + 1 if gap else limit
+    )
+    if gap and len(events) > limit:
+        changes.gap = True
+        while events:  # skip to the end: the reader reloads its window instead
+            changes.count += len(events)
+            changes.seq = events[-1].seq
+            events = store.read_events(run_id, after_seq=changes.seq, kinds=LIVE_KINDS, limit=limit)
+        return changes
+    changes.count = len(events)
+    for event in events:
+        changes.seq = event.seq
+        if event.kind in ("row", "cell"):
+            if dataset is not None and event.dataset != dataset:
+                continue
+            key = event.row_key or ""
+            row = changes.rows.setdefault(
+                key, {"dataset": event.dataset, "cells": {}, "values": {}, "seq": event.seq}
+            )
+            row["seq"] = event.seq
+            if event.kind == "cell" and event.column:
+                row["cells"][event.column] = event.status
+                row["values"][event.column] = event.preview
+                continue
+            data = event.data or {}
+            row["status"] = event.status
+            row["error"] = event.error
+            row["cells"].update(data.get("cells") or {})
+            row["values"].update(data.get("values") or {})
+        else:
+            changes.events.append(
+                {
+                    "seq": event.seq,
+                    "kind": event.kind,
+                    "at": event.at,
+                    "dataset": event.dataset,
+                    "status": event.status,
+                    "provider": event.provider,
+                    "error": event.error,
+                    "message": event.preview,
+                    "data": event.data,
+                }
+            )
+    return changes

@@ -25,6 +25,7 @@ __all__ = ["DEFAULT_LEASE", "Supervisor"]
 
 DEFAULT_LEASE = 60.0  # seconds; renewed every third of it
 _TICK = 1.0
+STOP_EVERY = 2.0  # seconds between looks for a stop asked through the store (the web UI)
 
 
 class Supervisor:
@@ -56,14 +57,17 @@ class Supervisor:
         self._tick = min(_TICK, lease / 3)
 
     async def run(self) -> None:
-        renewed = time.monotonic()
+        renewed = checked = time.monotonic()
         moved, seen, reported = time.monotonic(), self._progress(), False
         while True:
             await asyncio.sleep(self._tick)
             now = time.monotonic()
             if now - renewed >= self._lease / 3:
-                renewed = now
+                renewed = checked = now
                 await self._renew()
+            elif now - checked >= STOP_EVERY:  # renewing says it too, but only every lease / 3
+                checked = now
+                await self._check_stop()
             progress = self._progress()
             if progress != seen:
                 moved, seen, reported = now, progress, False
@@ -75,6 +79,11 @@ class Supervisor:
                     f"No progress for {now - moved:.0f} s. {self._describe()}",
                     stalled=True,
                 )
+
+    async def _check_stop(self) -> None:
+        run = await self._io(self._store.get_run, self._run_id)
+        if run is not None and run.stop_requested:
+            self._drain.stop(STOPPED)
 
     async def _renew(self) -> None:
         lease_until = self._clock.now() + self._lease

@@ -126,5 +126,10 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
             )
         if store:
             console.print(f"\nInspect it: playline show {first.run_id} --store {store}")
+            console.print(
+                f"See it in the browser: playline ui --store {store} --run {first.run_id} --open",
+                highlight=False,
+                soft_wrap=True,
+            )
         db.close()
         return 0 if first.ok and second.ok else 1

@@ -92,6 +92,7 @@ def _execute(
     json_mode: bool,
     out: Path | None,
     retry_in_doubt: bool = False,
+    ui: bool = False,
 ) -> pl.RunResult:
     check_out(out)
     gw = gateway_from(gateway)
@@ -111,6 +112,10 @@ def _execute(
         for listener in (started, jsonl, progress, _RecordSource(db, source))
         if listener is not None
     ]
+    if ui:  # a daemon thread: it ends with the command
+        from ._ui import start_beside
+
+        start_beside(db, store, gateway)
     try:
         result = asyncio.run(
             drive(
@@ -207,6 +212,9 @@ def run(
     max_credits: CreditsOpt = None,
     retry_in_doubt: InDoubtOpt = False,
     json_mode: JsonOpt = False,
+    ui: Annotated[
+        bool, typer.Option("--ui", help="Serve the live web UI beside the run; prints its URL.")
+    ] = False,
 ) -> None:
     """Run a play from a Python file, with live progress; exit 0/1/3 by its status.
 
@@ -225,6 +233,7 @@ def run(
         json_mode=json_mode,
         out=out,
         retry_in_doubt=retry_in_doubt,
+        ui=ui,
     )
     raise typer.Exit(EXIT_CODES[result.status])
 

@@ -37,9 +37,12 @@ from ._records import (
     RunRecord,
     RunStatus,
 )
+from ._windows import CELL_STATES, ROW_STATES, RowCounts
 
 __all__ = [
+    "CELL_STATES",
     "DEFAULT_STORE_URL",
+    "ROW_STATES",
     "Boundary",
     "BoundaryStore",
     "CellMeta",
@@ -56,6 +59,7 @@ __all__ = [
     "Receipt",
     "ReceiptStatus",
     "ReceiptStore",
+    "RowCounts",
     "RowRecord",
     "RowStatus",
     "RowStore",

@@ -28,6 +28,7 @@ from ._records import (
     RunRecord,
     RunStatus,
 )
+from ._windows import RowCounts, check_window, count_states, has_state, sort_key
 
 __all__ = ["MemoryStore"]
 
@@ -331,6 +332,41 @@ class MemoryStore:
         with self._lock:
             return [name for (rid, name) in self._rows if rid == run_id]
 
+    def _matching(self, run_id: str, dataset: str, state: str | None) -> list[RowRecord]:
+        with self._lock:
+            table = list(self._rows.get((run_id, dataset), {}).items())
+        rows = [self._row(run_id, dataset, key, index, blob) for key, (index, blob) in table]
+        rows.sort(key=lambda r: (r.index, r.key))
+        if state is None:
+            return rows
+        return [r for r in rows if has_state(r.status, r.cells, state)]
+
+    def row_window(
+        self,
+        run_id: str,
+        dataset: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+    ) -> list[RowRecord]:
+        check_window(offset, limit, state)
+        rows = self._matching(run_id, dataset, state)
+        if sort is not None:  # stable, also reversed: ties stay in input order
+            rows.sort(key=lambda r: sort_key(r.values.get(sort)), reverse=descending)
+        elif descending:
+            rows.reverse()
+        return rows[offset : offset + limit]
+
+    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
+        check_window(0, 0, state)
+        return len(self._matching(run_id, dataset, state))
+
+    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
+        return count_states((r.status, r.cells) for r in self._matching(run_id, dataset, None))
+
     # events
     def reserve_seqs(self, count: int) -> int:
         with self._lock:
@@ -366,6 +402,17 @@ class MemoryStore:
                 key=lambda e: e.seq,
             )
         return found if limit is None else found[:limit]
+
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        with self._lock:
+            return max(
+                (
+                    e.seq
+                    for e in self._events
+                    if e.run_id == run_id and (kinds is None or e.kind in kinds)
+                ),
+                default=0,
+            )
 
     # ledger
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:

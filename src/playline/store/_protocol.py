@@ -35,6 +35,7 @@ from ._records import (
     RunRecord,
     RunStatus,
 )
+from ._windows import RowCounts
 
 __all__ = [
     "BoundaryStore",
@@ -155,6 +156,30 @@ class RowStore(Protocol):
 
     def datasets(self, run_id: str) -> list[str]: ...
 
+    def row_window(
+        self,
+        run_id: str,
+        dataset: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+    ) -> list[RowRecord]:
+        """A window of a dataset's rows for a grid (``_windows.py``): in input order, or by
+        the value of column ``sort`` (ties in input order); with ``state``, only the rows in
+        that state (a cell status, or ``waiting``)."""
+        ...
+
+    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
+        """How many rows ``row_window`` can page through with that ``state``."""
+        ...
+
+    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
+        """The dataset's rows by status, its cells by status, the rows each state keeps."""
+        ...
+
 
 class BoundaryStore(Protocol):
     def get_boundary(self, key: str) -> Boundary | None: ...
@@ -193,6 +218,11 @@ class EventStore(Protocol):
         limit: int | None = None,
     ) -> list[Event]:
         """A run's events in ``seq`` order, after ``after_seq``; ``limit`` pages them."""
+        ...
+
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        """The highest ``seq`` of a run's stored events (of ``kinds``); 0 when none. A live
+        view reads a window, then follows the events after this number."""
         ...
 
 

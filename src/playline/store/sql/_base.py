@@ -32,6 +32,7 @@ from .._records import (
     RunRecord,
     RunStatus,
 )
+from .._windows import ROW_STATES, RowCounts, check_window
 from ._tables import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -463,6 +464,93 @@ class SQLStore(ABC):
             ).fetchall()
         return [name for (name,) in rows]
 
+    # row windows. JSON inside SQL is the one thing dialects spell differently: these three
+    # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
+    # ->> and jsonb_each. Each takes its parameters in the order written.
+    def _sql_value(self) -> str:
+        """The value of one column of a row (parameter: the column's name)."""
+        return "json_extract(\"values\", '$.\"' || ? || '\"')"
+
+    def _sql_has_cell(self) -> str:
+        """Whether a row has a cell in a status (parameter: the status)."""
+        return (
+            "EXISTS (SELECT 1 FROM json_each(rows.cells) c "
+            "WHERE json_extract(c.value, '$.status') = ?)"
+        )
+
+    def _sql_cell_counts(self) -> str:
+        """Cells by status, and the rows with a cell in each (parameters: run, dataset)."""
+        return (
+            "SELECT json_extract(c.value, '$.status'), COUNT(*), COUNT(DISTINCT rows.key) "
+            "FROM rows, json_each(rows.cells) c WHERE rows.run_id = ? AND rows.dataset = ? "
+            "GROUP BY 1"
+        )
+
+    def _window_where(self, state: str | None) -> str:
+        where = "run_id = ? AND dataset = ?"
+        if state in ROW_STATES:
+            return where + " AND status = ?"
+        if state is not None:
+            return where + " AND " + self._sql_has_cell()
+        return where
+
+    def row_window(
+        self,
+        run_id: str,
+        dataset: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+    ) -> list[RowRecord]:
+        check_window(offset, limit, state)
+        params: list[Any] = [run_id, dataset, *([state] if state else [])]
+        order = "idx DESC, key DESC" if descending else "idx, key"
+        if sort is not None:
+            order = f"{self._sql_value()} {'DESC' if descending else 'ASC'}, idx, key"
+            params.append(sort)
+        what = f"read a window of dataset {dataset!r} in run {run_id}"
+        with self._transaction(what, write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state)} "
+                f"ORDER BY {order} LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            ).fetchall()
+        return [row_from(run_id, dataset, row) for row in rows]
+
+    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
+        check_window(0, 0, state)
+        params = [run_id, dataset, *([state] if state else [])]
+        with self._transaction(f"count the rows of dataset {dataset!r}", write=False) as cur:
+            row = cur.execute(
+                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state)}", params
+            ).fetchone()
+        return int(row[0])
+
+    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
+        with self._transaction(f"count the cells of dataset {dataset!r}", write=False) as cur:
+            statuses = {
+                str(status): int(n)
+                for status, n in cur.execute(
+                    "SELECT status, COUNT(*) FROM rows WHERE run_id = ? AND dataset = ? "
+                    "GROUP BY status",
+                    (run_id, dataset),
+                ).fetchall()
+            }
+            cells: dict[str, int] = {}
+            rows_with: dict[str, int] = {}
+            for status, n, rows in cur.execute(self._sql_cell_counts(), (run_id, dataset)):
+                cells[str(status)] = int(n)
+                rows_with[str(status)] = int(rows)
+        for state in ROW_STATES:
+            if statuses.get(state):
+                rows_with[state] = statuses[state]
+        return RowCounts(
+            rows=sum(statuses.values()), statuses=statuses, cells=cells, rows_with=rows_with
+        )
+
     # events
     def reserve_seqs(self, count: int) -> int:
         with self._transaction(f"reserve {count} event numbers", write=True) as cur:
@@ -511,6 +599,18 @@ class SQLStore(ABC):
         with self._transaction(f"read the events of run {run_id}", write=False) as cur:
             rows = cur.execute(sql, params).fetchall()
         return [event_from(row) for row in rows]
+
+    def last_seq(self, run_id: str, *, kinds: Sequence[str] | None = None) -> int:
+        # Newest first along the (run_id, seq) index: the first event of a wanted kind ends it.
+        sql = "SELECT seq FROM events WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if kinds is not None:
+            wanted = list(dict.fromkeys(kinds))[:CHUNK]
+            sql += f" AND kind IN ({marks(len(wanted))})"
+            params.extend(wanted)
+        with self._transaction(f"find the last event of run {run_id}", write=False) as cur:
+            row = cur.execute(sql + " ORDER BY seq DESC LIMIT 1", params).fetchone()
+        return 0 if row is None else int(row[0])
 
     # ledger
     def read_ledger(self, run_id: str) -> list[LedgerEntry]:

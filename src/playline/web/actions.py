@@ -1,0 +1,224 @@
+"""What the UI can do to a run: stop it, resume it, export a dataset, send an event.
+
+Each is a POST that needs the page's CSRF token (``security.py``). Stop asks the attempt that
+holds the run, through the store, to stop before its next paid call (the run ends
+``suspended``; nothing paid is lost); resume starts ``playline resume RUN_ID`` on the same
+store in a process of its own; export streams CSV or JSON lines from the read model; send
+delivers the event a suspended run awaits.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import playline as pl
+
+from .._trace import columns_of, export_rows, flat, run_status
+from ..errors import PlaylineError
+from ..store import RunRecord
+from .security import check_csrf, form_fields
+
+__all__ = ["Children", "routes"]
+
+RESUMABLE = ("failed", "suspended", "interrupted", "completed_with_errors")
+
+
+class Children:
+    """The ``playline resume`` processes this UI started (reaped as new ones start)."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, subprocess.Popen[bytes]] = {}
+
+    def running(self, run_id: str) -> bool:
+        child = self.started.get(run_id)
+        return child is not None and child.poll() is None
+
+    def start(self, run_id: str, command: list[str], log: Path) -> subprocess.Popen[bytes]:
+        for done in [k for k, c in self.started.items() if c.poll() is not None]:
+            del self.started[done]
+        with log.open("ab") as out:
+            child = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C of the UI does not stop the run
+            )
+        self.started[run_id] = child
+        return child
+
+
+def _error(message: str, status: int = 409) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _guarded(request: Request) -> tuple[Any, Response | None]:
+    cfg = request.app.state.cfg
+    return cfg, await check_csrf(request, cfg.csrf_token)
+
+
+async def stop(request: Request) -> Response:
+    cfg, refused = await _guarded(request)
+    if refused:
+        return refused
+    run_id = request.path_params["run_id"]
+    run: RunRecord | None = await anyio.to_thread.run_sync(cfg.store.get_run, run_id)
+    if run is None:
+        return _error(f"No run {run_id!r} in the store.", 404)
+    status = run_status(run)
+    if status == "interrupted":
+        return _error(
+            f"Run {run_id} is not running: its process stopped mid-run ({run.holder}). "
+            "Nothing needs stopping; Resume continues it."
+        )
+    if status != "running":
+        return _error(f"Run {run_id} is {status}, not running: there is nothing to stop.")
+    if not await anyio.to_thread.run_sync(cfg.store.request_stop, run_id):
+        return _error(f"Run {run_id} ended before it could be asked to stop.")
+    return JSONResponse(
+        {
+            "run_id": run_id,
+            "stop_requested": True,
+            "message": "Asked to stop: it stops before its next paid call (within a few "
+            "seconds), ends suspended, and Resume continues it.",
+        }
+    )
+
+
+def resume_command(cfg: Any, run_id: str) -> list[str]:
+    command = [sys.executable, "-m", "playline", "resume", run_id, "--store", cfg.store_url]
+    if cfg.gateway:
+        command += ["--gateway", cfg.gateway]
+    return command
+
+
+async def resume(request: Request) -> Response:
+    cfg, refused = await _guarded(request)
+    if refused:
+        return refused
+    run_id = request.path_params["run_id"]
+    children: Children = request.app.state.children
+    run: RunRecord | None = await anyio.to_thread.run_sync(cfg.store.get_run, run_id)
+    if run is None:
+        return _error(f"No run {run_id!r} in the store.", 404)
+    status = run_status(run)
+    if run.parent_run_id is not None:
+        return _error(f"Run {run_id} is a child play: resume its parent {run.parent_run_id}.")
+    if status not in RESUMABLE or children.running(run_id):
+        why = "a resume this UI started is still running" if status in RESUMABLE else status
+        return _error(f"Run {run_id} cannot be resumed now ({why}).")
+    if cfg.store_url.startswith("memory://"):
+        return _error(
+            "This UI reads an in-memory store, which another process cannot open: resume the "
+            "run in the process that holds the store (pl.run(play, run_id=...)).",
+            400,
+        )
+    log_dir = cfg.log_dir or Path(tempfile.gettempdir())
+    log = log_dir / f"playline-resume-{run_id.replace('/', '_')}.log"
+    command = resume_command(cfg, run_id)
+    child = children.start(run_id, command, log)
+    return JSONResponse(
+        {
+            "run_id": run_id,
+            "pid": child.pid,
+            "command": " ".join(command[2:]),
+            "log": str(log),
+            "message": f"Resuming in process {child.pid}; its output goes to {log}.",
+        },
+        status_code=202,
+    )
+
+
+def _csv_lines(rows: Iterator[dict[str, Any]], fields: list[str]) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: flat(v) for k, v in row.items()})
+        if buffer.tell() > 1 << 16:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+async def export(request: Request) -> Response:
+    cfg, refused = await _guarded(request)
+    if refused:
+        return refused
+    run_id = request.path_params["run_id"]
+    form = await form_fields(request)
+    dataset = str(form.get("dataset") or "")
+    fmt = str(form.get("format") or "csv")
+    with_status = str(form.get("with_status") or "") in ("1", "on", "true")
+    names = await anyio.to_thread.run_sync(cfg.store.datasets, run_id)
+    if dataset not in names:
+        return _error(
+            f"Run {run_id} has no dataset {dataset!r} (its datasets: "
+            f"{', '.join(names) or 'none'}).",
+            404,
+        )
+    if fmt not in ("csv", "jsonl"):
+        return _error(f"Unknown format {fmt!r}: use csv or jsonl.", 400)
+    name = f"{run_id.replace('/', '_')}-{dataset}.{fmt}"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    rows = export_rows(cfg.store, run_id, dataset, with_status=with_status)
+    if fmt == "jsonl":
+        lines = (json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
+    fields = await anyio.to_thread.run_sync(
+        lambda: columns_of(export_rows(cfg.store, run_id, dataset, with_status=with_status))
+    )
+    return StreamingResponse(_csv_lines(rows, fields), media_type="text/csv", headers=headers)
+
+
+async def send(request: Request) -> Response:
+    cfg, refused = await _guarded(request)
+    if refused:
+        return refused
+    if request.headers.get("content-type", "").startswith("application/json"):
+        body = await request.json()
+    else:
+        body = await form_fields(request)
+    key = str(body.get("key") or "").strip()
+    raw = body.get("payload")
+    if not key:
+        return _error("Name the event: its key, as the run's wait_for_event(key) has it.", 400)
+    try:
+        payload = json.loads(raw) if isinstance(raw, str) and raw.strip() else raw
+    except json.JSONDecodeError as exc:
+        return _error(f'The payload is not JSON ({exc.msg}); write e.g. {{"ok": true}}.', 400)
+    try:
+        sent = await anyio.to_thread.run_sync(
+            lambda: pl.send_event(key, payload or None, store=cfg.store)
+        )
+    except PlaylineError as exc:
+        return _error(str(exc), 400)
+    message = (
+        f"Sent {key!r}: a worker (playline worker) or Resume continues the run."
+        if sent
+        else f"{key!r} was sent before; the first payload stands."
+    )
+    return JSONResponse({"key": key, "sent": sent, "message": message})
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/api/stop/{run_id:path}", stop, methods=["POST"]),
+        Route("/api/resume/{run_id:path}", resume, methods=["POST"]),
+        Route("/api/export/{run_id:path}", export, methods=["POST"]),
+        Route("/api/event", send, methods=["POST"]),
+    ]

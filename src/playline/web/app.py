@@ -1,0 +1,311 @@
+"""The UI's pages and their JSON twins: runs, a run, a dataset grid, and a row's details.
+
+Every page is a template filled in by its ES module from the JSON twin under ``/api/...``, so
+everything a page shows can be read (and tested) without a browser. Run ids of child plays
+hold ``/``, so a run id is always the last part of a path.
+
+Routes::
+
+    GET  /                          runs            GET /api/runs?status=&play=&limit=
+    GET  /run/{run_id}              a run           GET /api/run/{run_id}
+    GET  /grid/{run_id}?dataset=    a dataset grid  GET /api/rows/{run_id}?dataset=&offset=
+                                                        &limit=&state=&sort=&desc=
+    GET  /api/counts/{run_id}?dataset=    chip counts    GET /api/row/{run_id}?dataset=&key=
+    GET  /api/log/{run_id}?after=         log lines      GET /api/columns/{run_id}  ledger
+    GET  /api/stream/runs, /api/stream/{run_id}?dataset=&after=   server-sent events (sse.py)
+    POST /api/stop|resume|export/{run_id}, /api/event           actions (actions.py)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._trace import (
+    dataset_columns,
+    ledger_by_column,
+    row_detail,
+    row_doc,
+    run_detail,
+    run_summary,
+)
+from ..errors import StoreError
+from ..store import CELL_STATES, ROW_STATES, RunRecord, RunStatus, Store
+from . import actions, sse
+from .security import csp, new_nonce, new_token, secure_headers
+
+__all__ = ["UIConfig", "create_app"]
+
+HERE = Path(__file__).parent
+MAX_WINDOW = 1000  # rows per window request
+STATES = (*CELL_STATES, *ROW_STATES)
+
+
+@dataclass
+class UIConfig:
+    """What the UI serves: a store (and its URL, for the ``playline resume`` it starts), the
+    gateway a resumed run calls, and where those resumes write their output."""
+
+    store: Store
+    store_url: str
+    gateway: str | None = None
+    log_dir: Path | None = None
+    csrf_token: str = field(default_factory=new_token)
+
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def _int(request: Request, name: str, default: int, *, low: int = 0, high: int = 10**9) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPException(
+            400, f"{name}={raw!r} is not a whole number; pass e.g. {name}=0."
+        ) from None
+    return max(low, min(high, value))
+
+
+def _run_or_404(cfg: UIConfig, run_id: str) -> RunRecord:
+    run = cfg.store.get_run(run_id)
+    if run is None:
+        raise HTTPException(
+            404, f"No run {run_id!r} in the store {cfg.store.url}; the runs page lists them."
+        )
+    return run
+
+
+def _dataset(cfg: UIConfig, request: Request, run_id: str) -> str:
+    names = cfg.store.datasets(run_id)
+    wanted = request.query_params.get("dataset")
+    if wanted:
+        return wanted  # a dataset whose first rows are not written yet is still a dataset
+    if not names:
+        raise HTTPException(404, f"Run {run_id} has no dataset rows yet; open its run page.")
+    return names[0]
+
+
+def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    nonce = new_nonce()
+    response = templates.TemplateResponse(
+        request,
+        name,
+        {"csrf_token": cfg.csrf_token, "nonce": nonce, **context},
+        status_code=status_code,
+    )
+    response.headers["Content-Security-Policy"] = csp(nonce)
+    return response
+
+
+# pages
+async def runs_page(request: Request) -> Response:
+    return _page(request, "runs.html", title="Runs", states=[s.value for s in RunStatus])
+
+
+async def run_page(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    await anyio.to_thread.run_sync(_run_or_404, cfg, run_id)
+    return _page(request, "run.html", title=f"Run {run_id}", run_id=run_id)
+
+
+async def grid_page(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+
+    def load() -> tuple[str, list[str]]:
+        _run_or_404(cfg, run_id)
+        dataset = _dataset(cfg, request, run_id)
+        return dataset, dataset_columns(cfg.store, run_id, dataset)
+
+    dataset, columns = await anyio.to_thread.run_sync(load)
+    return _page(
+        request,
+        "grid.html",
+        title=f"{dataset} · run {run_id}",
+        run_id=run_id,
+        dataset=dataset,
+        columns=columns,
+        states=STATES,
+    )
+
+
+# the JSON twins
+def api_runs(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    status = request.query_params.get("status") or None
+    play = request.query_params.get("play") or None
+    limit = _int(request, "limit", 100, low=1, high=1000)
+    stored: RunStatus | None = None
+    if status is not None and status != "interrupted":
+        try:
+            stored = RunStatus(status)
+        except ValueError:
+            known = ", ".join([s.value for s in RunStatus] + ["interrupted"])
+            raise HTTPException(400, f"Unknown status {status!r}; use one of {known}.") from None
+    elif status == "interrupted":
+        stored = RunStatus.RUNNING
+    now = time.time()
+    records = cfg.store.list_runs(limit=limit, status=stored, play=play)
+    runs = [run_summary(cfg.store, r, now=now) for r in records]
+    if status is not None:
+        runs = [r for r in runs if r["status"] == status]
+    plays = sorted({r.play for r in cfg.store.list_runs(limit=1000)})
+    return JSONResponse({"runs": runs, "plays": plays, "now": now})
+
+
+def api_run(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run = _run_or_404(cfg, request.path_params["run_id"])
+    doc = run_detail(cfg.store, run)
+    doc["seq"] = sse.last_seq(cfg.store, run.run_id)
+    return JSONResponse(doc)
+
+
+def api_rows(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    _run_or_404(cfg, run_id)
+    dataset = _dataset(cfg, request, run_id)
+    state = request.query_params.get("state") or None
+    if state is not None and state not in STATES:
+        raise HTTPException(400, f"Unknown state {state!r}; use one of {', '.join(STATES)}.")
+    offset = _int(request, "offset", 0)
+    limit = _int(request, "limit", 100, high=MAX_WINDOW)
+    # The seq first: a change after it reaches the page through the stream, never lost
+    # between this window and the stream's start.
+    seq = sse.last_seq(cfg.store, run_id)
+    try:
+        rows = cfg.store.row_window(
+            run_id,
+            dataset,
+            offset=offset,
+            limit=limit,
+            state=state,
+            sort=request.query_params.get("sort") or None,
+            descending=request.query_params.get("desc") in ("1", "true"),
+        )
+        total = cfg.store.count_rows(run_id, dataset, state=state)
+    except StoreError as exc:
+        raise HTTPException(400, str(exc)) from None
+    return JSONResponse(
+        {
+            "run_id": run_id,
+            "dataset": dataset,
+            "offset": offset,
+            "total": total,
+            "seq": seq,
+            "columns": dataset_columns(cfg.store, run_id, dataset) if offset == 0 else None,
+            "rows": [row_doc(r) for r in rows],
+        }
+    )
+
+
+def api_counts(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    _run_or_404(cfg, run_id)
+    dataset = _dataset(cfg, request, run_id)
+    seq = sse.last_seq(cfg.store, run_id)
+    return JSONResponse(request.app.state.counts.get(cfg.store, run_id, dataset, seq=seq))
+
+
+def api_row(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    dataset = _dataset(cfg, request, run_id)
+    key = request.query_params.get("key")
+    if not key:
+        raise HTTPException(400, "Pass the row's key: ?key=ROW_KEY.")
+    doc = row_detail(cfg.store, run_id, dataset, key)
+    if doc is None:
+        raise HTTPException(404, f"No row {key!r} in dataset {dataset!r} of run {run_id}.")
+    return JSONResponse(doc)
+
+
+def api_log(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    _run_or_404(cfg, run_id)
+    after = _int(request, "after", 0)
+    events = cfg.store.read_events(run_id, after_seq=after, kinds=["log"], limit=1000)
+    lines = [{"seq": e.seq, "at": e.at, "message": e.preview, "data": e.data} for e in events]
+    return JSONResponse({"lines": lines, "seq": events[-1].seq if events else after})
+
+
+def api_columns(request: Request) -> Response:
+    cfg: UIConfig = request.app.state.cfg
+    run_id = request.path_params["run_id"]
+    _run_or_404(cfg, run_id)
+    return JSONResponse(ledger_by_column(cfg.store, run_id))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+    return _page(request, "error.html", exc.status_code, title="Not found", message=exc.detail)
+
+
+class SecureHeaders:
+    """Adds the CSP and friends to every response that does not set its own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response = Response()
+                response.raw_headers = list(message.get("headers", []))
+                secure_headers(response)
+                message = {**message, "headers": response.raw_headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(config: UIConfig) -> Starlette:
+    """The UI as an ASGI app over ``config.store``."""
+    routes = [
+        Route("/", runs_page),
+        Route("/run/{run_id:path}", run_page),
+        Route("/grid/{run_id:path}", grid_page),
+        Route("/api/runs", api_runs),
+        Route("/api/run/{run_id:path}", api_run),
+        Route("/api/rows/{run_id:path}", api_rows),
+        Route("/api/counts/{run_id:path}", api_counts),
+        Route("/api/row/{run_id:path}", api_row),
+        Route("/api/log/{run_id:path}", api_log),
+        Route("/api/columns/{run_id:path}", api_columns),
+        Route("/api/stream/runs", sse.runs_stream),
+        Route("/api/stream/{run_id:path}", sse.run_stream),
+        *actions.routes(),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.state.cfg = config
+    app.state.counts = sse.CountsCache(config.store_url)
+    app.state.children = actions.Children()
+    app.add_middleware(SecureHeaders)
+    return app

@@ -1,0 +1,81 @@
+"""Serving the UI with uvicorn: loopback by default, a warning for anything else."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import webbrowser
+from collections.abc import Callable
+
+import uvicorn
+
+from .app import UIConfig, create_app
+
+__all__ = ["is_loopback", "no_login_warning", "serve", "serve_in_thread"]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def no_login_warning(host: str) -> str:
+    return (
+        f"warning: the UI listens on {host}, not only on this machine, and has no login: anyone "
+        "who can reach it can read every run in the store and stop or resume them. Bind to "
+        "127.0.0.1 (the default) unless the network is yours alone."
+    )
+
+
+def _config(config: UIConfig, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        create_app(config),
+        host=host,
+        port=port,
+        loop="asyncio",
+        http="h11",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=2,  # open event streams end with the server
+    )
+
+
+def serve(
+    config: UIConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    open_browser: bool = False,
+    say: Callable[[str], None] = print,
+    path: str = "/",
+) -> None:
+    """Serve until Ctrl-C; ``say`` gets the URL (and, off loopback, the warning) first."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}"
+    if not is_loopback(host):
+        say(no_login_warning(host))
+    say(f"Playline UI on {url}{path} (store {config.store_url}); Ctrl-C stops it.")
+    if open_browser:
+        threading.Timer(0.5, webbrowser.open, args=(url + path,)).start()
+    server = uvicorn.Server(_config(config, host, bound))
+    server.run(sockets=[sock])
+
+
+def serve_in_thread(config: UIConfig, *, host: str = "127.0.0.1", port: int = 0) -> str:
+    """Start the UI in a daemon thread (``playline run --ui``); returns its URL once it
+    listens. It lives as long as the process."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    server = uvicorn.Server(_config(config, host, sock.getsockname()[1]))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    return f"http://{host}:{sock.getsockname()[1]}"

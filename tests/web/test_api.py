@@ -1,0 +1,174 @@
+"""The UI's JSON twins and actions over real HTTP (uvicorn on a free port), on a store that
+holds a real run of the demo play through the simulator."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import httpx
+import pytest
+
+from playline.web import UIConfig
+from playline.web.server import is_loopback, no_login_warning
+
+UI = tuple[str, str, UIConfig]
+
+
+def get(base: str, path: str, status: int = 200) -> Any:
+    response = httpx.get(base + path, timeout=30)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def post(base: str, path: str, token: str | None, **kwargs: Any) -> httpx.Response:
+    headers = {"X-CSRF-Token": token} if token else {}
+    return httpx.post(base + path, headers=headers, timeout=30, **kwargs)
+
+
+def test_runs_lists_the_run_and_filters_by_status_and_play(demo_ui: UI) -> None:
+    base, run_id, _ = demo_ui
+    doc = get(base, "/api/runs")
+    (run,) = [r for r in doc["runs"] if r["run_id"] == run_id]
+    assert run["status"] == "completed" and run["play"] == "enrich-people"
+    assert run["rows"] == 50 and run["credits"] > 0 and run["duration"] >= 0
+    assert doc["plays"] == ["enrich-people"]
+    assert get(base, "/api/runs?status=failed")["runs"] == []
+    assert get(base, "/api/runs?play=enrich-people&status=completed")["runs"]
+    error = get(base, "/api/runs?status=done", status=400)["error"]
+    assert "use one of" in error and "interrupted" in error
+
+
+def test_a_run_has_its_trace_ledger_by_tool_and_column_and_waterfall(demo_ui: UI) -> None:
+    base, run_id, _ = demo_ui
+    doc = get(base, f"/api/run/{run_id}")
+    assert doc["status"] == "completed" and doc["seq"] > 0
+    assert [d["name"] for d in doc["datasets"]] == ["people"]
+    assert doc["datasets"][0]["stored"] == 50
+    tools = {t["tool"]: t for t in doc["tools"]}
+    assert tools["sim.company.enrich"]["inputs"] == 50
+    hit = tools["sim.company.enrich"]
+    assert hit["credits_per_hit"] == pytest.approx(hit["credits"] / hit["found"])
+    (fall,) = doc["waterfalls"]
+    assert fall["id"] == "work_email" and [s["id"] for s in fall["steps"]] == [
+        "beta", "alpha", "gamma"
+    ]  # fmt: skip
+    assert fall["steps"][0]["attempts"] == 50
+    assert sum(s["hits"] for s in fall["steps"]) == fall["satisfied"]
+    columns = {c["column"]: c for c in get(base, f"/api/columns/{run_id}")["columns"]}
+    assert columns["email"]["credits"] == pytest.approx(fall["credits"])
+    assert get(base, "/api/run/nope", status=404)["error"].startswith("No run 'nope'")
+
+
+def test_windows_filter_sort_and_count(demo_ui: UI) -> None:
+    base, run_id, _ = demo_ui
+    first = get(base, f"/api/rows/{run_id}?dataset=people&limit=10")
+    assert first["total"] == 50 and len(first["rows"]) == 10
+    assert [r["index"] for r in first["rows"]] == list(range(10))
+    assert first["columns"][:4] == ["first_name", "last_name", "title", "website"]
+    assert "email" in first["columns"] and first["rows"][0]["cells"]["company"]
+    counts = get(base, f"/api/counts/{run_id}?dataset=people")
+    missing = counts["rows_with"]["not_found"]
+    found = get(base, f"/api/rows/{run_id}?dataset=people&state=not_found&limit=100")
+    assert found["total"] == missing == len(found["rows"]) > 0
+    assert all("not_found" in r["cells"].values() for r in found["rows"])
+    names = [
+        r["values"]["first_name"]
+        for r in get(base, f"/api/rows/{run_id}?dataset=people&sort=first_name&limit=50")["rows"]
+    ]
+    assert names == sorted(names)
+    assert "use one of" in get(base, f"/api/rows/{run_id}?state=done", status=400)["error"]
+
+
+def test_the_drawer_shows_a_waterfalls_attempts_and_charges(demo_ui: UI) -> None:
+    base, run_id, _ = demo_ui
+    rows = get(base, f"/api/rows/{run_id}?dataset=people&limit=50")["rows"]
+    key = next(r["key"] for r in rows if r["cells"]["email"] == "not_found")
+    doc = get(base, f"/api/row/{run_id}?dataset=people&key={key}")
+    steps = doc["meta"]["email"]["waterfall"]["steps"]
+    assert list(steps) == ["beta", "alpha", "gamma"]
+    assert all(s["status"] == "not_found" and "provider" in s for s in steps.values())
+    tools = {e["tool"] for e in doc["ledger"]}
+    assert {"sim.email.beta", "sim.email.gamma"} <= tools
+    assert all(len(e["receipt"]) == 64 for e in doc["ledger"])
+
+
+def test_pages_carry_a_csrf_token_and_a_strict_csp(demo_ui: UI) -> None:
+    base, run_id, config = demo_ui
+    for path in ("/", f"/run/{run_id}", f"/grid/{run_id}?dataset=people"):
+        page = httpx.get(base + path, timeout=30)
+        assert page.status_code == 200
+        assert config.csrf_token in page.text
+        policy = page.headers["content-security-policy"]
+        assert policy.startswith("default-src 'self';") and "'unsafe-inline'" not in policy
+        assert "http" not in policy  # nothing from elsewhere
+    script = httpx.get(base + "/static/vendor/ag-grid.min.js", timeout=30)
+    assert (
+        script.status_code == 200
+        and "default-src 'self'" in script.headers["content-security-policy"]
+    )
+    missing = httpx.get(base + "/run/nope", timeout=30)
+    assert missing.status_code == 404 and "No run &#39;nope&#39;" in missing.text
+
+
+def test_actions_need_the_token_and_say_why_they_cannot_act(demo_ui: UI) -> None:
+    base, run_id, config = demo_ui
+    token = config.csrf_token
+    refused = post(base, f"/api/stop/{run_id}", None)
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]
+    assert post(base, f"/api/stop/{run_id}", "wrong").status_code == 403
+    foreign = httpx.post(
+        base + f"/api/stop/{run_id}",
+        headers={"X-CSRF-Token": token, "Origin": "http://evil.example"},
+        timeout=30,
+    )
+    assert foreign.status_code == 403 and "another site" in foreign.json()["error"]
+    stop = post(base, f"/api/stop/{run_id}", token)
+    assert stop.status_code == 409 and "completed, not running" in stop.json()["error"]
+    resume = post(base, f"/api/resume/{run_id}", token)
+    assert resume.status_code == 409 and "cannot be resumed" in resume.json()["error"]
+
+
+def test_export_streams_csv_and_jsonl_from_the_read_model(demo_ui: UI) -> None:
+    base, run_id, config = demo_ui
+    form = {"csrf_token": config.csrf_token, "dataset": "people", "format": "csv"}
+    response = httpx.post(base + f"/api/export/{run_id}", data=form, timeout=30)
+    assert response.status_code == 200 and "attachment" in response.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == 50 and "email" in rows[0]
+    with_status = {**form, "format": "jsonl", "with_status": "1"}
+    lines = httpx.post(base + f"/api/export/{run_id}", data=with_status, timeout=30).text
+    assert len(lines.splitlines()) == 50 and '"email.status"' in lines
+    missing = httpx.post(base + f"/api/export/{run_id}", data={**form, "dataset": "x"}, timeout=30)
+    assert missing.status_code == 404 and "its datasets: people" in missing.json()["error"]
+
+
+def test_send_event_delivers_once(demo_ui: UI) -> None:
+    base, _, config = demo_ui
+    token = config.csrf_token
+    first = post(base, "/api/event", token, json={"key": "approve:42", "payload": '{"ok": true}'})
+    assert first.status_code == 200 and first.json()["sent"] is True
+    again = post(base, "/api/event", token, json={"key": "approve:42", "payload": "{}"})
+    assert again.json()["sent"] is False and "first payload stands" in again.json()["message"]
+    bad = post(base, "/api/event", token, json={"key": "k", "payload": "{nope"})
+    assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+
+
+def test_only_loopback_binds_quietly() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1")
+    assert "no login" in no_login_warning("0.0.0.0")
+
+
+def test_playline_ui_names_a_missing_run_in_one_line(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from playline.cli import app
+
+    result = CliRunner().invoke(
+        app, ["ui", "--run", "nope", "--store", f"sqlite:///{tmp_path}/x.db"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("error: No run 'nope'")
+    assert "playline runs" in result.stderr

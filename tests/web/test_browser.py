@@ -1,0 +1,157 @@
+"""The UI in headless Chromium (Debian's, through Playwright): one browser per test.
+
+The first test drives a run started by `playline run` in its own process through the
+simulator: the runs page lists it, Stop stops it, Resume finishes it while its grid fills in,
+and the simulator's ledger shows no charge twice. The second reads a finished demo run: a chip
+narrows the rows, the drawer shows a waterfall's attempts, the arrow keys move between cells,
+and an aria snapshot and a screenshot of each page are kept under the session's temp dir.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import playline.demo
+from playline.sim import Simulator, serve
+from playline.store import RunStatus, open_store
+from playline.web import UIConfig, create_app
+from services import chromium_context, serve_asgi
+
+from webhelp import wait_until
+
+pytestmark = pytest.mark.timeout(240)
+WAIT_MS = 60_000
+
+
+@pytest.fixture
+def fresh_sim() -> Iterator[Simulator]:
+    with serve(seed=7, latency_ms=0) as running:
+        yield running
+
+
+def test_stop_then_resume_finishes_the_run_with_no_charge_twice(
+    tmp_path: Path,
+    chromium_path: Path,
+    fresh_sim: Simulator,
+    artifacts: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", fresh_sim.token)
+    url = f"sqlite:///{tmp_path}/ui.db"
+    db = open_store(url)
+    fresh_sim.faults(latency_ms=1500)  # its first requests are still out when Stop comes
+    command = [sys.executable, "-m", "playline", "run", playline.demo.__file__, "--store", url,
+               "--gateway", fresh_sim.url]  # fmt: skip
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        record = wait_until(lambda: db.list_runs(limit=1), "the run to start")[0]
+        run_id = record.run_id
+        config = UIConfig(store=db, store_url=url, gateway=fresh_sim.url, log_dir=tmp_path)
+        with serve_asgi(create_app(config)) as base, chromium_context(chromium_path) as browser:
+            page = browser.new_page()
+            page.goto(base + "/")
+            row = page.locator(f'#runs tr[data-run-id="{run_id}"]')
+            row.wait_for(timeout=WAIT_MS)
+            assert "running" in row.inner_text()
+
+            page.goto(f"{base}/run/{run_id}")
+            page.locator("#status", has_text="running").wait_for(timeout=WAIT_MS)
+            page.click("#stop")
+            page.locator("#toast", has_text="Asked to stop").wait_for(timeout=WAIT_MS)
+            assert run.wait(timeout=120) == 3, run.stdout.read() if run.stdout else ""
+            page.locator("#status", has_text="suspended").wait_for(timeout=WAIT_MS)
+            stopped = db.get_run(run_id)
+            assert stopped is not None and stopped.status is RunStatus.SUSPENDED
+            assert (stopped.waiting or {}).get("stop")
+
+            fresh_sim.faults(latency_ms=40)  # slow enough to watch the grid fill in
+            grid = browser.new_page()
+            grid.goto(f"{base}/grid/{run_id}?dataset=people")
+            grid.locator("#status").wait_for(timeout=WAIT_MS)
+            before = db.count_rows(run_id, "people")
+            page.click("#resume")
+            page.locator("#toast", has_text="Resuming").wait_for(timeout=WAIT_MS)
+            grid.locator("#shown", has_text="50 rows").wait_for(timeout=WAIT_MS)
+            assert before < 50
+            page.locator("#status", has_text="completed").wait_for(timeout=WAIT_MS)
+            grid.locator(".ag-row[row-index='0'] .cell-in").first.wait_for(timeout=WAIT_MS)
+            grid.screenshot(path=str(artifacts / "grid-after-resume.png"))
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    done = db.get_run(run_id)
+    assert done is not None and done.status is RunStatus.COMPLETED
+    assert done.attempts == 2
+    assert fresh_sim.ledger()["duplicate_charges"] == 0
+
+
+def test_chips_drawer_keys_aria_and_screenshots(
+    demo_ui: tuple[str, str, UIConfig], chromium_path: Path, artifacts: Path
+) -> None:
+    base, run_id, _ = demo_ui
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with chromium_context(chromium_path) as browser:
+        page = browser.new_page()
+        page.set_viewport_size({"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        page.goto(base + "/")
+        page.locator(f'#runs tr[data-run-id="{run_id}"]').wait_for(timeout=WAIT_MS)
+        page.screenshot(path=str(artifacts / "runs.png"))
+        page.goto(f"{base}/run/{run_id}")
+        page.locator("#tools tbody tr").first.wait_for(timeout=WAIT_MS)
+        assert page.locator("#waterfalls").inner_text().count("gamma") == 1
+        page.screenshot(path=str(artifacts / "run.png"), full_page=True)
+
+        page.goto(f"{base}/grid/{run_id}?dataset=people")
+        page.locator("#shown", has_text="50 rows").wait_for(timeout=WAIT_MS)
+        page.locator(".ag-row[row-index='0'] .cell-in").first.wait_for(timeout=WAIT_MS)
+        page.screenshot(path=str(artifacts / "grid.png"))
+        snapshot = page.locator("#grid .ag-root").aria_snapshot()
+        (artifacts / "grid.aria.yml").write_text(snapshot)
+        assert re.search(r"^- (tree)?grid", snapshot, re.M), snapshot[:300]
+        assert 'columnheader "email"' in snapshot and "row " in snapshot
+        assert page.locator("#grid [role=row][aria-rowindex]").count() > 10
+
+        chip = page.locator('.chip[data-state="not_found"]')
+        wanted = int(wait_until(chip.locator(".count").inner_text, "the chips' counts"))
+        chip.click()
+        page.locator("#shown", has_text=f"{wanted} rows with a cell not found").wait_for()
+        assert "state=not_found" in page.url
+        rows = page.locator(".ag-center-cols-container .ag-row")
+        wait_until(lambda: rows.count() == wanted, "the grid to narrow")
+        assert all("not found" in rows.nth(i).inner_text() for i in range(wanted))
+
+        email = page.locator(
+            ".ag-center-cols-container .ag-row [col-id='email']", has_text="not found"
+        )
+        email.first.click()
+        page.locator("#drawer:not([hidden])").wait_for()
+        drawer = page.locator("#drawer").inner_text()
+        assert "Waterfall work_email" in drawer
+        assert all(
+            step in drawer for step in ("sim.email.beta", "sim.email.alpha", "sim.email.gamma")
+        )
+        assert "Charges (ledger)" in drawer
+        page.screenshot(path=str(artifacts / "grid-drawer.png"))
+        page.keyboard.press("Escape")
+        page.locator("#drawer[hidden]").wait_for(state="attached")
+
+        focused = page.locator(".ag-cell-focus")
+        first_row = focused.locator("xpath=..").get_attribute("row-index")
+        page.keyboard.press("ArrowDown")
+        moved = page.locator(".ag-cell-focus").locator("xpath=..").get_attribute("row-index")
+        assert int(moved or 0) == int(first_row or 0) + 1
+        assert not errors, errors
+    for name in ("runs.png", "run.png", "grid.png", "grid-drawer.png"):
+        assert (artifacts / name).stat().st_size > 10_000
