@@ -50,7 +50,8 @@ INTERRUPTED = "interrupted"
 TRACE_KINDS = (SOURCE_KIND, "run", "dataset", "batch", "log", "waterfall", "child")
 # The events a live view of a run follows (not ``source``: it is numbered when it is written,
 # ahead of the events its attempt numbered earlier and writes later).
-LIVE_KINDS = ("run", "dataset", "batch", "log", "waterfall", "child", "row", "cell")
+LIVE_KINDS = ("run", "dataset", "batch", "log", "waterfall", "child", "row", "rows", "cell")
+ROW_KINDS = ("row", "rows", "cell")  # what changes rows and cells
 
 
 def run_status(run: RunRecord, now: float | None = None) -> str:
@@ -406,7 +407,20 @@ def changes_since(
     changes.count = len(events)
     for event in events:
         changes.seq = event.seq
-        if event.kind in ("row", "cell"):
+        if event.kind == "rows":  # completed rows reported together
+            if dataset is not None and event.dataset != dataset:
+                continue
+            for done in (event.data or {}).get("rows", ()):
+                row = changes.rows.setdefault(
+                    done["key"],
+                    {"dataset": event.dataset, "cells": {}, "values": {}, "seq": event.seq},
+                )
+                row["seq"] = event.seq
+                row["status"] = "completed"
+                row["error"] = None
+                row["cells"].update(done.get("cells") or {})
+                row["values"].update(done.get("values") or {})
+        elif event.kind in ("row", "cell"):
             if dataset is not None and event.dataset != dataset:
                 continue
             key = event.row_key or ""

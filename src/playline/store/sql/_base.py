@@ -509,7 +509,9 @@ class SQLStore(ABC):
         params: list[Any] = [run_id, dataset, *([state] if state else [])]
         order = "idx DESC, key DESC" if descending else "idx, key"
         if sort is not None:
-            order = f"{self._sql_value()} {'DESC' if descending else 'ASC'}, idx, key"
+            # nulls (and missing values) first, as SQLite sorts them, in every dialect
+            way = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
+            order = f"{self._sql_value()} {way}, idx, key"
             params.append(sort)
         what = f"read a window of dataset {dataset!r} in run {run_id}"
         with self._transaction(what, write=False) as cur:

@@ -216,6 +216,20 @@ class PostgresStore(SQLStore):
         with suppress(Exception):  # best effort: the pool replaces what it finds broken
             pool.check()
 
+    # the JSON of a row's values and cells (stored as text), in PostgreSQL's terms
+    def _sql_value(self) -> str:
+        return "NULLIF(\"values\"::jsonb -> ?, 'null'::jsonb)"
+
+    def _sql_has_cell(self) -> str:
+        return "EXISTS (SELECT 1 FROM jsonb_each(rows.cells::jsonb) c WHERE c.value->>'status' = ?)"
+
+    def _sql_cell_counts(self) -> str:
+        return (
+            "SELECT c.value->>'status', COUNT(*), COUNT(DISTINCT rows.key) "
+            "FROM rows, jsonb_each(rows.cells::jsonb) c WHERE rows.run_id = ? "
+            "AND rows.dataset = ? GROUP BY 1"
+        )
+
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
         """Transaction advisory locks on ``keys``, released at commit or rollback.
 
