@@ -127,7 +127,7 @@ def trace_of(store: Store, run_id: str) -> Trace:
                 ds.stats = data
         elif kind == "batch" and event.provider:
             tool = trace.tools[event.provider]
-            tool.requests += 1
+            tool.requests += int(data.get("requests", 1))  # a wave reports its requests at once
             tool.inputs += int(data.get("size", 1))
         elif kind == "log":
             trace.logs += 1

@@ -91,6 +91,7 @@ class Services:
     retry_in_doubt: bool = False
     stall_after: float | None = DEFAULT_STALL_AFTER
     lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
+    ledger_all: bool = False  # a ledger row for every live call, free ones too
 
 
 @dataclass(kw_only=True)
@@ -223,6 +224,7 @@ class Attempt:
             drain=drain,
             lease=services.lease,
             retry_in_doubt=services.retry_in_doubt,
+            ledger_all=services.ledger_all,
         )
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
         self.boundaries = Boundaries(
