@@ -7,7 +7,15 @@ import sys
 
 import orjson
 
-BENCHMARKS = ["bookkeeping", "cached_rerun", "pure_map", "saturation", "bulk", "waterfall_coverage"]
+BENCHMARKS = [
+    "bookkeeping",
+    "cached_rerun",
+    "pure_map",
+    "saturation",
+    "bulk",
+    "waterfall_coverage",
+    "crash",
+]
 
 
 def main(argv: list[str]) -> int:
