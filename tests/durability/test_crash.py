@@ -19,7 +19,7 @@ from typing import Any
 from crash_helpers import ROOT
 
 SHORT = {
-    "BENCH_CRASH_PEOPLE": "60",
+    "BENCH_CRASH_PEOPLE": "40",
     "BENCH_CRASH_KILLS": "5",
     "BENCH_CRASH_STOPS": "1",
     "BENCH_CRASH_CAPS": "0.5",

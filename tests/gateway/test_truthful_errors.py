@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 import playline as pl
 from playline.cli import app
@@ -125,8 +126,6 @@ def test_a_wrong_token_everywhere_fails_the_run_and_says_why(sim: Simulator) -> 
 def test_playline_run_with_a_wrong_token_exits_1_and_prints_the_cause(
     sim: Simulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from typer.testing import CliRunner
-
     people = world_people(sim, 5)
     play = tmp_path / "play.py"
     play.write_text(
