@@ -241,7 +241,7 @@ def test_a_budget_stop_says_how_many_rows_it_left(sim: Simulator) -> None:
 def test_alpha_down_fails_its_steps_and_the_waterfall_goes_on(sim: Simulator) -> None:
     """sim.email.alpha answers 500 to everything: its steps fail (after their retries), the
     work_email waterfall goes on to gamma for those rows, and the run completes."""
-    people = world_people(sim, 120)
+    people = world_people(sim, 80)
     fast(sim, {"sim.email.alpha": {"error_rate": 1, "status": 500}})
     url = "memory://"
     db = open_store(url)
