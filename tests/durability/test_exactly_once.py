@@ -212,14 +212,6 @@ def test_a_killed_run_is_interrupted_and_a_resume_takes_over_at_once(
     assert stats["completed"] == 10 and stats["running"] == stats["unknown"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "cli/_inspect.py runs() prints the stored status (str(r.status): 'running'); nothing "
-        "derives `interrupted` from the record's holder and lease (store/_claims.lease_live, "
-        "store/_owners.owner_alive), so a killed run looks live"
-    ),
-)
 def test_playline_runs_shows_a_killed_run_as_interrupted(sim: Simulator, tmp_path: Path) -> None:
     sim.faults(tools={"sim.email.alpha": {"hold": True}})
     url = f"sqlite:///{tmp_path}/p.db"

@@ -556,8 +556,8 @@ async def _end(
     message = _message(error)
     if isinstance(error, BudgetExceeded) and stats.rows_pending:
         message = (
-            f"{message} The cap left {stats.rows_pending} started rows unenriched (and any "
-            "rows not reached yet)."
+            f"{message} The cap left {stats.rows_pending} rows unenriched; the rows paid for "
+            "are kept."
         )
     waiting = suspension.waiting() if suspension else None
     events = attempt.events
@@ -618,9 +618,13 @@ def _all_failed(stats: RunStats, calls: CallStats) -> PlaylineError | None:
     for tool, counts in calls.by_tool.items():
         refused = counts.get("refused", 0)
         if refused and refused == counts.get("failed", 0) and not counts.get("live"):
-            return PlaylineError(
-                f"Tool {tool} refused every call ({refused}): {_top_cause(calls)}."
+            cause = _top_cause(calls)
+            fix = (
+                "the tool id is unknown to its gateway: check the id and the gateway URL"
+                if "unknown_tool" in cause
+                else "check the token (PLAYLINE_GATEWAY_TOKEN or pl.Gateway(token=...))"
             )
+            return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
     if stats.rows and stats.rows_failed == stats.rows:
         return PlaylineError(f"All {stats.rows} rows failed: {_top_cause(calls)}.")
     return None

@@ -47,7 +47,7 @@ from ..store import (
 )
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
-from ..tools._gates import ToolGate, ToolGates
+from ..tools._gates import RateGate, ToolGate, ToolGates
 from ..tools._retry import Verdict, decide, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
@@ -223,35 +223,47 @@ class CallExecutor:
                 return
             granted = await gate.acquire(len(requests))
             wave, requests = requests[:granted], requests[granted:]
-            failed: list[tuple[list[ToolCall], int, ToolError]] = []
             try:
                 if self._stopping():  # while it waited for the gate
                     requests = wave + requests
                     continue
-                with self._sending():
-                    claimed = await self._claim(spec, wave)
-                    if claimed:
-                        self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
-                    if target.transport.inline:  # a plain function: one after the other
-                        answers = [await self._attempt(spec, target, c) for c, _ in claimed]
-                    else:
-                        answers = await asyncio.gather(
-                            *(self._attempt(spec, target, c) for c, _ in claimed)
-                        )
-                    done = []
-                    for (chunk, reserved), answer in zip(claimed, answers, strict=True):
-                        if isinstance(answer, ToolError):
-                            failed.append((chunk, reserved, answer))
-                        else:
-                            gate.succeeded()
-                            done.append((chunk, answer, reserved))
-                    await self._complete(spec, done)
+                sent, deferred, failed = await self._wave(spec, target, gate, wave)
             finally:
                 gate.release(granted)
+            requests = deferred + requests
             for chunk, reserved, error in failed:
                 self._retrying.spawn(
                     self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
                 )
+            if not sent and deferred:  # over budget for now: the requests sent may leave room
+                await self._ledger.settled()
+
+    async def _wave(
+        self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
+    ) -> tuple[bool, list[list[ToolCall]], list[tuple[list[ToolCall], int, ToolError]]]:
+        """Claim, send and record one wave; returns whether anything was sent, the requests
+        deferred (the budget waits for the requests sent), and those that failed."""
+        failed: list[tuple[list[ToolCall], int, ToolError]] = []
+        with self._sending():
+            claimed, deferred = await self._claim(spec, wave)
+            if not claimed:
+                return False, deferred, failed
+            self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
+            if target.transport.inline:  # a plain function: one after the other
+                answers = [await self._attempt(spec, target, c) for c, _ in claimed]
+            else:
+                answers = await asyncio.gather(
+                    *(self._attempt(spec, target, c) for c, _ in claimed)
+                )
+            done = []
+            for (chunk, reserved), answer in zip(claimed, answers, strict=True):
+                if isinstance(answer, ToolError):
+                    failed.append((chunk, reserved, answer))
+                else:
+                    gate.succeeded()
+                    done.append((chunk, answer, reserved))
+            await self._complete(spec, done)
+        return True, deferred, failed
 
     async def _attempt(
         self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
@@ -358,26 +370,36 @@ class CallExecutor:
                     await self._release(chunk, claimed=claimed)
                     self._ledger.release(spec, reserved)
                     return
+                over_budget = False
                 async with gate.slot():
                     if not claimed:
-                        [(chunk, reserved)] = await self._claim(spec, [chunk]) or [([], 0)]
-                        claimed = True
-                        if not chunk:
-                            return
-                    sends += 1
-                    with self._sending():
-                        try:
-                            if target.jobs is None:
-                                self._sent(spec, target, len(chunk))
-                                raws = await self._transport(spec, target, chunk)
-                                gate.succeeded()
-                                await self._complete(spec, [(chunk, raws, reserved)])
+                        fits, deferred = await self._claim(spec, [chunk])
+                        over_budget = not fits and bool(deferred)
+                        if fits and deferred:  # what does not fit yet goes on alone
+                            self._retrying.spawn(self._send(spec, deferred[0]))
+                        if not over_budget:
+                            [(chunk, reserved)] = fits or [([], 0)]
+                            claimed = True
+                            if not chunk:
                                 return
-                            state = await self._submit(spec, target, target.jobs, chunk[0])
-                        except ToolError as exc:
-                            error = exc
-                        else:
-                            gate.succeeded()
+                    if not over_budget:
+                        sends += 1
+                        with self._sending():
+                            try:
+                                if target.jobs is None:
+                                    self._sent(spec, target, len(chunk))
+                                    raws = await self._transport(spec, target, chunk)
+                                    gate.succeeded()
+                                    await self._complete(spec, [(chunk, raws, reserved)])
+                                    return
+                                state = await self._submit(spec, target, target.jobs, chunk[0])
+                            except ToolError as exc:
+                                error = exc
+                            else:
+                                gate.succeeded()
+                if over_budget:  # the requests sent may leave room once settled: not in a slot
+                    await self._ledger.settled()
+                    continue
                 if error is None:
                     # submitted, its job kept on the receipt: polling needs no slot
                     assert target.jobs is not None
@@ -414,24 +436,41 @@ class CallExecutor:
             await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
         self._stop(chunk)
 
+    def _reserve(self, spec: ToolSpec, size: int) -> int | None:
+        """Reserve the worst-case cost of up to ``size`` inputs; returns how many fit (fewer
+        when the budget is nearly spent: the rest wait), 0 when none fits and nothing is in
+        flight (the budget is spent), or None: none fits now, but requests already sent hold
+        their worst case and what they really cost may leave room (an on-hit tool's misses
+        are free)."""
+        allowed = self._ledger.reserve(spec, size)
+        if allowed or self._ledger.reserved <= 1e-9:
+            return allowed
+        return None
+
     async def _claim(
         self, spec: ToolSpec, requests: list[list[ToolCall]]
-    ) -> list[tuple[list[ToolCall], int]]:
+    ) -> tuple[list[tuple[list[ToolCall], int]], list[list[ToolCall]]]:
         """Reserve the budget and claim the receipts of requests about to be sent (one
         transaction, shared with whatever else is claiming now); returns each request's
-        calls to send and the inputs it reserved (requests left with none are dropped)."""
+        calls to send with the inputs it reserved (requests left with none are dropped), and
+        the requests deferred until the requests sent settle (the budget is nearly spent)."""
         claims: list[Claim] = []
         kept: list[list[ToolCall]] = []
-        for chunk in requests:
-            allowed = self._ledger.reserve(spec, len(chunk))
-            if allowed < len(chunk):  # the budget fits only the first ones: the rest fail
-                refused, chunk = chunk[allowed:], chunk[:allowed]
-                error = self._ledger.exceeded(spec, len(refused))
+        deferred: list[list[ToolCall]] = []
+        for number, chunk in enumerate(requests):
+            reserved = self._reserve(spec, len(chunk))
+            if reserved is None:  # later, once the requests sent have settled
+                deferred.extend(requests[number:])
+                break
+            if reserved == 0:  # the budget is spent: these and every later call fail
+                error = self._ledger.exceeded(spec, len(chunk))
                 self._drain.stop(BUDGET, error)
-                for call in refused:
+                for call in chunk:
                     self._settle(call, None, error)
-            if not chunk:
                 continue
+            if reserved < len(chunk):  # the budget fits the first ones now; the rest wait
+                deferred.append(chunk[reserved:])
+                chunk = chunk[:reserved]
             self._requests += 1
             request = f"{self._request_prefix}{self._requests}"
             claims.extend(
@@ -448,7 +487,7 @@ class CallExecutor:
             )
             kept.append(chunk)
         if not claims:
-            return []
+            return [], deferred
         try:
             results = iter(await self._committer.claim(claims))
         except BaseException:
@@ -478,7 +517,7 @@ class CallExecutor:
                 self._ledger.release(spec, len(chunk) - len(send))
             if send:
                 claimed.append((send, len(send)))
-        return claimed
+        return claimed, deferred
 
     async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
         """Another live worker owns this call: wait for its result, or take over if it dies."""

@@ -26,7 +26,14 @@ from typing import Any, Literal, Protocol
 from .._clock import Clock
 from .._json import digest, dumps
 from .._secrets import leaks, redact
-from ..errors import EventTimeout, PlayDefinitionError, PlaylineError, SecretLeakError, ToolError
+from ..errors import (
+    BudgetExceeded,
+    EventTimeout,
+    PlayDefinitionError,
+    PlaylineError,
+    SecretLeakError,
+    ToolError,
+)
 from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
 from .dispatch import Dispatcher
@@ -130,6 +137,8 @@ class DatasetRun:
         self._waits: list[Suspension] = []
         self._tasks: asyncio.TaskGroup | None = None
         self._hidden_columns = any(c.hidden for c in columns)
+        self._budget: BudgetExceeded | None = None  # the budget stopped rows of this dataset
+        self._pending = 0  # rows stopped by it, left for a resume
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
         self._done_timer: asyncio.TimerHandle | None = None
 
@@ -150,6 +159,9 @@ class DatasetRun:
                 self._tasks = tasks
                 seen: set[str] = set()
                 for chunk in _chunks(_keyed(items, self.key_of), rt.row_window):
+                    if self._over_budget():  # the rest wait for a resume
+                        self._pending += len(chunk)
+                        continue
                     fresh = []
                     for index, key, values in chunk:
                         if key in seen:
@@ -174,6 +186,9 @@ class DatasetRun:
                         else:
                             todo.append((index, key, values))
                     while todo:
+                        if self._over_budget():
+                            self._pending += len(todo)
+                            break
                         room = rt.row_window - self._active
                         if room <= 0:
                             rt.dispatcher.exit_row()
@@ -190,6 +205,8 @@ class DatasetRun:
                 rt.dispatcher.exit_row()
                 await self._until(lambda: self._active == 0)
                 self._check_fatal()
+            if self._budget is not None:  # the rows paid for are kept; the rest wait
+                raise self._budget
             if self._waits:  # every other row is done: the run waits once, for all of them
                 rt.events.emit(
                     "dataset", dataset=self.name, status="waiting", data=self.stats.to_dict()
@@ -198,7 +215,7 @@ class DatasetRun:
         finally:
             if feeding:
                 rt.dispatcher.exit_row()
-            self.stats.rows_pending = self._active  # stopped before they finished
+            self.stats.rows_pending = self._active + self._pending  # left for a resume
             self._report_done()
             await self._flush()
         if self.stats.rows_duplicate:
@@ -207,6 +224,10 @@ class DatasetRun:
             )
         rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
         return self.stats
+
+    def _over_budget(self) -> bool:
+        """Whether the budget stopped rows of this dataset (it can happen at any await)."""
+        return self._budget is not None
 
     # waiting for rows, without polling
     async def _until(self, ready: Callable[[], bool]) -> None:
@@ -261,8 +282,8 @@ class DatasetRun:
                             else column.resolver(view)
                         )
                     except Exception as exc:
-                        self._failed(row, column, exc)
-                        self._finish(row)
+                        if self._failed(row, column, exc):
+                            self._finish(row)
                         continue
                     if hasattr(type(value), "__await__") or _generator_coroutine(value):
                         self._park(row, position, value)
@@ -333,8 +354,9 @@ class DatasetRun:
                         else column.resolver(view)
                     )
                 except Exception as exc:
-                    self._failed(row, column, exc)
-                    break
+                    if self._failed(row, column, exc):
+                        self._finish(row)
+                    return
                 if hasattr(type(value), "__await__") or _generator_coroutine(value):
                     self._park(row, position, value)
                     return
@@ -380,8 +402,8 @@ class DatasetRun:
         if error is not None:
             if not isinstance(error, Exception):
                 raise error
-            self._failed(row, column, error)
-            self._finish(row)
+            if self._failed(row, column, error):
+                self._finish(row)
             return
         assert value is not None
         self._set(row, column, value())
@@ -432,12 +454,21 @@ class DatasetRun:
         if not column.hidden:
             row.unreported.append(column.name)
 
-    def _failed(self, row: RowScope, column: Column, error: Exception) -> None:
-        """Record a failed cell; raise when the error must stop the run."""
+    def _failed(self, row: RowScope, column: Column, error: Exception) -> bool:
+        """Record a failed cell (True: the row is to be finished); raise when the error must
+        stop the run. Over budget the row stops unrecorded, pending (False): the other rows
+        finish with what was already paid for, and a resume with a higher budget goes on."""
         row.results = []
         notes, row.notes = row.notes, {}
+        if isinstance(error, BudgetExceeded):
+            self._budget = self._budget or error
+            self._pending += 1
+            self._active -= 1
+            self.rt.dispatcher.exit_row()
+            self._wake()
+            return False
         if isinstance(error, PlaylineError) and not isinstance(error, ROW_ERRORS):
-            raise error  # budgets, governance and misuse stop the run whatever on_row_error says
+            raise error  # governance and misuse stop the run whatever on_row_error says
         if self.on_row_error == "raise":
             raise RowFailed(self.name, row.row_key, column.name, error) from error
         meta: CellMeta = {
@@ -456,6 +487,7 @@ class DatasetRun:
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
+        return True
 
     def _report_cells(self, row: RowScope) -> None:
         """Report the cells set since the last report as cell events (the row waits)."""

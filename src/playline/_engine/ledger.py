@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from .._clock import Clock
@@ -37,6 +38,7 @@ class Ledger:
         self.reserved = 0.0
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
+        self._settled: asyncio.Event | None = None  # set when a reservation is settled
 
     def _chain(self) -> list[Ledger]:
         chain: list[Ledger] = []
@@ -87,6 +89,19 @@ class Ledger:
         for ledger in self._chain():
             ledger.reserved -= spec.cost.credits * reserved
             ledger.spent += charged
+            if ledger._settled is not None:
+                ledger._settled.set()
+
+    def limited(self) -> bool:
+        """Whether a budget is in force (this run's, or a parent's)."""
+        return any(ledger.max_credits is not None for ledger in self._chain())
+
+    async def settled(self) -> None:
+        """Wait until some reservation is settled: a call charged less than its worst case
+        (a miss of an on-hit tool) leaves room for more."""
+        if self._settled is None or self._settled.is_set():
+            self._settled = asyncio.Event()
+        await self._settled.wait()
 
     def entry(
         self,
