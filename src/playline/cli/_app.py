@@ -101,7 +101,22 @@ JsonOpt = Annotated[
 OutOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out", help="Write the play's dataset to FILE.csv or FILE.jsonl.", dir_okay=False
+        "--out",
+        help="Write the play's dataset to FILE.csv or FILE.jsonl (checked before the run "
+        "starts; an existing file only with --force).",
+        dir_okay=False,
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Replace the --out file if it exists (a link, not its target)."),
+]
+RawOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw",
+        help="Write CSV cells as they are: no quote in front of cells a spreadsheet would run "
+        "as formulas (=, +, -, @, tab, carriage return).",
     ),
 ]
 InDoubtOpt = Annotated[
@@ -122,15 +137,19 @@ def store_at(url: str | None) -> Store:
     return open_store(url)
 
 
-def check_out(out: Path | None) -> None:
-    if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
-        raise CliError(f"--out {out}: use a .csv or .jsonl file name.")
-
-
-def export_dataset(db: Store, run_id: str, dataset: str, out: Path, *, with_status: bool) -> int:
+def export_dataset(
+    db: Store,
+    run_id: str,
+    dataset: str,
+    out: Path,
+    *,
+    with_status: bool,
+    force: bool = False,
+    raw: bool = False,
+) -> int:
     fields = columns_of(export_rows(db, run_id, dataset, with_status=with_status))
     rows = export_rows(db, run_id, dataset, with_status=with_status)
-    return write_rows(rows, out, fields)
+    return write_rows(rows, out, fields, force=force, raw=raw)
 
 
 def stats_line(stats: pl.RunStats) -> str:

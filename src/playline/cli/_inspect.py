@@ -14,10 +14,11 @@ import playline as pl
 from .._trace import run_status, trace_of
 from ._app import (
     STATUS_STYLE,
+    ForceOpt,
     JsonOpt,
+    RawOpt,
     StoreOpt,
     app,
-    check_out,
     command,
     console,
     export_dataset,
@@ -27,6 +28,7 @@ from ._app import (
 from ._load import (
     CliError,
 )
+from ._outfile import check_out
 from ._report import require_run, when
 
 
@@ -218,10 +220,16 @@ def export(
             "--with-status", help="Add _key, _status, _error and <column>.status / .provider."
         ),
     ] = False,
+    force: ForceOpt = False,
+    raw: RawOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Write a run's dataset rows (cells as values) to CSV or JSON lines."""
-    check_out(out)
+    """Write a run's dataset rows (cells as values) to CSV or JSON lines.
+
+    An existing file is replaced only with --force, and a symbolic link never followed; CSV
+    cells that a spreadsheet would run as formulas get a quote in front unless --raw.
+    """
+    check_out(out, force=force)
     db = store_at(store)
     require_run(db, run_id)
     names = db.datasets(run_id)
@@ -240,7 +248,7 @@ def export(
             f"(its datasets: {', '.join(names) or 'none'}).",
             code=1,
         )
-    count = export_dataset(db, run_id, dataset, out, with_status=with_status)
+    count = export_dataset(db, run_id, dataset, out, with_status=with_status, force=force, raw=raw)
     console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
 
 
