@@ -190,9 +190,11 @@ def _scenario(folder: Path, secret: str, ending: str) -> tuple[dict[str, bytes],
     (folder / "play.py").write_text(PLAY, encoding="utf-8")
     argv, env = _cli(folder, secret, ending)
     run = subprocess.run(argv, capture_output=True, env=env, timeout=60, cwd=folder)
-    assert run.returncode in (0, 1), run.stderr.decode(errors="replace")
+    said = f"exit {run.returncode}: {run.stderr.decode(errors='replace')}"
+    assert run.returncode in (0, 1), said
     lines = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
-    run_id = next(line["run_id"] for line in lines if line.get("run_id"))
+    run_id = next((line["run_id"] for line in lines if line.get("run_id")), None)
+    assert run_id is not None, said
     read_env = {k: v for k, v in env.items() if k != "PLAYLINE_SECRET_LEAK"}
     read_env["PLAYLINE_STORE"] = f"sqlite:///{folder}/store.db"
     reader = subprocess.run(

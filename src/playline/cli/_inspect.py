@@ -40,7 +40,7 @@ def runs(
     json_mode: JsonOpt = False,
 ) -> None:
     """List the newest runs of the store."""
-    records = store_at(store).list_runs(limit=limit)
+    records = store_at(store, read_only=True).list_runs(limit=limit)
     if json_mode:
         for r in records:
             doc = {
@@ -87,7 +87,7 @@ def show(
     json_mode: JsonOpt = False,
 ) -> None:
     """A run's status, step trace (datasets, batches per tool), stats and cost ledger."""
-    db = store_at(store)
+    db = store_at(store, read_only=True)
     run = require_run(db, run_id)
     trace = trace_of(db, run_id)
     if json_mode:
@@ -188,7 +188,7 @@ def logs(
     json_mode: JsonOpt = False,
 ) -> None:
     """Print a run's log lines (ctx.log and the runtime's notes)."""
-    db = store_at(store)
+    db = store_at(store, read_only=True)
     require_run(db, run_id)
     lines = db.read_events(run_id, kinds=["log"])
     for event in lines:
@@ -230,7 +230,7 @@ def export(
     cells that a spreadsheet would run as formulas get a quote in front unless --raw.
     """
     check_out(out, force=force)
-    db = store_at(store)
+    db = store_at(store, read_only=True)
     require_run(db, run_id)
     names = db.datasets(run_id)
     if dataset is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._trace import flat
 from ..store import RunRecord, Store
+from ..store.sql import SQLStore
 from ._load import CliError
 from ._outfile import replacing
 
@@ -26,6 +27,13 @@ def when(at: float) -> str:
 
 def require_run(store: Store, run_id: str) -> RunRecord:
     run = store.get_run(run_id)
+    if run is None and isinstance(store, SQLStore) and store.damage is not None:
+        raise CliError(
+            f"No run {run_id!r} in what can be read of the damaged store {store.url}: it may "
+            "be in the damaged part. `playline store check` lists the damage; `playline runs` "
+            "lists the runs that can be read.",
+            code=1,
+        )
     if run is None:
         raise CliError(
             f"No run {run_id!r} in the store {store.url}. List runs with `playline runs` "
