@@ -165,7 +165,7 @@ def test_ctx_csv_header_errors_fail_the_run_with_the_message(tmp_path: Path) -> 
 
 
 def test_a_field_over_the_limit_names_the_file_and_the_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "id,note\n1,short\n2,\"two\nlines\"\n3," + "x" * 5000 + "\n4,after\n")
+    path = write(tmp_path, 'id,note\n1,short\n2,"two\nlines"\n3,' + "x" * 5000 + "\n4,after\n")
 
     rows = read_csv(path, field_limit=1000)
 
@@ -183,7 +183,7 @@ def test_the_default_limit_takes_cells_of_a_few_megabytes(tmp_path: Path) -> Non
 
 
 def test_an_unclosed_quote_is_found_with_its_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "id,note\n1,ok\n2,\"never closed\n" + "3,more\n" * 400)
+    path = write(tmp_path, 'id,note\n1,ok\n2,"never closed\n' + "3,more\n" * 400)
 
     with pytest.raises(pl.PlayDefinitionError) as info:
         list(read_csv(path, field_limit=500))
@@ -196,7 +196,7 @@ def test_each_file_keeps_its_own_limit(tmp_path: Path) -> None:
     tight = read_csv(write(tmp_path, "v\n" + "b" * 3000 + "\n", "tight.csv"), field_limit=2000)
     assert len(next(iter(roomy))["v"]) == 3000  # csv's process-wide limit is now 10**6
 
-    with pytest.raises(pl.PlayDefinitionError, match="tight.csv', line 2"):
+    with pytest.raises(pl.PlayDefinitionError, match=r"tight\.csv', line 2"):
         list(tight)
 
 
