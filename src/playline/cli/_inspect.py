@@ -11,7 +11,9 @@ from rich.table import Table
 
 import playline as pl
 
-from .._trace import run_status, trace_of
+from .._trace import Trace, run_status, trace_of
+from ..errors import StoreError
+from ..store.sql import SQLStore
 from ._app import (
     STATUS_STYLE,
     ForceOpt,
@@ -89,7 +91,17 @@ def show(
     """A run's status, step trace (datasets, batches per tool), stats and cost ledger."""
     db = store_at(store, read_only=True)
     run = require_run(db, run_id)
-    trace = trace_of(db, run_id)
+    try:
+        trace = trace_of(db, run_id)
+    except StoreError:
+        if not (isinstance(db, SQLStore) and db.damage is not None):
+            raise
+        typer.echo(
+            "warning: the run's step trace (events, ledger) is in the damaged part of the "
+            "store: showing the run's record only.",
+            err=True,
+        )
+        trace = Trace()
     if json_mode:
         doc = {
             "run_id": run.run_id,

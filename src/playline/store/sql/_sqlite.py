@@ -96,9 +96,28 @@ class SQLiteStore(SQLStore):
         self._conn = conn
 
     def _connect(self, *, read_only: bool) -> sqlite3.Connection:
-        target, uri = self.path, False
-        if read_only:
-            target, uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro", True
+        if not read_only:
+            return self._sqlite(self.path)
+        conn = self._sqlite(self._uri("mode=ro"))
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            # A WAL store in a folder we cannot write: SQLite cannot make the -shm file a
+            # reader needs. With no log pending, the file alone is the store: read it as is.
+            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            wal = Path(f"{self.path}-wal")
+            if code not in (_READONLY, _CANTOPEN) or (wal.exists() and wal.stat().st_size):
+                conn.close()
+                raise
+            conn.close()
+            conn = self._sqlite(self._uri("immutable=1"))
+        return conn
+
+    def _uri(self, query: str) -> str:
+        return f"file:{urllib.parse.quote(os.path.abspath(self.path))}?{query}"
+
+    def _sqlite(self, target: str) -> sqlite3.Connection:
+        uri = target.startswith("file:")
         return sqlite3.connect(
             target,
             timeout=self._busy_timeout,
@@ -135,9 +154,10 @@ class SQLiteStore(SQLStore):
             conn = self._connection()
             try:
                 found = [row[0] for row in conn.execute("PRAGMA integrity_check(100)")]
-            except sqlite3.DatabaseError as exc:
-                found = [str(exc)]
-        return problems + [p for p in found if p != "ok"]
+            except sqlite3.DatabaseError as exc:  # too damaged to go through: say what can be
+                found = [str(exc), *([self.damage] if self.damage else [])]
+        lines = [line for p in found for line in p.splitlines()]
+        return problems + [p for p in lines if p not in ("ok", "*** in database main ***")]
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -188,9 +208,10 @@ class SQLiteStore(SQLStore):
         if _identity(Path(self.path)) != self._file:
             raise StoreError(
                 f"The store file {self.path} was deleted or replaced while this process was "
-                f"writing to it, so Playline did not {what}: what the run did until then is "
-                "in the file that was removed. Restore that file (or keep the new one) and "
-                "run the play again; never delete a store that a play is using."
+                f"using it, so Playline stopped rather than {what} in a file nobody will read: "
+                "the run's records are in the file that was removed. Restore it from a backup, "
+                "or run the play again on a new store; never delete or move a store that a play "
+                "is using."
             )
 
     def _connection(self) -> sqlite3.Connection:
@@ -215,6 +236,9 @@ class SQLiteStore(SQLStore):
                 f"{self._busy_timeout:g} s to {what}). Let that process finish or stop it, "
                 "or use another store path."
             )
+        if "Could not decode to UTF-8" in str(exc):  # damage inside a record; never echo it
+            self.damage = self.damage or f"a stored text is not UTF-8 (found trying to {what})"
+            return damaged(self.path, self.damage, what)
         if code in (_CORRUPT, _NOTADB):
             if self._conn is None:  # on open: refused, nothing written
                 return not_a_database(self.path)
@@ -235,6 +259,15 @@ def damaged(path: str, damage: str, what: str) -> StoreError:
         "`show` and `export` show what can still be read and `playline store check` lists the "
         "damage. Restore the file from a backup, or move it away and start a new store."
     )
+
+
+def _summary(problems: list[str]) -> str:
+    """The first problem SQLite found, short enough for one line, and how many more."""
+    lines = [
+        line for p in problems for line in p.splitlines() if line != "*** in database main ***"
+    ]
+    first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+    return first + (f", and {len(lines) - 1} more" if len(lines) > 1 else "")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -260,7 +293,7 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
         ]
         if path.stat().st_size <= QUICK_CHECK_UP_TO:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
-            return None if problems == ["ok"] else "; ".join(problems)
+            return None if problems == ["ok"] else _summary(problems)
         for table in tables:  # the first and the last rows: where new writes go
             for order in ("ASC", "DESC"):
                 conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid {order} LIMIT 1').fetchall()
