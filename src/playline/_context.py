@@ -166,6 +166,7 @@ class Context:
         columns: Iterable[str] | None = None,
         rename: Mapping[str, str] | None = None,
         required: Iterable[str] | None = None,
+        field_limit: int | None = None,
     ) -> CsvRows:
         """The rows of a CSV file as dicts of strings, read as a dataset streams them.
 
@@ -173,7 +174,15 @@ class Context:
         ``columns`` the file lacks, raise ``PlayDefinitionError``. ``columns`` keeps only
         those columns; ``rename`` maps file headers to the names the play uses. A BOM, ``;``
         delimiters, quoted newlines and blank lines are handled (see ``_csv.py``).
+        ``field_limit`` is the most characters one field may hold (default 8 MiB); a longer
+        one raises ``PlayDefinitionError`` naming the file and the line.
         """
-        from ._csv import read_csv
+        from ._csv import FIELD_LIMIT, read_csv
 
-        return read_csv(path, columns=columns, rename=rename, required=required)
+        return read_csv(
+            path,
+            columns=columns,
+            rename=rename,
+            required=required,
+            field_limit=FIELD_LIMIT if field_limit is None else field_limit,
+        )

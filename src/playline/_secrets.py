@@ -8,11 +8,23 @@ sees only a digest, and the transport reveals it to the tool or the provider and
 
 Copies made of the revealed string are caught by value. Everything Playline is about to store,
 print or emit (rows and row keys, dataset names, event keys, results, logs, events, errors,
-exports) is checked for every secret read in this process, on the decoded text: the secret as
-it is, and as it appears escaped inside JSON. A secret of 16 characters or more is also caught
-in derived forms: any piece of half its length or more (at least 10 characters, in any letter
-case), and the base64 (standard or URL-safe) and hex encodings of the whole. Values that hold a
-secret are refused (``SecretLeakError``, which never shows the secret); error messages have it
+exports) is checked for every secret read in this process; the checks cost nothing until a
+secret has been read. The forms a secret is caught in:
+
+- the secret as it is, in any case of its ASCII letters;
+- a secret of 16 characters or more, also in derived forms: any piece of half its length or
+  more (at least 10 characters) of it, of its upper-cased or of its lower-cased form (so
+  ``s[:-1]`` and ``s.upper()`` are caught, also where upper-casing changes the length, as
+  for ``ß``), and the base64 (standard or URL-safe, also inside a longer encoded text), hex
+  and URL-quoted encodings of the whole;
+- each of those as it appears escaped inside JSON (quotes, backslashes and control
+  characters escaped), which is how values are stored.
+
+Secrets shorter than 4 characters are not checked: they would be found by accident.
+
+Values that hold a secret are refused (``SecretLeakError``, which never shows the secret): a
+cell fails, a row whose key holds one fails under a digest of its key, a name or key of the
+play fails the run, which still ends with a storable record. Error messages have the secret
 replaced by ``[secret NAME]``.
 
 What is not protected: a play file is code running with the user's rights; it can reveal a
@@ -24,13 +36,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import re
 import threading
 import urllib.parse
 from typing import Any, NoReturn
-
-import orjson
 
 from .errors import PlayDefinitionError, SecretLeakError
 
@@ -39,6 +50,7 @@ __all__ = ["Secret", "Secrets", "check_no_secret", "leaks", "redact", "reveal"]
 DERIVED_FROM = 16  # characters: secrets at least this long are also caught in derived forms
 MIN_PIECE = 10  # characters: the shortest piece of a secret that counts as the secret
 _MIN_LENGTH = 4  # shorter values would match by accident
+_SMALL = 4096  # bytes: up to this, one pattern finds the forms; past it, a scan per form
 
 
 class Secret:
@@ -102,13 +114,14 @@ def reveal(value: Any) -> Any:
 
 
 class _Registry:
-    """Every secret read in this process, and one pattern that finds any of their forms."""
+    """Every secret read in this process, and the needles that find any of their forms."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}  # value -> name
-        self._text: re.Pattern[str] | None = None
-        self._bytes: re.Pattern[bytes] | None = None
+        self._needles: tuple[bytes, ...] = ()  # every form, UTF-8, ASCII letters lower-cased
+        self._small: re.Pattern[bytes] | None = None  # the same as one pattern
+        self._text: re.Pattern[str] | None = None  # for redacting messages
 
     def __bool__(self) -> bool:
         return bool(self._names)
@@ -119,14 +132,16 @@ class _Registry:
         with self._lock:
             self._names[value] = name
             forms = sorted({f for v in self._names for f in _forms(v)}, key=len, reverse=True)
-            alternation = "|".join(re.escape(f) for f in forms)
-            self._text = re.compile(alternation, re.IGNORECASE)
-            self._bytes = re.compile(alternation.encode(), re.IGNORECASE)
+            needles = sorted({_utf8(f).lower() for f in forms}, key=len, reverse=True)
+            self._needles = tuple(needles)
+            self._small = re.compile(b"|".join(re.escape(n) for n in needles))
+            self._text = re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE)
 
     def search(self, data: str | bytes) -> bool:
-        if isinstance(data, bytes):
-            return self._bytes is not None and self._bytes.search(data) is not None
-        return self._text is not None and self._text.search(data) is not None
+        low = (data if isinstance(data, bytes) else _utf8(data)).lower()
+        if len(low) < _SMALL:  # one pattern is quicker on short values,
+            return self._small is not None and self._small.search(low) is not None
+        return any(needle in low for needle in self._needles)  # a scan per form on long ones
 
     def redact(self, text: str) -> str:
         if self._text is None:
@@ -141,12 +156,19 @@ class _Registry:
         return self._text.sub(name_of, text)
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # an environment may hold undecodable bytes
+
+
 def _forms(value: str) -> set[str]:
     """The forms of ``value`` that count as the secret itself (see the module docstring)."""
-    forms = {value, orjson.dumps(value).decode()[1:-1]}  # as is, and escaped inside JSON
+    forms = {value}
     if len(value) >= DERIVED_FROM:
         piece = max(MIN_PIECE, len(value) // 2)
-        forms.update(value[i : i + piece] for i in range(len(value) - piece + 1))
+        # Pieces of each letter case: upper() and lower() may change a text's length (ß, İ),
+        # so matching without case alone would miss them.
+        for text in {value, value.upper(), value.lower()}:
+            forms.update(text[i : i + piece] for i in range(len(text) - piece + 1))
         raw = value.encode()
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             for skip in range(3):  # base64 of a longer text holds the secret at 3 alignments
@@ -154,7 +176,15 @@ def _forms(value: str) -> set[str]:
                 forms.add(encoded[2:-2] if len(encoded) > 8 else encoded)
         forms.add(binascii.hexlify(raw).decode())
         forms.add(urllib.parse.quote(value, safe=""))
+    # Stored values are JSON, where quotes, backslashes and control characters are escaped;
+    # escaping goes character by character, so an escaped piece is a piece of the escaped text.
+    forms |= {_escaped(f) for f in forms}
     return {f for f in forms if len(f) >= _MIN_LENGTH}
+
+
+def _escaped(text: str) -> str:
+    # json's escapes are orjson's, and json also takes the surrogates an environment may hold
+    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 _registry = _Registry()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from playline.store import open_store
+
 from clihelp import Cli, one_error_line
 
 
@@ -27,8 +29,15 @@ def test_runs_lists_the_newest_runs(cli: Cli, ran: str) -> None:
 
 
 def test_runs_on_an_empty_store_says_how_to_start(cli: Cli) -> None:
+    open_store(cli.store).close()
     result = cli("runs")
     assert result.exit_code == 0 and "No runs yet" in result.stdout
+
+
+def test_reading_commands_never_create_a_store(cli: Cli, tmp_path: Path) -> None:
+    line = one_error_line(cli("runs"), 1)
+    assert line.startswith(f"error: No store at {tmp_path / 'cli.db'}")
+    assert not (tmp_path / "cli.db").exists()
 
 
 def test_show_prints_status_trace_stats_and_ledger(cli: Cli, ran: str) -> None:
@@ -107,7 +116,7 @@ def test_export_of_several_datasets_needs_a_name(cli: Cli, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("command", ["show", "logs"])
-def test_unknown_run_id_fails_with_exit_1(cli: Cli, command: str) -> None:
+def test_unknown_run_id_fails_with_exit_1(cli: Cli, ran: str, command: str) -> None:
     line = one_error_line(cli(command, "run_nope"), 1)
     assert "No run 'run_nope'" in line and "playline runs" in line
 

@@ -162,3 +162,64 @@ def test_ctx_csv_header_errors_fail_the_run_with_the_message(tmp_path: Path) -> 
     result = pl.run(bad_csv, {"file": str(path)}, store="memory://", tools=[])
     assert result.status == "failed"
     assert "'a' more than once" in (result.error or "")
+
+
+def test_a_field_over_the_limit_names_the_file_and_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, 'id,note\n1,short\n2,"two\nlines"\n3,' + "x" * 5000 + "\n4,after\n")
+
+    rows = read_csv(path, field_limit=1000)
+
+    with pytest.raises(pl.PlayDefinitionError) as info:
+        list(rows)
+    message = str(info.value)
+    assert str(path) in message and "line 5" in message and "1000" in message
+    assert "field_limit=" in message  # how to raise it
+
+
+def test_the_default_limit_takes_cells_of_a_few_megabytes(tmp_path: Path) -> None:
+    big = "y" * (2 * 1024 * 1024)  # csv's own default stops at 131072
+    path = write(tmp_path, f"id,blob\n1,{big}\n")
+    assert [len(r["blob"]) for r in read_csv(path)] == [len(big)]
+
+
+def test_an_unclosed_quote_is_found_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, 'id,note\n1,ok\n2,"never closed\n' + "3,more\n" * 400)
+
+    with pytest.raises(pl.PlayDefinitionError) as info:
+        list(read_csv(path, field_limit=500))
+
+    assert "quote that is never closed" in str(info.value) and str(path) in str(info.value)
+
+
+def test_each_file_keeps_its_own_limit(tmp_path: Path) -> None:
+    roomy = read_csv(write(tmp_path, "v\n" + "a" * 3000 + "\n", "roomy.csv"), field_limit=10**6)
+    tight = read_csv(write(tmp_path, "v\n" + "b" * 3000 + "\n", "tight.csv"), field_limit=2000)
+    assert len(next(iter(roomy))["v"]) == 3000  # csv's process-wide limit is now 10**6
+
+    with pytest.raises(pl.PlayDefinitionError, match=r"tight\.csv', line 2"):
+        list(tight)
+
+
+def test_a_header_over_the_limit_is_found_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "id," + "h" * 3000 + "\n1,2\n")
+    with pytest.raises(pl.PlayDefinitionError, match="line 1"):
+        read_csv(path, field_limit=100)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True, "10"])
+def test_a_bad_field_limit_says_what_it_takes(tmp_path: Path, limit: Any) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="field_limit="):
+        read_csv(write(tmp_path, "a\n1\n"), field_limit=limit)
+
+
+def test_ctx_csv_field_limit_fails_the_run_naming_the_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "email\nada@x.io\n" + "z" * 4000 + "\n")
+
+    @pl.play(name="csv-limit")
+    async def limited(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.dataset("people", ctx.csv(input["file"], field_limit=1000)).run()
+
+    result = pl.run(limited, {"file": str(path)}, store="memory://", tools=[])
+
+    assert result.status == "failed"
+    assert result.error is not None and str(path) in result.error and "line 3" in result.error

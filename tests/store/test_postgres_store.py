@@ -161,6 +161,25 @@ def test_a_new_database_gets_the_schema(postgres_url: str) -> None:
         assert store.schema_version_found == SCHEMA_VERSION
 
 
+def test_read_only_creates_nothing_and_writes_nothing(postgres_url: str) -> None:
+    with pytest.raises(StoreError, match="No store in"):
+        open_store(postgres_url, read_only=True)
+    assert user_tables(postgres_url) == set()  # the reading commands never create a store
+
+    PostgresStore(postgres_url).close()
+    reader = open_store(postgres_url, read_only=True)
+    try:
+        assert reader.list_runs() == []
+        with pytest.raises(StoreError, match="opened read-only"):
+            reader.create_run(
+                RunRecord(
+                    run_id="r", play="p", status=RunStatus.RUNNING, created_at=1, updated_at=1
+                )
+            )
+    finally:
+        reader.close()
+
+
 def test_the_schema_migrates_from_its_first_version(postgres_url: str) -> None:
     with PostgresStore(postgres_url) as store:
         store.create_run(RunRecord(run_id="r", play="p", status=RunStatus.COMPLETED))

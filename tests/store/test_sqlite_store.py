@@ -22,7 +22,10 @@ from playline.store.sql._schema import SCHEMA_VERSION
 ME = owner_id("me")
 
 
-def test_open_store_picks_sqlite_and_creates_the_folder(tmp_path: Path) -> None:
+def test_open_store_picks_sqlite_and_creates_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # as root, folders are created only in the working folder
     store = open_store(f"sqlite:///{tmp_path}/.playline/playline.db")
     assert isinstance(store, SQLiteStore)
     assert (tmp_path / ".playline" / "playline.db").is_file()

@@ -46,8 +46,9 @@ from .taskgroups import unwrapped
 __all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
 
 OnRowError = Literal["record", "raise"]
-# Playline errors that belong to one row (its cell fails); any other stops the run.
-ROW_ERRORS = (ToolError, EventTimeout)
+# Playline errors that belong to one row (its cell fails); any other stops the run. A cell that
+# tries to leak a secret (a log line, str() of it) fails as a cell that returns one does.
+ROW_ERRORS = (ToolError, EventTimeout, SecretLeakError)
 _WRITE_EVERY = 1000
 ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
 REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others

@@ -11,6 +11,7 @@ from rich.table import Table
 
 import playline as pl
 
+from ..store.sql import SQLStore
 from ..tools import ToolSpec
 from ._app import (
     GatewayOpt,
@@ -21,6 +22,7 @@ from ._app import (
     command,
     console,
     event_app,
+    store_app,
     store_at,
     tools_app,
 )
@@ -36,7 +38,7 @@ from ._load import (
 @command
 def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False) -> None:
     """Receipts per tool: completed, failed, running, and the size of stored results."""
-    stats = store_at(store).receipt_stats()
+    stats = store_at(store, read_only=True).receipt_stats()
     if json_mode:
         typer.echo(json.dumps(stats))
         return
@@ -51,6 +53,27 @@ def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False) -> None:
             tool, *(str(s.get(k, 0)) for k in ("completed", "failed", "running", "bytes"))
         )
     console.print(table)
+
+
+@store_app.command("check")
+@command
+def store_check(store: StoreOpt = None) -> None:
+    """Check the whole store for damage (SQLite's integrity_check: every page and index);
+    exit 0 when it is sound, 1 when it is damaged. It reads only."""
+    db = store_at(store, read_only=True)
+    problems = db.integrity_check() if isinstance(db, SQLStore) else []
+    if not problems:
+        console.print(f"The store {db.url} is sound: no damage found.", highlight=False)
+        return
+    typer.echo(f"The store {db.url} is damaged:")
+    for problem in problems:
+        typer.echo(f"  {problem}")
+    raise CliError(
+        f"the store {db.url} is damaged ({len(problems)} problem(s) above). Playline reads it "
+        "but never writes to it: restore it from a backup, or move it away and start a new "
+        "store (`playline export` saves the rows that can still be read).",
+        code=1,
+    )
 
 
 @cache_app.command("clear")

@@ -23,6 +23,7 @@ import playline as pl
 from .._trace import columns_of, export_rows
 from ..errors import PlayDefinitionError, PlaylineError
 from ..store import Store, open_store
+from ..store.sql import SQLStore
 from ._load import (
     CliError,
 )
@@ -39,9 +40,11 @@ app = typer.Typer(
 cache_app = typer.Typer(help="Receipts: what each tool's stored results hold; clear them.")
 tools_app = typer.Typer(help="The tools a play can call: local ones and the gateway's.")
 event_app = typer.Typer(help="Events for runs waiting in ctx.wait_for_event(key).")
+store_app = typer.Typer(help="The store itself: check it for damage.")
 app.add_typer(cache_app, name="cache", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(event_app, name="event", no_args_is_help=True)
+app.add_typer(store_app, name="store", no_args_is_help=True)
 
 console = Console()
 EXIT_CODES = {"completed": 0, "completed_with_errors": 0, "failed": 1, "suspended": 3}
@@ -101,7 +104,22 @@ JsonOpt = Annotated[
 OutOpt = Annotated[
     Path | None,
     typer.Option(
-        "--out", help="Write the play's dataset to FILE.csv or FILE.jsonl.", dir_okay=False
+        "--out",
+        help="Write the play's dataset to FILE.csv or FILE.jsonl (checked before the run "
+        "starts; an existing file only with --force).",
+        dir_okay=False,
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Replace the --out file if it exists (a link, not its target)."),
+]
+RawOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw",
+        help="Write CSV cells as they are: no quote in front of cells a spreadsheet would run "
+        "as formulas (=, +, -, @, tab, carriage return).",
     ),
 ]
 InDoubtOpt = Annotated[
@@ -118,19 +136,44 @@ CreditsOpt = Annotated[
 ]
 
 
-def store_at(url: str | None) -> Store:
-    return open_store(url)
+def store_at(url: str | None, *, read_only: bool = False) -> Store:
+    """The store of a command. Commands that only read open it read-only (they create nothing
+    and read files they cannot write); a damaged store is read with a warning, and refused to
+    the commands that write."""
+    db = open_store(url, read_only=read_only)
+    damage = db.damage if isinstance(db, SQLStore) else None
+    if damage is not None:
+        where = db.url if isinstance(db, SQLStore) else url
+        if not read_only:
+            db.close()
+            raise CliError(
+                f"The store {where} is damaged ({damage}): Playline never writes to a damaged "
+                "store. `playline store check` lists the damage; `playline runs`, `show` and "
+                "`export` read what is left. Restore it from a backup, or move it away and "
+                "start a new store.",
+                code=1,
+            )
+        typer.echo(
+            f"warning: the store {where} is damaged ({' '.join(damage.split())}); showing what "
+            "can be read. `playline store check` lists the damage.",
+            err=True,
+        )
+    return db
 
 
-def check_out(out: Path | None) -> None:
-    if out is not None and out.suffix.lower() not in (".csv", ".jsonl"):
-        raise CliError(f"--out {out}: use a .csv or .jsonl file name.")
-
-
-def export_dataset(db: Store, run_id: str, dataset: str, out: Path, *, with_status: bool) -> int:
+def export_dataset(
+    db: Store,
+    run_id: str,
+    dataset: str,
+    out: Path,
+    *,
+    with_status: bool,
+    force: bool = False,
+    raw: bool = False,
+) -> int:
     fields = columns_of(export_rows(db, run_id, dataset, with_status=with_status))
     rows = export_rows(db, run_id, dataset, with_status=with_status)
-    return write_rows(rows, out, fields)
+    return write_rows(rows, out, fields, force=force, raw=raw)
 
 
 def stats_line(stats: pl.RunStats) -> str:

@@ -11,13 +11,16 @@ from rich.table import Table
 
 import playline as pl
 
-from .._trace import run_status, trace_of
+from .._trace import Trace, run_status, trace_of
+from ..errors import StoreError
+from ..store.sql import SQLStore
 from ._app import (
     STATUS_STYLE,
+    ForceOpt,
     JsonOpt,
+    RawOpt,
     StoreOpt,
     app,
-    check_out,
     command,
     console,
     export_dataset,
@@ -27,6 +30,7 @@ from ._app import (
 from ._load import (
     CliError,
 )
+from ._outfile import check_out
 from ._report import require_run, when
 
 
@@ -38,7 +42,7 @@ def runs(
     json_mode: JsonOpt = False,
 ) -> None:
     """List the newest runs of the store."""
-    records = store_at(store).list_runs(limit=limit)
+    records = store_at(store, read_only=True).list_runs(limit=limit)
     if json_mode:
         for r in records:
             doc = {
@@ -85,9 +89,19 @@ def show(
     json_mode: JsonOpt = False,
 ) -> None:
     """A run's status, step trace (datasets, batches per tool), stats and cost ledger."""
-    db = store_at(store)
+    db = store_at(store, read_only=True)
     run = require_run(db, run_id)
-    trace = trace_of(db, run_id)
+    try:
+        trace = trace_of(db, run_id)
+    except StoreError:
+        if not (isinstance(db, SQLStore) and db.damage is not None):
+            raise
+        typer.echo(
+            "warning: the run's step trace (events, ledger) is in the damaged part of the "
+            "store: showing the run's record only.",
+            err=True,
+        )
+        trace = Trace()
     if json_mode:
         doc = {
             "run_id": run.run_id,
@@ -186,7 +200,7 @@ def logs(
     json_mode: JsonOpt = False,
 ) -> None:
     """Print a run's log lines (ctx.log and the runtime's notes)."""
-    db = store_at(store)
+    db = store_at(store, read_only=True)
     require_run(db, run_id)
     lines = db.read_events(run_id, kinds=["log"])
     for event in lines:
@@ -218,11 +232,17 @@ def export(
             "--with-status", help="Add _key, _status, _error and <column>.status / .provider."
         ),
     ] = False,
+    force: ForceOpt = False,
+    raw: RawOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Write a run's dataset rows (cells as values) to CSV or JSON lines."""
-    check_out(out)
-    db = store_at(store)
+    """Write a run's dataset rows (cells as values) to CSV or JSON lines.
+
+    An existing file is replaced only with --force, and a symbolic link never followed; CSV
+    cells that a spreadsheet would run as formulas get a quote in front unless --raw.
+    """
+    check_out(out, force=force)
+    db = store_at(store, read_only=True)
     require_run(db, run_id)
     names = db.datasets(run_id)
     if dataset is None:
@@ -240,7 +260,7 @@ def export(
             f"(its datasets: {', '.join(names) or 'none'}).",
             code=1,
         )
-    count = export_dataset(db, run_id, dataset, out, with_status=with_status)
+    count = export_dataset(db, run_id, dataset, out, with_status=with_status, force=force, raw=raw)
     console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
 
 

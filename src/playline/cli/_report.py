@@ -14,9 +14,11 @@ from typing import Any
 
 from .._trace import flat
 from ..store import RunRecord, Store
+from ..store.sql import SQLStore
 from ._load import CliError
+from ._outfile import replacing
 
-__all__ = ["require_run", "when", "write_rows"]
+__all__ = ["defused", "require_run", "when", "write_rows"]
 
 
 def when(at: float) -> str:
@@ -25,6 +27,13 @@ def when(at: float) -> str:
 
 def require_run(store: Store, run_id: str) -> RunRecord:
     run = store.get_run(run_id)
+    if run is None and isinstance(store, SQLStore) and store.damage is not None:
+        raise CliError(
+            f"No run {run_id!r} in what can be read of the damaged store {store.url}: it may "
+            "be in the damaged part. `playline store check` lists the damage; `playline runs` "
+            "lists the runs that can be read.",
+            code=1,
+        )
     if run is None:
         raise CliError(
             f"No run {run_id!r} in the store {store.url}. List runs with `playline runs` "
@@ -34,18 +43,42 @@ def require_run(store: Store, run_id: str) -> RunRecord:
     return run
 
 
-def write_rows(rows: Iterator[dict[str, Any]], out: Path, fields: list[str]) -> int:
-    """Write ``rows`` as CSV or JSON lines (by the file's suffix); returns the row count."""
+# OWASP's CSV injection rule: a spreadsheet runs a cell that begins with one of these as a
+# formula (=HYPERLINK(...) from a provider's data), so it is written with a quote in front.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def defused(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def write_rows(
+    rows: Iterator[dict[str, Any]],
+    out: Path,
+    fields: list[str],
+    *,
+    force: bool = False,
+    raw: bool = False,
+) -> int:
+    """Write ``rows`` as CSV or JSON lines (by the file's suffix); returns the row count.
+
+    The file is written whole or not at all (see ``_outfile``); CSV cells that a spreadsheet
+    would run as formulas are escaped unless ``raw``.
+    """
     count = 0
-    with out.open("w", newline="", encoding="utf-8") as handle:
+    with replacing(out, force=force) as handle:
         if out.suffix.lower() == ".jsonl":
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                 count += 1
             return count
-        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
+        cell = flat if raw else (lambda value: defused(flat(value)))
+        writer = csv.writer(handle)
+        writer.writerow([cell(name) for name in fields])
         for row in rows:
-            writer.writerow({k: flat(v) for k, v in row.items()})
+            writer.writerow([cell(row.get(name)) for name in fields])
             count += 1
     return count

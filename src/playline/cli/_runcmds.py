@@ -18,13 +18,14 @@ from ._app import (
     EXIT_CODES,
     STATUS_STYLE,
     CreditsOpt,
+    ForceOpt,
     GatewayOpt,
     InDoubtOpt,
     JsonOpt,
     OutOpt,
+    RawOpt,
     StoreOpt,
     app,
-    check_out,
     command,
     console,
     export_dataset,
@@ -40,6 +41,7 @@ from ._load import (
     load_play,
     parse_inputs,
 )
+from ._outfile import check_out
 from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     require_run,
@@ -91,10 +93,12 @@ def _execute(
     max_credits: float | None,
     json_mode: bool,
     out: Path | None,
+    force: bool = False,
+    raw: bool = False,
     retry_in_doubt: bool = False,
     ui: bool = False,
 ) -> pl.RunResult:
-    check_out(out)
+    check_out(out, force=force)  # before anything runs, and so before anything is paid
     gw = gateway_from(gateway)
     tools: list[Any] = list(loaded.sources)
     if gw is not None:
@@ -139,7 +143,7 @@ def _execute(
             f"their idempotency keys). Resume with `playline resume {started.run_id}`.",
             code=130,
         ) from None
-    written = _write_output(db, result, out) if out is not None else None
+    written = _write_output(db, result, out, force=force, raw=raw) if out is not None else None
     if jsonl is not None:
         jsonl.result(result)
     else:
@@ -149,7 +153,9 @@ def _execute(
     return result
 
 
-def _write_output(db: Store, result: pl.RunResult, out: Path) -> tuple[str, int] | None:
+def _write_output(
+    db: Store, result: pl.RunResult, out: Path, *, force: bool, raw: bool
+) -> tuple[str, int] | None:
     name = result.output.name if isinstance(result.output, Dataset) else None
     if name is None:
         names = db.datasets(result.run_id)
@@ -157,7 +163,9 @@ def _write_output(db: Store, result: pl.RunResult, out: Path) -> tuple[str, int]
             typer.echo(f"warning: run {result.run_id} has no dataset to write to {out}", err=True)
             return None
         name = names[-1]
-    return name, export_dataset(db, result.run_id, name, out, with_status=False)
+    return name, export_dataset(
+        db, result.run_id, name, out, with_status=False, force=force, raw=raw
+    )
 
 
 def _print_result(result: pl.RunResult) -> None:
@@ -207,6 +215,8 @@ def run(
         str | None, typer.Option("--run-id", help="Run id (an existing one resumes that run).")
     ] = None,
     out: OutOpt = None,
+    force: ForceOpt = False,
+    raw: RawOpt = False,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
@@ -232,6 +242,8 @@ def run(
         max_credits=max_credits,
         json_mode=json_mode,
         out=out,
+        force=force,
+        raw=raw,
         retry_in_doubt=retry_in_doubt,
         ui=ui,
     )
@@ -243,6 +255,8 @@ def run(
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to resume.")],
     out: OutOpt = None,
+    force: ForceOpt = False,
+    raw: RawOpt = False,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
@@ -251,6 +265,7 @@ def resume(
 ) -> None:
     """Resume a run started with `playline run`: finished rows and paid calls are reused,
     failed rows are tried again."""
+    check_out(out, force=force)
     db = store_at(store)
     require_run(db, run_id)
     loaded, source = _source_play(db, run_id)
@@ -265,6 +280,8 @@ def resume(
         max_credits=max_credits,
         json_mode=json_mode,
         out=out,
+        force=force,
+        raw=raw,
         retry_in_doubt=retry_in_doubt,
     )
     raise typer.Exit(EXIT_CODES[result.status])

@@ -81,14 +81,19 @@ _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _named_memory: dict[str, MemoryStore] = {}
 
 
-def open_store(url: str | Store | None = None) -> Store:
+def open_store(url: str | Store | None = None, *, read_only: bool = False) -> Store:
     """Open the store at ``url`` (default: ``PLAYLINE_STORE``, else ``DEFAULT_STORE_URL``).
 
     ``memory://`` is a new empty store; ``memory://NAME`` is shared by everything in this
-    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection);
-    ``postgresql://user@host:port/db`` opens a pool of connections to that database. Close a
-    store when done with it; one that is dropped unclosed releases its connections when it is
-    garbage-collected.
+    process that opens the same name. ``sqlite:///path.db`` opens the file (one connection;
+    ``~`` and ``$VARIABLES`` in the path are expanded); ``postgresql://user@host:port/db``
+    opens a pool of connections to that database. Close a store when done with it; one that is
+    dropped unclosed releases its connections when it is garbage-collected.
+
+    ``read_only`` opens an existing store to be read and refuses every write: nothing is
+    created (a missing one raises ``StoreError`` "No store at ..."), a SQLite file is opened
+    with SQLite's read-only mode, so files and folders that are not writable can be read.
+    A damaged SQLite store is always opened so (see ``SQLiteStore``).
     """
     if url is not None and not isinstance(url, str):
         return url
@@ -100,16 +105,16 @@ def open_store(url: str | Store | None = None) -> Store:
     if url.startswith("sqlite:"):
         from .sql import SQLiteStore
 
-        return SQLiteStore(url)
+        return SQLiteStore(url, read_only=read_only)
     if url.startswith(_POSTGRES_SCHEMES):
-        return _open_postgres(url)
+        return _open_postgres(url, read_only=read_only)
     raise StoreError(
         f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db', "
         "'postgresql://user@host:port/database' or 'memory://'."
     )
 
 
-def _open_postgres(url: str) -> Store:
+def _open_postgres(url: str, *, read_only: bool) -> Store:
     try:
         from .sql._postgres import PostgresStore
     except ImportError as exc:
@@ -117,4 +122,4 @@ def _open_postgres(url: str) -> Store:
             f"The PostgreSQL store needs psycopg and psycopg_pool ({exc}). Install them with "
             "pip install 'playline[postgres]'."
         ) from None
-    return PostgresStore(url)
+    return PostgresStore(url, read_only=read_only)

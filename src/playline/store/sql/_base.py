@@ -83,6 +83,8 @@ def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
 class SQLStore(ABC):
     url: str
     io_threads = 1
+    read_only = False  # opened only to be read: every write is refused
+    damage: str | None = None  # what is wrong with a damaged store (then read-only too)
 
     # the dialect
     @abstractmethod
@@ -98,6 +100,11 @@ class SQLStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def integrity_check(self) -> list[str]:
+        """The problems a full check of the database finds; none where the database server
+        keeps its own integrity (PostgreSQL)."""
+        return []
 
     # runs
     def create_run(self, run: RunRecord) -> bool:

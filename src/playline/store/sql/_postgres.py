@@ -37,7 +37,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StoreError
 from ._base import Cursor, SQLStore
-from ._postgres_schema import migrate
+from ._postgres_schema import migrate, readable_version
 from ._postgres_url import Target, connect_error, parse_url
 
 __all__ = ["PostgresStore"]
@@ -117,9 +117,15 @@ class PostgresStore(SQLStore):
     """
 
     def __init__(
-        self, url: str, *, pool_size: int | None = None, check_idle_after: float = IDLE_CHECK_S
+        self,
+        url: str,
+        *,
+        pool_size: int | None = None,
+        check_idle_after: float = IDLE_CHECK_S,
+        read_only: bool = False,
     ) -> None:
         self.url = url
+        self.read_only = read_only
         self._target: Target = parse_url(url)
         self.where = self._target.display
         self.io_threads = pool_size or self._target.pool_size
@@ -133,7 +139,10 @@ class PostgresStore(SQLStore):
             raise connect_error(self._target, exc) from None
         try:
             with conn:
-                self.schema_version_found = migrate(conn, self.where)
+                if read_only:  # nothing is created: the schema must be there already
+                    self.schema_version_found = readable_version(conn, self.where)
+                else:
+                    self.schema_version_found = migrate(conn, self.where)
         except psycopg.Error as exc:
             raise self._error("create or check the schema", exc) from exc
         self._idle = _IdleCheck(check_idle_after)
@@ -180,6 +189,11 @@ class PostgresStore(SQLStore):
         pool = self._pool
         if pool is None:
             raise self._closed()
+        if write and self.read_only:
+            raise StoreError(
+                f"The store {self.where} was opened read-only, to be inspected: it cannot "
+                f"{what}. Open it with open_store(url) to write to it."
+            )
         committing = lost = False
         try:
             with pool.connection() as conn:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...errors import StoreError
 from ._refusals import foreign_database, newer_schema
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version", "tables"]
@@ -194,6 +195,23 @@ def migrate(conn: Any, where: str, migrations: Sequence[Migration] = MIGRATIONS)
             "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(known),),
+        )
+    return found
+
+
+def readable_version(conn: Any, where: str, known: int = len(MIGRATIONS)) -> int:
+    """The version of a schema opened only to be read: a Playline store's, at the current
+    version (nothing is created or migrated)."""
+    found = _checked(conn, where, known)
+    if found == 0:
+        raise StoreError(
+            f"No store in {where}: it has no Playline tables. Check the URL (--store or "
+            "PLAYLINE_STORE); a store is created by the first `playline run` that writes to it."
+        )
+    if found < known:
+        raise StoreError(
+            f"The store {where} was written by an older Playline (schema version {found}). "
+            "Run a play on it once (playline run, or pl.run) to upgrade it, then read it."
         )
     return found
 

@@ -5,25 +5,43 @@ WAL mode, ``synchronous=NORMAL``, one connection per store object, guarded by a 
 store is thread-safe). Every batch is one transaction; a write transaction takes the write
 lock first (``BEGIN IMMEDIATE``), so two processes claiming the same receipt key can never
 both own it.
+
+A store refuses damage: opening it checks the file quickly (the header, the schema, and
+SQLite's ``quick_check`` for files up to ``QUICK_CHECK_UP_TO``, or the first and last rows of
+every table for bigger ones); ``integrity_check()`` is the full check, on demand. A damaged
+file is opened read-only for inspection and never written, nor is one that SQLite finds damaged
+later. Each write first makes sure the file is still the one that was opened: a store deleted
+or replaced under a running play fails the run instead of writing into a file nobody can read.
+``read_only=True`` opens an existing store with SQLite's read-only mode and creates nothing.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ...errors import StoreError
 from ._base import Cursor, SQLStore
-from ._schema import migrate
-from ._sqlite_file import not_a_database, parse_url, prepare_folder
+from ._schema import SCHEMA_VERSION, migrate, schema_version
+from ._sqlite_file import (
+    check_header,
+    header_damage,
+    no_store,
+    not_a_database,
+    parse_url,
+    prepare_folder,
+)
 
-__all__ = ["SQLiteStore"]
+__all__ = ["QUICK_CHECK_UP_TO", "SQLiteStore", "damaged"]
 
 # Primary SQLite result codes (the low byte of an extended code).
 _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 10, 11, 13, 14, 26
+QUICK_CHECK_UP_TO = 16 * 1024 * 1024  # bytes: SQLite's quick_check reads it all in ~40 ms
 
 
 class SQLiteStore(SQLStore):
@@ -33,24 +51,40 @@ class SQLiteStore(SQLStore):
     before giving up with ``StoreError`` (default 10; also ``?busy_timeout=N`` in the URL).
     """
 
-    def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
+    def __init__(
+        self, url: str, *, busy_timeout: float | None = None, read_only: bool = False
+    ) -> None:
         self.url = url
         self.path, from_url = parse_url(url)
         busy_timeout = busy_timeout if busy_timeout is not None else from_url
         self._busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        prepare_folder(Path(self.path))
+        self.read_only = read_only
+        self._file: tuple[int, int] | None = None  # the file written to: (device, inode)
+        path = Path(self.path)
+        if read_only:
+            if not path.is_file():
+                raise no_store(path)
+            check_header(path)
+        else:
+            prepare_folder(path)
         conn = None
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            # Migrate (which refuses a foreign or newer database) before switching to WAL, so a
-            # refused file is left exactly as it was.
-            self.schema_version_found = migrate(conn, self.path)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn = self._connect(read_only=read_only)
+            self.damage = _damage(conn, path)
+            if self.damage is not None or read_only:
+                if not read_only:  # damaged: it is opened again, to be read and never written
+                    conn.close()
+                    conn = self._connect(read_only=True)
+                self.schema_version_found = self._readable_version(conn, path)
+            else:
+                # Migrate (which refuses a foreign or newer database) before switching to WAL,
+                # so a refused file is left exactly as it was.
+                self.schema_version_found = migrate(conn, self.path)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._file = _identity(path)
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -60,6 +94,70 @@ class SQLiteStore(SQLStore):
                 conn.close()
             raise
         self._conn = conn
+
+    def _connect(self, *, read_only: bool) -> sqlite3.Connection:
+        if not read_only:
+            return self._sqlite(self.path)
+        conn = self._sqlite(self._uri("mode=ro"))
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            # A WAL store in a folder we cannot write: SQLite cannot make the -shm file a
+            # reader needs. With no log pending, the file alone is the store: read it as is.
+            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            wal = Path(f"{self.path}-wal")
+            if code not in (_READONLY, _CANTOPEN) or (wal.exists() and wal.stat().st_size):
+                conn.close()
+                raise
+            conn.close()
+            conn = self._sqlite(self._uri("immutable=1"))
+        return conn
+
+    def _uri(self, query: str) -> str:
+        return f"file:{urllib.parse.quote(os.path.abspath(self.path))}?{query}"
+
+    def _sqlite(self, target: str) -> sqlite3.Connection:
+        uri = target.startswith("file:")
+        return sqlite3.connect(
+            target,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=uri,
+        )
+
+    def _readable_version(self, conn: sqlite3.Connection, path: Path) -> int:
+        """The schema version of a store opened only to be read: it must be one already."""
+        try:
+            found = schema_version(conn)
+        except sqlite3.DatabaseError:
+            if self.damage is None:
+                raise
+            return 0  # damaged where the version is kept: read what can be read
+        if found == 0 and self.damage is None:
+            migrate(conn, self.path)  # refuses another program's database, else:
+            raise no_store(f"{path} (an empty database)")
+        if found > SCHEMA_VERSION:
+            migrate(conn, self.path)  # refuses it with the message saying to upgrade
+        if 0 < found < SCHEMA_VERSION and self.damage is None:
+            raise StoreError(
+                f"The store {path} was written by an older Playline (schema version {found}). "
+                "Run a play on it once (playline run, or pl.run) to upgrade it, then read it."
+            )
+        return found
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's full ``integrity_check`` (every page, every index entry), plus what the
+        header says: the problems found, or an empty list for a sound store."""
+        problems = [p for p in [header_damage(Path(self.path))] if p]
+        with self._lock:
+            conn = self._connection()
+            try:
+                found = [row[0] for row in conn.execute("PRAGMA integrity_check(100)")]
+            except sqlite3.DatabaseError as exc:  # too damaged to go through: say what can be
+                found = [str(exc), *([self.damage] if self.damage else [])]
+        lines = [line for p in found for line in p.splitlines()]
+        return problems + [p for p in lines if p not in ("ok", "*** in database main ***")]
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -75,8 +173,9 @@ class SQLiteStore(SQLStore):
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
-            with suppress(sqlite3.Error):  # only a planner hint; closing matters more
-                conn.execute("PRAGMA optimize")
+            if self._file is not None and self.damage is None:
+                with suppress(sqlite3.Error):  # only a planner hint; closing matters more
+                    conn.execute("PRAGMA optimize")
             conn.close()
 
     # the dialect
@@ -84,6 +183,8 @@ class SQLiteStore(SQLStore):
     def _transaction(self, what: str, *, write: bool) -> Iterator[Cursor]:
         with self._lock:
             conn = self._connection()
+            if write:
+                self._check_writable(what)
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -95,6 +196,23 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 self._rollback(conn)
                 raise self._error(what, exc) from exc
+
+    def _check_writable(self, what: str) -> None:
+        if self.damage is not None:
+            raise damaged(self.path, self.damage, what)
+        if self._file is None:
+            raise StoreError(
+                f"The store {self.path} was opened read-only, to be inspected: it cannot "
+                f"{what}. Open it with open_store(url) to write to it."
+            )
+        if _identity(Path(self.path)) != self._file:
+            raise StoreError(
+                f"The store file {self.path} was deleted or replaced while this process was "
+                f"using it, so Playline stopped rather than {what} in a file nobody will read: "
+                "the run's records are in the file that was removed. Restore it from a backup, "
+                "or run the play again on a new store; never delete or move a store that a play "
+                "is using."
+            )
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -118,11 +236,70 @@ class SQLiteStore(SQLStore):
                 f"{self._busy_timeout:g} s to {what}). Let that process finish or stop it, "
                 "or use another store path."
             )
+        if "Could not decode to UTF-8" in str(exc):  # damage inside a record; never echo it
+            self.damage = self.damage or f"a stored text is not UTF-8 (found trying to {what})"
+            return damaged(self.path, self.damage, what)
         if code in (_CORRUPT, _NOTADB):
-            return not_a_database(self.path)
+            if self._conn is None:  # on open: refused, nothing written
+                return not_a_database(self.path)
+            self.damage = self.damage or str(exc)  # found in use: nothing more is written
+            return damaged(self.path, self.damage, what)
         if code in (_READONLY, _IOERR, _FULL, _CANTOPEN):
             return StoreError(
                 f"Could not {what} in the store {self.path}: {exc}. Check that the file and its "
                 "folder are writable and that the disk has space."
             )
         return StoreError(f"Could not {what} in the store {self.path}: {exc}.")
+
+
+def damaged(path: str, damage: str, what: str) -> StoreError:
+    return StoreError(
+        f"The store {path} is damaged ({damage}), so Playline did not {what}: it opens a "
+        "damaged store read-only, for inspection, and never writes to it. `playline runs`, "
+        "`show` and `export` show what can still be read and `playline store check` lists the "
+        "damage. Restore the file from a backup, or move it away and start a new store."
+    )
+
+
+def _summary(problems: list[str]) -> str:
+    """The first problem SQLite found, short enough for one line, and how many more."""
+    lines = [
+        line for p in problems for line in p.splitlines() if line != "*** in database main ***"
+    ]
+    first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+    return first + (f", and {len(lines) - 1} more" if len(lines) > 1 else "")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
+    """What a quick look finds wrong with the database, if anything (see the module
+    docstring); None for a sound one."""
+    found = header_damage(path)
+    if found is not None:
+        return found
+    try:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        if path.stat().st_size <= QUICK_CHECK_UP_TO:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+            return None if problems == ["ok"] else _summary(problems)
+        for table in tables:  # the first and the last rows: where new writes go
+            for order in ("ASC", "DESC"):
+                conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid {order} LIMIT 1').fetchall()
+    except sqlite3.DatabaseError as exc:
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code in (_CORRUPT, _NOTADB):
+            return str(exc)
+        raise
+    return None

@@ -1,18 +1,34 @@
-"""Where a SQLite store lives: its URL, its folder, and the checks made before opening it."""
+"""Where a SQLite store lives: its URL, its folder, and the checks made before opening it.
+
+The path of a URL has ``~`` and environment variables expanded (an unset variable is refused,
+never made into a folder of that name). A missing folder is created only one level deep, in a
+folder that exists and is writable, and, for root, only inside the working folder or the home
+folder: a typo never creates folders in system places. ``:memory:`` is refused: such a store
+would keep nothing, which is what ``memory://`` says plainly.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl
 
 from ...errors import StoreError
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT", "not_a_database", "parse_url", "prepare_folder"]
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "header_damage",
+    "no_store",
+    "not_a_database",
+    "parse_url",
+    "prepare_folder",
+]
 
 _PREFIX = "sqlite:///"
 _HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 10.0
+_UNSET_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
 
 def parse_url(url: str) -> tuple[str, float]:
@@ -24,6 +40,18 @@ def parse_url(url: str) -> tuple[str, float]:
             "'sqlite:////absolute/path.db' (three slashes, then the path)."
         )
     path, _, query = url[len(_PREFIX) :].partition("?")
+    if path.startswith((":memory:", "file::memory:")):
+        raise StoreError(
+            f"{url!r} would be a store that keeps nothing once the process ends. Use "
+            "'memory://' for a store in memory, or a file path to keep the runs."
+        )
+    path = os.path.expanduser(os.path.expandvars(path))
+    unset = _UNSET_VARIABLE.search(path)
+    if unset:
+        raise StoreError(
+            f"The store URL {url!r} names the environment variable {unset.group(0)}, which is "
+            "not set. Set it, or write the path out."
+        )
     timeout = DEFAULT_BUSY_TIMEOUT
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name != "busy_timeout":
@@ -43,22 +71,11 @@ def parse_url(url: str) -> tuple[str, float]:
 
 
 def prepare_folder(path: Path) -> None:
-    """Create the database's folder (one level only) and refuse paths SQLite cannot use."""
+    """Create the database's folder (one level only, see the module docstring) and refuse
+    paths SQLite cannot use."""
     folder = path.parent
     if not folder.exists():
-        if not folder.parent.is_dir():
-            raise StoreError(
-                f"Cannot create the store {path}: the folder {folder.parent} does not exist. "
-                "Create it first, or choose another store path (PLAYLINE_STORE or store=...)."
-            )
-        try:
-            folder.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"Cannot create the folder {folder} for the store {path} ({exc.strerror}). "
-                "Make its parent folder writable, or choose another store path "
-                "(PLAYLINE_STORE or store=...)."
-            ) from None
+        _create(folder, path)
     if not folder.is_dir():
         raise StoreError(
             f"Cannot open the store {path}: {folder} is not a folder. "
@@ -68,7 +85,8 @@ def prepare_folder(path: Path) -> None:
         raise StoreError(
             f"The folder {folder} is read-only, and the store {path} needs to write there "
             "(the database and its -wal and -shm files). Make it writable (chmod u+w), or "
-            "choose another store path (PLAYLINE_STORE or store=...)."
+            "choose another store path (PLAYLINE_STORE or store=...). Commands that only read "
+            "(runs, show, logs, export) open it as it is."
         )
     if not path.exists():
         return
@@ -77,12 +95,79 @@ def prepare_folder(path: Path) -> None:
     if not os.access(path, os.R_OK | os.W_OK):
         raise StoreError(
             f"The store {path} is read-only. Make it writable (chmod u+rw), or choose another "
-            "store path (PLAYLINE_STORE or store=...)."
+            "store path (PLAYLINE_STORE or store=...). Commands that only read (runs, show, "
+            "logs, export) open it as it is."
         )
+    check_header(path)
+
+
+def check_header(path: Path) -> None:
+    """Refuse a file that is not a SQLite database at all (Playline leaves it untouched)."""
     with path.open("rb") as file:
         head = file.read(len(_HEADER))
     if head and head != _HEADER:
         raise not_a_database(path)
+
+
+def _create(folder: Path, path: Path) -> None:
+    if not folder.parent.is_dir():
+        raise StoreError(
+            f"Cannot create the store {path}: the folder {folder.parent} does not exist. "
+            "Create it first, or choose another store path (PLAYLINE_STORE or store=...)."
+        )
+    if os.geteuid() == 0 and not _inside(folder, (Path.cwd(), Path.home())):
+        raise StoreError(
+            f"Playline runs as root and creates a store's folder only inside the working folder "
+            f"or the home folder, and {folder} is neither. Create it first (mkdir {folder}) if "
+            "it is the right place, or choose another store path (PLAYLINE_STORE or store=...)."
+        )
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot create the folder {folder} for the store {path} ({exc.strerror}). "
+            "Make its parent folder writable, or choose another store path "
+            "(PLAYLINE_STORE or store=...)."
+        ) from None
+
+
+def _inside(folder: Path, roots: tuple[Path, ...]) -> bool:
+    where = folder.resolve()
+    return any(where.is_relative_to(root.resolve()) for root in roots)
+
+
+def no_store(path: Path | str) -> StoreError:
+    return StoreError(
+        f"No store at {path}. Check the path (--store or PLAYLINE_STORE); a store is created "
+        "by the first `playline run` (or pl.run) that writes to it."
+    )
+
+
+def header_damage(path: Path) -> str | None:
+    """What the database header says is wrong with the file, if anything: read in one go,
+    before SQLite trusts the file (its page size, and its page count against the file's size
+    when no write-ahead log holds pages yet)."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return None  # SQLite says better what is wrong
+    if len(header) < 100:
+        return None if not header else "the file is shorter than a database header"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return f"the header gives an impossible page size ({page_size})"
+    if size % page_size:
+        return f"its size ({size} bytes) is not a whole number of {page_size}-byte pages"
+    pages = int.from_bytes(header[28:32], "big")
+    counted = header[24:28] == header[92:96]  # the page count is valid for this change
+    wal = Path(f"{path}-wal")
+    logged = wal.exists() and wal.stat().st_size > 0  # the log may hold pages past the file
+    if counted and pages and not logged and pages * page_size != size:
+        return f"the header counts {pages} pages but the file holds {size // page_size}"
+    return None
 
 
 def not_a_database(path: Path | str) -> StoreError:

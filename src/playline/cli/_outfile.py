@@ -1,0 +1,99 @@
+"""Files the command line writes (``--out``): checked before a run starts, written whole or not.
+
+An export holds provider data, and its path may be one an attacker prepared: an existing file
+is never replaced without ``--force``, a symbolic link at the path is never followed (with
+``--force`` the link itself is replaced by the file), and the rows go to a temporary file in
+the same folder that is renamed into place once complete, so a reader never sees half a file
+and a failed export leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from ._load import CliError
+
+__all__ = ["FORMATS", "check_out", "replacing"]
+
+FORMATS = (".csv", ".jsonl")
+
+
+def check_out(out: Path | None, *, force: bool) -> None:
+    """Refuse an output path that cannot be written, before anything runs or is paid for."""
+    if out is None:
+        return
+    if out.suffix.lower() not in FORMATS:
+        raise CliError(f"--out {out}: use a .csv or .jsonl file name.")
+    folder = out.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise CliError(
+            f"--out {out}: the folder {folder} {what}. Create it first, or choose another path."
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(
+            f"--out {out}: the folder {folder} is not writable. Choose another path, or make "
+            "it writable (chmod u+w)."
+        )
+    if out.is_symlink():
+        if not force:
+            raise CliError(
+                f"--out {out} is a symbolic link; Playline never writes through one. Choose "
+                "another path, or add --force to replace the link (not what it points to)."
+            )
+    elif out.is_dir():
+        raise CliError(f"--out {out} is a folder. Give a file name, e.g. {out / 'rows.csv'}.")
+    elif out.exists() and not force:
+        raise CliError(f"--out {out} exists. Add --force to replace it, or choose another path.")
+
+
+@contextlib.contextmanager
+def replacing(out: Path, *, force: bool) -> Iterator[IO[str]]:
+    """A text handle on a temporary file next to ``out``, put in its place when the block ends
+    without an error (and removed when it does not)."""
+    check_out(out, force=force)
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o666 & ~_umask())  # mkstemp's 0600, made what open() would give
+        _put(temp, out, force=force)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _put(temp: Path, out: Path, *, force: bool) -> None:
+    if force:
+        os.replace(temp, out)  # replaces a link at ``out`` itself, never its target
+        return
+    try:
+        os.link(temp, out)  # fails if ``out`` appeared meanwhile: nothing is overwritten
+    except FileExistsError:
+        raise CliError(
+            f"--out {out} was created while the export was written. Add --force to replace "
+            "it, or choose another path."
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(out):  # a file system without hard links: check, then rename
+            raise CliError(f"--out {out} exists. Add --force to replace it.") from None
+        os.replace(temp, out)
+        return
+    temp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
