@@ -16,7 +16,7 @@ so a resume tries it again; a row every step answered "not found" is not found.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,11 +155,13 @@ async def run_waterfall(
     ctx: object,
     call_tool: CallTool,
     tallies: dict[str, Tally],
+    order: Sequence[Step] | None = None,
 ) -> Any:
     """Run ``spec`` for one input (one row); returns the value, or None.
 
     ``ctx`` is the play's context (what code steps and ``accept`` receive), ``call_tool`` the
-    attempt's ``call_tool``, ``tallies`` the run's per-waterfall counts.
+    attempt's ``call_tool``, ``tallies`` the run's per-waterfall counts, ``order`` the steps
+    in the order to try them (default: as declared; ``order="cheapest"`` gives another).
     """
     row = current_row.get()
     tally = tallies.get(spec.id)
@@ -171,7 +173,7 @@ async def run_waterfall(
     winner: str | None = None
     provider: str | None = None
     failure: _StepOutcome | None = None
-    for step in spec.steps:
+    for step in spec.steps if order is None else order:
         if winner is not None:
             steps[step.id] = {"status": "skipped"}
             tally.step(step.id, "skipped", 0.0)
