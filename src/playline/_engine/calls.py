@@ -197,12 +197,12 @@ class CallExecutor:
                     assert receipt.result is not None
                     self._settle_cached(call, receipt.result)
         pending = [c for c in owners if not c.future.done()]
-        if not pending:
-            return
         if self._planner is not None:  # a plan: count what would be sent, send nothing
-            self._planner.record(spec, pending)
+            self._planner.record(spec, pending, answered=len(owners) - len(pending))
             for call in pending:
                 self._settle(call, _planned(spec))
+            return
+        if not pending:
             return
         size = spec.max_batch
         requests = [pending[i : i + size] for i in range(0, len(pending), size)]

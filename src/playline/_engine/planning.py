@@ -20,16 +20,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from math import ceil
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..tools import ToolSpec
+from ..tools import ToolResult, ToolSpec
+from .scope import RowScope
 
-if TYPE_CHECKING:
-    from .calls import ToolCall
-
-__all__ = ["PlanCount", "Planner"]
+__all__ = ["PlanCount", "PlannedCall", "Planner"]
 
 HitRate = Callable[[ToolSpec], float]
+
+
+class PlannedCall(Protocol):
+    """What the planner reads of a call (``calls.ToolCall``)."""
+
+    key: str
+    force: bool
+    scope: RowScope | None
+    sink: list[ToolResult] | None  # set while a waterfall step runs
 
 
 @dataclass(kw_only=True)
@@ -41,6 +48,7 @@ class PlanCount:
     expected_calls: float = 0.0  # calls weighed by the chance each is made
     credits_max: float = 0.0  # every call charged its full price
     credits_expected: float = 0.0  # weighed by reach and, for on-hit prices, the hit rate
+    from_receipts: int = 0  # calls receipts answered (free)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -63,13 +71,15 @@ class Planner:
             rate = self._rates[spec.id] = min(1.0, max(0.0, self._hit_rate(spec)))
         return rate
 
-    def record(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
-        """Count ``calls`` to ``spec`` (one pass of the executor) as if they were sent."""
+    def record(self, spec: ToolSpec, calls: Sequence[PlannedCall], *, answered: int = 0) -> None:
+        """Count ``calls`` to ``spec`` (one pass of the executor) as if they were sent;
+        ``answered`` calls of the pass were answered by receipts."""
         counted = [c for c in calls if c.force or c.key not in self._seen]
         self._seen.update(c.key for c in counted)
+        tool = self.tools.setdefault(spec.id, PlanCount())
+        tool.from_receipts += answered
         if not counted:
             return
-        tool = self.tools.setdefault(spec.id, PlanCount())
         tool.requests += ceil(len(counted) / spec.max_batch)
         hit = self.rate(spec)
         price = spec.cost.credits
