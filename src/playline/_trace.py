@@ -48,6 +48,7 @@ __all__ = [
     "run_summary",
     "trace_of",
     "waterfall_advice",
+    "waterfall_summary",
     "waterfall_table",
 ]
 
@@ -155,7 +156,11 @@ class Trace:
         }
 
 
-def trace_of(store: Store, run_id: str) -> Trace:
+def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace:
+    """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
+    record counts; attempts whose start event was never written (their process was killed
+    before its first write) are listed as interrupted, first, and hold the charges made
+    before the first attempt on record."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -193,6 +198,12 @@ def trace_of(store: Store, run_id: str) -> Trace:
             elif kind == "child" and event.status == "running":
                 trace.children.append(dict(data))
             trace.other[kind] += 1
+    lost = (attempts or 0) - len(trace.attempt_list)
+    if lost > 0:
+        trace.attempt_list[:0] = [AttemptTrace(number=0, started_at=0.0) for _ in range(lost)]
+        for number, attempt in enumerate(trace.attempt_list, 1):
+            attempt.number = number
+        trace.attempts = len(trace.attempt_list)
     starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
@@ -289,6 +300,12 @@ def waterfall_table(tally: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return table
+
+
+def waterfall_summary(tally: dict[str, Any]) -> dict[str, Any]:
+    """A waterfall over a run: rows, found, coverage, credits per hit, and its steps as
+    ``waterfall_table`` gives them."""
+    return {**_waterfall_doc(tally), "steps": waterfall_table(tally)}
 
 
 def _waterfall_doc(tally: dict[str, Any]) -> dict[str, Any]:

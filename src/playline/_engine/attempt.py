@@ -633,6 +633,8 @@ async def run_attempt(
         status="running",
         data={"play": play.name, "resumed": attempt.resuming, "attempt": record.attempts},
     )
+    # written at once: an attempt killed before the first timed flush is still on record
+    await attempt.events.flush()
     supervising: asyncio.Task[None] | None = None
     if root:
         supervisor = Supervisor(

@@ -19,6 +19,7 @@ from .._trace import (
     run_status,
     trace_of,
     waterfall_advice,
+    waterfall_summary,
     waterfall_table,
 )
 from ..store import RunRecord, Store
@@ -118,7 +119,7 @@ def show(
         return
     if dataset is not None or columns is not None:
         raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
-    trace = trace_of(db, run_id)
+    trace = trace_of(db, run_id, attempts=run.attempts)
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
@@ -134,7 +135,7 @@ def show(
             "stats": run.stats,
             "trace": trace.to_dict(),
             "waterfalls": [
-                {**w, "steps": waterfall_table(w), "order": advice[w["id"]].to_dict()}
+                {**waterfall_summary(w), "order": advice[w["id"]].to_dict()}
                 for w in trace.waterfalls.values()
             ],
         }
@@ -199,30 +200,34 @@ def _show_header(db: Store, run: RunRecord, trace: Trace) -> None:
 
 
 def _show_attempts(trace: Trace) -> None:
+    """One line per attempt: its rows and calls as it recorded them at its end, and what it
+    sent and paid (from the batches and the ledger, so also for an attempt that was killed)."""
     if not trace.attempt_list:
         return
-    table = Table(title="Attempts", title_justify="left", caption_justify="left")
-    for column in ("#", "started", "status", "rows run", "reused", "failed", "live calls",
-                   "from receipts", "requests", "credits"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("started", "status") else "right")
+    console.print("Attempts", style="italic", highlight=False)
     for a in trace.attempt_list:
         s = a.stats
-        table.add_row(
-            str(a.number),
-            when(a.started_at),
-            a.status,
-            *(str(s.get(k, "?")) for k in ("rows_executed", "rows_reused", "rows_failed")),
-            str(a.calls),
-            str(s.get("tool_calls_cached", "?")),
-            str(a.requests),
-            f"{a.credits:g}",
+        started = f" {when(a.started_at)}" if a.started_at else ""
+        if s:
+            counts = (
+                f"{s.get('rows_executed', 0)} rows run, {s.get('rows_reused', 0)} reused, "
+                f"{s.get('rows_failed', 0)} failed · {a.calls} live calls, "
+                f"{s.get('tool_calls_cached', 0)} from receipts"
+            )
+        else:
+            counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
+        console.print(
+            f"  {a.number}.{started} [bold]{a.status}[/bold]: {counts} · {a.requests} "
+            f"requests · {a.credits:g} credits",
+            highlight=False,
         )
-    table.caption = (
-        "rows run: started in that attempt · reused: completed in an earlier attempt, not run "
-        "again · live calls: sent to a provider (charged as its price says) · from receipts: "
-        "answered by an earlier call's receipt (free)"
+    console.print(
+        "  (rows run: started in that attempt · reused: completed in an earlier attempt, not "
+        "run again · live calls: sent to a provider · from receipts: answered by an earlier "
+        "call's receipt, free)",
+        style="dim",
+        highlight=False,
     )
-    console.print(table)
 
 
 def _show_datasets(db: Store, run_id: str, trace: Trace) -> None:
