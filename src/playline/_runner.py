@@ -209,8 +209,9 @@ async def arun(
     )
     if columns and sorted(record.options.get("refresh") or ()) != columns:
         raise PlayDefinitionError(
-            f"Run {run_id} exists: refresh= re-buys columns in a new run. Start a new run "
-            f"(no run_id) with refresh={columns!r}; its other columns reuse their receipts."
+            f"Run {run_id} exists: refresh= (--refresh) re-buys columns in a new run. Start "
+            f"a new run (no run_id) with refresh={columns!r}; its other columns reuse their "
+            "receipts."
         )
     drain = Drain()
     watching = None if stop is None else asyncio.get_running_loop().create_task(_watch(stop, drain))
