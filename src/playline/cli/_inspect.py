@@ -22,7 +22,7 @@ from .._trace import (
     waterfall_summary,
     waterfall_table,
 )
-from ..store import RunRecord, Store
+from ..store import RowCounts, RunRecord, Store
 from ._app import (
     STATUS_STYLE,
     JsonOpt,
@@ -141,9 +141,10 @@ def show(
         }
         typer.echo(json.dumps(doc, default=str))
         return
-    _show_header(db, run, trace)
+    counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
+    _show_header(run, trace, counts)
     _show_attempts(trace)
-    _show_datasets(db, run_id, trace)
+    _show_datasets(trace, counts)
     _show_tools(trace)
     for tally in trace.waterfalls.values():
         _show_waterfall(tally, advice[tally["id"]])
@@ -156,7 +157,7 @@ def show(
         )
 
 
-def _show_header(db: Store, run: RunRecord, trace: Trace) -> None:
+def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> None:
     status = run_status(run)
     style = STATUS_STYLE.get(status, "red")
     console.print(
@@ -189,14 +190,14 @@ def _show_header(db: Store, run: RunRecord, trace: Trace) -> None:
         f"requests · {trace.credits:g} credits",
         highlight=False,
     )
-    counts = [db.row_counts(run.run_id, name) for name in db.datasets(run.run_id)]
     if counts:
         statuses: dict[str, int] = {}
-        for c in counts:
+        for c in counts.values():
             for name, n in c.statuses.items():
                 statuses[name] = statuses.get(name, 0) + n
         parts = ", ".join(f"{n} {name}" for name, n in sorted(statuses.items()))
-        console.print(f"  rows stored: {sum(c.rows for c in counts)} ({parts})", highlight=False)
+        rows = sum(c.rows for c in counts.values())
+        console.print(f"  rows stored: {rows} ({parts})", highlight=False)
 
 
 def _show_attempts(trace: Trace) -> None:
@@ -230,7 +231,7 @@ def _show_attempts(trace: Trace) -> None:
     )
 
 
-def _show_datasets(db: Store, run_id: str, trace: Trace) -> None:
+def _show_datasets(trace: Trace, counts: dict[str, RowCounts]) -> None:
     if not trace.datasets:
         return
     steps = Table(title="Datasets (rows as stored)", title_justify="left")
@@ -238,12 +239,12 @@ def _show_datasets(db: Store, run_id: str, trace: Trace) -> None:
         steps.add_column(column, justify="right" if column in ("rows", "completed", "failed",
                                                                 "waiting") else "left")  # fmt: skip
     for ds in trace.datasets.values():
-        counts = db.row_counts(run_id, ds.name)
+        stored = counts.get(ds.name) or RowCounts()
         steps.add_row(
             ds.name + (f"\n[dim]{ds.description}[/dim]" if ds.description else ""),
             ds.status,
-            str(counts.rows),
-            *(str(counts.statuses.get(k, 0)) for k in ("completed", "failed", "waiting")),
+            str(stored.rows),
+            *(str(stored.statuses.get(k, 0)) for k in ("completed", "failed", "waiting")),
             ", ".join(ds.columns),
         )
     console.print(steps)

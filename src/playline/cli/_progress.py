@@ -180,14 +180,28 @@ class LiveProgress:
                 total=int(total) if isinstance(total, int) else None,
             )
             if self._resumed and self._run_id is not None:  # rows an earlier attempt finished
-                counts = self._store.row_counts(self._run_id, name)
-                ds.reused = counts.statuses.get("completed", 0)
+                self._count_reused(self._run_id, name, ds)
         if event.status == "completed":
             ds.finished = True
             ds.elapsed = time.monotonic() - ds.started
             ds.reused = int(data.get("rows_reused", 0))
             ds.total = max(int(data.get("rows", 0)), ds.settled, 1)
         self._refresh_counts(ds)
+
+    def _count_reused(self, run_id: str, name: str, ds: _Dataset) -> None:
+        """Count the rows earlier attempts completed beside the run (a big dataset takes a
+        while to count, and the run must not wait for its display); the dataset's end gives
+        the exact number."""
+
+        def count() -> None:
+            try:
+                done = self._store.row_counts(run_id, name).statuses.get("completed", 0)
+            except Exception:  # a display's count must never stop the run
+                return
+            if not ds.finished:
+                ds.reused = done
+
+        threading.Thread(target=count, name="playline-progress-count", daemon=True).start()
 
     def _row_event(self, dataset: str, row_key: str, status: str | None) -> None:
         ds = self._datasets.get(dataset)
