@@ -67,8 +67,9 @@ def cache_clear(
 ) -> None:
     """Delete receipts (of one tool with --tool): those calls will be paid for again.
 
-    It says what buying them again would cost (each tool's receipts times its average
-    credits per call in the store's ledger) and asks first; --yes skips the question."""
+    It says what buying them again would cost (each tool's completed receipts times its
+    average credits per call in the store's ledger) and asks first; --yes skips the
+    question."""
     db = store_at(store)
     stats = db.receipt_stats()
     finished = {t: s.get("completed", 0) + s.get("failed", 0) + s.get("unknown", 0)
@@ -87,15 +88,15 @@ def cache_clear(
         return
     ledger = db.ledger_totals()
     cost = 0.0
-    for name, count in doomed.items():
+    for name in doomed:  # failed receipts were not paid for: only completed ones are rebought
         paid = ledger.get(name)
         if paid is not None and paid.calls:
-            cost += count * paid.credits / paid.calls
+            cost += stats[name].get("completed", 0) * paid.credits / paid.calls
     what = f"{sum(doomed.values())} receipt(s) of {len(doomed)} tool(s)"
     if tool is not None:
         what = f"{doomed[tool]} receipt(s) of {tool}"
     question = (
-        f"Delete {what}? The next such calls run live and are paid again: about {cost:g} "
+        f"Delete {what}? The next such calls run live and are paid again: about {cost:.4g} "
         "credits to buy them back (receipts x each tool's average credits per call)."
     )
     if not yes and not typer.confirm(question, default=False):
@@ -104,7 +105,7 @@ def cache_clear(
     deleted = db.clear_receipts(tool)
     console.print(
         f"Deleted {deleted} receipt(s){f' of {tool}' if tool else ''}; the next such calls run "
-        f"live (about {cost:g} credits to buy them back).",
+        f"live (about {cost:.4g} credits to buy them back).",
         highlight=False,
     )
 
