@@ -18,6 +18,7 @@ BENCHMARKS = [
     "peers",
     "single_call",
     "ui",
+    "crash",
 ]
 
 

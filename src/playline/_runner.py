@@ -13,7 +13,7 @@ import secrets
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ._clock import Clock, SystemClock
 from ._context import Context
@@ -126,6 +126,7 @@ async def arun(
     retry_in_doubt: bool = False,
     stall_after: float | None = DEFAULT_STALL_AFTER,
     lease: float = DEFAULT_LEASE,
+    ledger: Literal["paid", "all"] = "paid",
     stop: asyncio.Event | None = None,
     cell_limit: int = DEFAULT_CELL_LIMIT,
     retry_failed: bool = False,
@@ -145,7 +146,8 @@ async def arun(
     ``stall_after`` seconds without progress write what the run waits for to its log.
     ``lease``: the run and the calls it has in flight are held under leases this process
     renews; if it dies on another machine, another process takes them over ``lease`` seconds
-    later (on this machine, at once).
+    later (on this machine, at once). ``ledger="all"`` writes a ledger row for every live
+    call, also of tools that cost nothing (by default they leave none).
 
     ``cell_limit``: the most bytes (as JSON) one cell value or tool result may take in the
     store (default 5 MB); a larger one fails its cell, saying so, and the run goes on.
@@ -167,6 +169,8 @@ async def arun(
         raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
     if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
         raise PlayDefinitionError("lease must be a number of seconds > 0.")
+    if ledger not in ("paid", "all"):
+        raise PlayDefinitionError(f'ledger={ledger!r}: use "paid" (the default) or "all".')
     if max_credits is not None and (
         isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
     ):
@@ -190,6 +194,7 @@ async def arun(
         retry_in_doubt=retry_in_doubt,
         stall_after=stall_after,
         lease=lease,
+        ledger_all=ledger == "all",
         cell_limit=cell_limit,
         retry_failed=bool(retry_failed),
     )

@@ -185,10 +185,11 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
                 ds.stats = data
         elif kind == "batch" and event.provider:
             tool = trace.tools[event.provider]
-            tool.requests += 1
+            requests = int(data.get("requests", 1))  # a wave reports its requests at once
+            tool.requests += requests
             tool.inputs += int(data.get("size", 1))
             if trace.attempt_list:
-                trace.attempt_list[-1].requests += 1
+                trace.attempt_list[-1].requests += requests
                 trace.attempt_list[-1].inputs += int(data.get("size", 1))
         elif kind == "log":
             trace.logs += 1

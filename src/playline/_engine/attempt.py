@@ -101,6 +101,7 @@ class Services:
     retry_in_doubt: bool = False
     stall_after: float | None = DEFAULT_STALL_AFTER
     lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
+    ledger_all: bool = False  # a ledger row for every live call, free ones too
     cell_limit: int = DEFAULT_CELL_LIMIT  # bytes of one stored cell value or tool result
     retry_failed: bool = False  # a resume restarts failed rows at their failed cell
     planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
@@ -249,6 +250,7 @@ class Attempt:
             drain=drain,
             lease=services.lease,
             retry_in_doubt=services.retry_in_doubt,
+            ledger_all=services.ledger_all,
             cell_limit=services.cell_limit,
             planner=services.planner,
         )

@@ -131,6 +131,7 @@ class CallExecutor:
         lease: float,
         receipt_wait: float = 600.0,
         retry_in_doubt: bool = False,
+        ledger_all: bool = False,
         cell_limit: int = DEFAULT_CELL_LIMIT,
         planner: Planner | None = None,
     ) -> None:
@@ -148,6 +149,7 @@ class CallExecutor:
         self._lease = lease  # renewed by the attempt's supervisor while the call runs
         self._receipt_wait = receipt_wait
         self._retry_in_doubt = retry_in_doubt
+        self._ledger_all = ledger_all
         self._cell_limit = cell_limit
         self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, lease)
@@ -249,6 +251,8 @@ class CallExecutor:
                     continue
                 with self._sending():
                     claimed = await self._claim(spec, wave)
+                    if claimed:
+                        self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
                     if target.transport.inline:  # a plain function: one after the other
                         answers = [await self._attempt(spec, target, c) for c, _ in claimed]
                     else:
@@ -385,6 +389,7 @@ class CallExecutor:
                     with self._sending():
                         try:
                             if target.jobs is None:
+                                self._sent(spec, target, len(chunk))
                                 raws = await self._transport(spec, target, chunk)
                                 gate.succeeded()
                                 await self._complete(spec, [(chunk, raws, reserved)])
@@ -532,7 +537,6 @@ class CallExecutor:
     async def _transport(
         self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
     ) -> list[Any]:
-        self._sent(spec, target, len(chunk))
         raws = await target.transport.call(
             target, [c.input for c in chunk], [c.idempotency_key for c in chunk]
         )
@@ -544,9 +548,13 @@ class CallExecutor:
             )
         return raws
 
-    def _sent(self, spec: ToolSpec, target: ToolSpec, size: int) -> None:
-        self.stats.requests += 1
-        self._events.emit("batch", provider=target.id, data={"tool": spec.id, "size": size})
+    def _sent(self, spec: ToolSpec, target: ToolSpec, inputs: int, requests: int = 1) -> None:
+        """Report requests going out: one event for a wave, however many requests it holds."""
+        self.stats.requests += requests
+        data = {"tool": spec.id, "size": inputs}
+        if requests != 1:
+            data["requests"] = requests
+        self._events.emit("batch", provider=target.id, data=data)
 
     async def _submit(
         self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall
@@ -611,6 +619,9 @@ class CallExecutor:
         failures: list[Failure] = []
         outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
         charged: list[tuple[int, list[LedgerEntry]]] = []
+        # A tool that costs nothing leaves no ledger row (unless every call is asked for):
+        # its calls are counted by the batch events; an on-hit tool's misses do, for hit rates.
+        ledgered = bool(spec.cost.credits) or self._ledger_all
         for chunk, raws, reserved in requests:
             entries = []
             for call, raw in zip(chunk, raws, strict=True):
@@ -624,16 +635,18 @@ class CallExecutor:
                 result.cost = spec.cost.charged(result.found)
                 scope = call.scope
                 # the provider was called: the ledger records it even if the result is unusable
-                entry = self._ledger.entry(
-                    spec,
-                    call.key,
-                    result.cost,
-                    result.found,
-                    scope.dataset if scope else None,
-                    scope.row_key if scope else None,
-                    call.generation,
-                )
-                entries.append(entry)
+                entry = None
+                if ledgered:
+                    entry = self._ledger.entry(
+                        spec,
+                        call.key,
+                        result.cost,
+                        result.found,
+                        scope.dataset if scope else None,
+                        scope.row_key if scope else None,
+                        call.generation,
+                    )
+                    entries.append(entry)
                 try:
                     stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
                 except PlayDefinitionError as exc:

@@ -159,7 +159,8 @@ class LiveProgress:
             for row in (event.data or {}).get("rows", ()):
                 self._row_event(event.dataset, row["key"], "completed")
         elif kind == "batch" and event.provider:
-            self._batches[event.provider] = self._batches.get(event.provider, 0) + 1
+            requests = int((event.data or {}).get("requests", 1))
+            self._batches[event.provider] = self._batches.get(event.provider, 0) + requests
             self._stalled = None  # moving again
         elif kind == "log" and (event.data or {}).get("stalled"):
             self._stalled = event.preview
