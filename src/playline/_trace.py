@@ -266,9 +266,9 @@ def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> Non
         mine = current["steps"].setdefault(
             step["id"],
             {"id": step["id"], "attempts": 0, "hits": 0, "not_found": 0, "failed": 0,
-             "skipped": 0, "credits": 0.0},
+             "skipped": 0, "cached": 0, "credits": 0.0},
         )  # fmt: skip
-        for name in ("attempts", "hits", "not_found", "failed", "skipped"):
+        for name in ("attempts", "hits", "not_found", "failed", "skipped", "cached"):
             mine[name] += int(step.get(name) or 0)
         mine["credits"] = round(mine["credits"] + float(step.get("credits") or 0), 6)
 

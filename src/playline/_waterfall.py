@@ -216,6 +216,7 @@ class StepStats:
     failed: int = 0
     skipped: int = 0  # rows already satisfied, or whose map_input returned None
     credits: float = 0.0
+    cached: int = 0  # attempts answered wholly from receipts (they cost nothing now)
 
     @property
     def credits_per_hit(self) -> float | None:

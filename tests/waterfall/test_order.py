@@ -42,7 +42,16 @@ def test_ties_keep_their_declared_order_and_little_history_orders_nothing() -> N
     few = {**same, "a": StepRecord(id="a", attempts=MIN_STEP_ATTEMPTS - 1, hits=1)}
     advice = advise_order(["b", "a"], few, runs=1)
     assert advice.order is None and not advice.changes
-    assert f"every step needs {MIN_STEP_ATTEMPTS} recorded attempts (now: a 49)" in advice.note
+    assert (
+        f"needs {MIN_STEP_ATTEMPTS} recorded attempts, some of them paid (now: a 49)" in advice.note
+    )
+
+
+def test_attempts_answered_from_receipts_count_for_hits_not_for_prices() -> None:
+    rerun = StepRecord(id="a", attempts=100, hits=40, credits=60.0, cached=40)
+    assert rerun.hit_rate == 0.4 and rerun.cost == 1.0  # 60 credits over 60 paid attempts
+    free = {"a": StepRecord(id="a", attempts=100, hits=40, cached=100)}
+    assert advise_order(["a"], free, runs=2).order is None  # no price known yet
 
 
 def two_steps(

@@ -462,6 +462,7 @@ class Attempt:
                     attempts=before.attempts + step.attempts,
                     hits=before.hits + step.hits,
                     credits=before.credits + step.credits,
+                    cached=before.cached + step.cached,
                 )
             advice = advise_order(list(steps), steps, runs=known[1][wid] + 1)
             stats[wid] = replace(snap, suggested_order=advice.order, order_note=advice.note)

@@ -47,6 +47,7 @@ class StepRecord:
     attempts: int = 0
     hits: int = 0
     credits: float = 0.0
+    cached: int = 0  # attempts answered from receipts: they hit or missed, but cost nothing
 
     @property
     def hit_rate(self) -> float | None:
@@ -54,8 +55,10 @@ class StepRecord:
 
     @property
     def cost(self) -> float | None:
-        """Credits per attempt (a price charged on hits only is weighed by the hit rate)."""
-        return self.credits / self.attempts if self.attempts else None
+        """Credits per paid attempt (a price charged on hits only is weighed by the hit
+        rate); attempts answered from receipts say nothing of the price."""
+        live = self.attempts - self.cached
+        return self.credits / live if live > 0 else None
 
 
 # per waterfall id, its steps' records; and how many runs ran each waterfall
@@ -105,9 +108,10 @@ def add_tallies(
             if not isinstance(sid, str):
                 continue
             count = mine["steps"].setdefault(sid, {"id": sid, "attempts": 0, "hits": 0,
-                                                   "credits": 0.0})  # fmt: skip
+                                                   "credits": 0.0, "cached": 0})  # fmt: skip
             count["attempts"] += int(step.get("attempts") or 0)
             count["hits"] += int(step.get("hits") or 0)
+            count["cached"] += int(step.get("cached") or 0)
             count["credits"] = round(count["credits"] + float(step.get("credits") or 0), 6)
     return into
 
@@ -125,7 +129,13 @@ def step_history(runs: Iterable[RunRecord]) -> History:
         seen.update(w for w in tallies if isinstance(w, str))
     history = {
         wid: {
-            sid: StepRecord(id=sid, attempts=s["attempts"], hits=s["hits"], credits=s["credits"])
+            sid: StepRecord(
+                id=sid,
+                attempts=s["attempts"],
+                hits=s["hits"],
+                credits=s["credits"],
+                cached=s["cached"],
+            )
             for sid, s in w["steps"].items()
         }
         for wid, w in summed.items()
@@ -158,7 +168,7 @@ def advise_order(
     short = [
         f"{sid} {steps[sid].attempts if sid in steps else 0}"
         for sid in names
-        if sid not in steps or steps[sid].attempts < min_attempts
+        if sid not in steps or steps[sid].attempts < min_attempts or steps[sid].cost is None
     ]
     if short:
         return OrderAdvice(
@@ -167,7 +177,7 @@ def advise_order(
             runs=runs,
             note=(
                 f"not enough history to order by cost: every step needs {min_attempts} "
-                f"recorded attempts (now: {', '.join(short)})"
+                f"recorded attempts, some of them paid (now: {', '.join(short)})"
             ),
         )
 

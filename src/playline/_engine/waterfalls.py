@@ -38,6 +38,7 @@ class _StepCount:
     failed: int = 0
     skipped: int = 0
     credits: float = 0.0
+    cached: int = 0
 
 
 class Tally:
@@ -49,8 +50,10 @@ class Tally:
         self.satisfied = 0
         self.steps = {s.id: _StepCount() for s in spec.steps}
 
-    def step(self, step_id: str, status: StepStatus, cost: float) -> None:
+    def step(self, step_id: str, status: StepStatus, cost: float, cached: bool = False) -> None:
         count = self.steps.setdefault(step_id, _StepCount())  # a same-id spec, other steps
+        if cached and status != "skipped":
+            count.cached += 1  # answered from receipts: evidence of hits, not of prices
         if status == "completed":
             count.hits += 1
         elif status == "not_found":
@@ -73,6 +76,7 @@ class Tally:
                 failed=c.failed,
                 skipped=c.skipped,
                 credits=round(c.credits, 6),
+                cached=c.cached,
             )
             for step_id, c in self.steps.items()
         )
@@ -180,7 +184,8 @@ async def run_waterfall(
             continue
         outcome = await _run_step(spec, step, input, held, ctx, call_tool)
         steps[step.id] = outcome.meta()
-        tally.step(step.id, outcome.status, steps[step.id]["cost"])
+        tally.step(step.id, outcome.status, steps[step.id]["cost"],
+                   cached=bool(steps[step.id].get("cached")))  # fmt: skip
         if outcome.error is not None and failure is None:
             failure = outcome
         if len(held) >= spec.min_results:
