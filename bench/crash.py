@@ -12,8 +12,8 @@ Trials, each on a fresh store with the simulator reset:
   of the clean run's credits), each resume with the next cap;
 
 then resumed until every row is completed. A *moment* is a point in the provider's work: the
-runner is signalled once the simulator has accepted a seeded random number of requests since
-the attempt began (1 to the clean run's requests / (K + 1)), so every signal lands mid-run.
+runner is signalled once the simulator has worked a seeded random number of inputs since the
+attempt began (1 to the clean run's inputs / (K + 3)), so every signal lands mid-run.
 
 Checked in every trial: the simulator's ``duplicate_charges`` is 0, Playline's credits (the
 run's ledger) equal the simulator's, every row is completed; after a stop (a signal or a
@@ -99,7 +99,11 @@ class Trial:
 
 
 def _requests(sim: SimProcess) -> int:
-    return sum(sim.ledger()["calls"].values())
+    """The provider's work so far, in inputs (a bulk request counts its items): unlike the
+    number of requests, the work left is the same however an attempt packs it."""
+    ledger = sim.ledger()
+    items = ledger.get("items", {})
+    return sum(items.get(tool, n) for tool, n in ledger["calls"].items())
 
 
 def _playline_credits(store_url: str, run_id: str) -> float:
@@ -186,7 +190,7 @@ def _finish(trial: Trial, sim: SimProcess, store_url: str, run_id: str, *options
     ledger = sim.ledger()
     trial.duplicates = ledger["duplicate_charges"]
     trial.sim_credits = ledger["credits"]
-    trial.requests = sum(ledger["calls"].values())
+    trial.requests = _requests(sim)
     trial.playline_credits = _playline_credits(store_url, run_id)
     store = open_store(store_url)
     try:
@@ -244,7 +248,9 @@ def main() -> dict[str, Any]:
         clean = Trial("clean")
         _prepare(sim)
         _finish(clean, sim, f"sqlite:///{folder / 'clean'}.db", "crash-clean")
-        spread = max(1, clean.requests // (max(KILLS, STOPS) + 1))
+        # a resumed attempt may pack its remaining calls in fewer requests than a clean run:
+        # leave room so the last signal still lands mid-run
+        spread = max(1, clean.requests // (max(KILLS, STOPS) + 3))
         trials = [clean] + [
             run_trial(name, sim, folder, rng=rng, spread=spread, clean_credits=clean.sim_credits)
             for name in ("sigkill", "sigterm", "sighup", "budget")

@@ -28,6 +28,7 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "cli.md"
 # The order a reader meets the commands in; commands not listed here follow, as registered.
 ORDER = [
     "run",
+    "plan",
     "resume",
     "worker",
     "runs",

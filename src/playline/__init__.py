@@ -9,6 +9,7 @@ from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, RowFailed
 from ._engine.boundaries import FetchResponse
 from ._limits import Limits
+from ._plan import ColumnPlan, Plan, ToolPlan, aplan, plan
 from ._play import Play, play
 from ._runner import RunResult, RunStats, arun, run
 from ._waterfall import CodeStep, ToolStep, Waterfall, WaterfallStats, register_waterfall
@@ -44,6 +45,7 @@ __all__ = [
     "CellError",
     "Clock",
     "CodeStep",
+    "ColumnPlan",
     "Context",
     "Cost",
     "Dataset",
@@ -58,6 +60,7 @@ __all__ = [
     "GovernanceError",
     "Limits",
     "ManualClock",
+    "Plan",
     "Play",
     "PlayDefinitionError",
     "PlaylineError",
@@ -70,6 +73,7 @@ __all__ = [
     "StoreError",
     "SystemClock",
     "ToolError",
+    "ToolPlan",
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
@@ -77,7 +81,9 @@ __all__ = [
     "Waterfall",
     "WaterfallStats",
     "Worker",
+    "aplan",
     "arun",
+    "plan",
     "play",
     "register_waterfall",
     "run",

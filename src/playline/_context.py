@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._dataset import DatasetBuilder, revive
 from ._engine.attempt import Attempt
@@ -166,6 +166,7 @@ class Context:
         columns: Iterable[str] | None = None,
         rename: Mapping[str, str] | None = None,
         required: Iterable[str] | None = None,
+        on_bad_line: Literal["error", "skip"] = "error",
         field_limit: int | None = None,
     ) -> CsvRows:
         """The rows of a CSV file as dicts of strings, read as a dataset streams them.
@@ -173,9 +174,13 @@ class Context:
         The header is checked at once: empty or duplicate names, and ``required`` or
         ``columns`` the file lacks, raise ``PlayDefinitionError``. ``columns`` keeps only
         those columns; ``rename`` maps file headers to the names the play uses. A BOM, ``;``
-        delimiters, quoted newlines and blank lines are handled (see ``_csv.py``).
-        ``field_limit`` is the most characters one field may hold (default 8 MiB); a longer
-        one raises ``PlayDefinitionError`` naming the file and the line.
+        delimiters, quoted newlines and blank lines are handled (see ``_csv.py``). A line
+        with more fields than the header stops the run, naming it; with
+        ``on_bad_line="skip"`` it is skipped and its number written to the run's log.
+
+        A relative path is read from the folder the run was started in, also when it is
+        resumed from elsewhere. ``field_limit`` is the most characters one field may hold
+        (default 8 MiB); a longer one raises ``PlayDefinitionError`` naming the file and line.
         """
         from ._csv import FIELD_LIMIT, read_csv
 
@@ -184,5 +189,8 @@ class Context:
             columns=columns,
             rename=rename,
             required=required,
+            on_bad_line=on_bad_line,
+            base=self._rt.workdir,
+            log=self._rt.events.log,
             field_limit=FIELD_LIMIT if field_limit is None else field_limit,
         )

@@ -7,23 +7,25 @@ What real files bring, and what happens:
 - quoted fields holding newlines, delimiters or doubled quotes: read as one value;
 - blank lines, and lines whose fields are all empty: skipped;
 - a missing, empty or duplicate header: ``PlayDefinitionError`` naming it;
-- a line with more fields than the header: ``PlayDefinitionError`` naming the line;
+- a line with more fields than the header (a "bad line"): ``PlayDefinitionError`` naming the
+  line, or with ``on_bad_line="skip"`` the line is skipped and its number logged;
   a line with fewer: the missing trailing fields are ``""``;
 - a field longer than ``field_limit`` characters (default 8 MiB; a quote left open makes the
   rest of the file one field): ``PlayDefinitionError`` naming the file, the line and the limit.
 
 Values are strings, as written. The file is read when the rows are iterated (a dataset streams
 it through its window), so a large file never sits in memory; its header is read and checked
-at once, when ``ctx.csv`` is called.
+at once, when ``ctx.csv`` is called. ``count()`` counts the rows ahead of a run (one quick
+pass), so progress can show a total.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from .errors import PlayDefinitionError
 
@@ -32,6 +34,11 @@ __all__ = ["CsvRows", "read_csv"]
 _SAMPLE = 64 * 1024
 _DELIMITERS = ",;\t|"
 FIELD_LIMIT = 8 * 1024 * 1024  # characters in one field: a few MB, far past any real cell
+_LOGGED_LINES = 20  # skipped lines logged one by one; the rest are counted in the summary
+COUNT_BYTES = 100_000_000  # files up to this size are counted ahead of a run, larger estimated
+_ESTIMATE_ROWS = 10_000
+
+OnBadLine = Literal["error", "skip"]
 
 
 class CsvRows:
@@ -47,13 +54,19 @@ class CsvRows:
         delimiter: str,
         header: list[str],
         picked: list[tuple[int, str]],
+        on_bad_line: OnBadLine = "error",
+        log: Callable[[str], object] | None = None,
+        shown: str | None = None,
         field_limit: int = FIELD_LIMIT,
     ) -> None:
         self.path = path
         self.delimiter = delimiter
-        self.field_limit = field_limit
         self._header = header
         self._picked = picked
+        self.field_limit = field_limit
+        self._on_bad_line = on_bad_line
+        self._log = log
+        self._shown = shown or str(path)  # the path as the play gave it
         self.columns = [name for _, name in picked]
 
     def __repr__(self) -> str:
@@ -62,61 +75,71 @@ class CsvRows:
     def __iter__(self) -> Iterator[dict[str, str]]:
         width = len(self._header)
         limit = self.field_limit
+        skipped: list[int] = []
         with _open(self.path) as handle:
             reader = csv.reader(handle, delimiter=self.delimiter)
             # csv's own limit is one for the whole process; ours is per file, checked below
             # while the process-wide one is higher (another file asked for more).
-            _allow(limit)
+            wider = _allow(limit) > limit
             with _field_limit(self.path, reader, limit):
-                next(reader, None)  # the header, checked when this object was made
-                for fields in reader:
-                    if csv.field_size_limit() > limit and max(map(len, fields), default=0) > limit:
-                        raise _too_long(self.path, reader.line_num, limit)
-                    if not any(f.strip() for f in fields):
-                        continue  # a blank line, or only delimiters
-                    if len(fields) > width:
-                        extra = fields[width:]
-                        if any(f.strip() for f in extra):
-                            raise PlayDefinitionError(
-                                f"CSV file {str(self.path)!r}, line {reader.line_num}: "
-                                f"{len(fields)} fields but the header names {width} columns. "
-                                f"Quote values that contain {self.delimiter!r}, or add the "
-                                "missing header."
-                            )
-                    if len(fields) < width:
-                        fields = fields + [""] * (width - len(fields))
-                    yield {name: fields[i] for i, name in self._picked}
+                yield from self._rows(reader, width, limit, wider, skipped)
+        if skipped and self._log is not None:
+            lines = ", ".join(map(str, skipped[:100])) + (", ..." if len(skipped) > 100 else "")
+            self._log(
+                f"CSV file {self._shown!r}: skipped {len(skipped)} line(s) with more fields "
+                f"than the header: {lines}."
+            )
+
+    def _rows(
+        self, reader: Any, width: int, limit: int, wider: bool, skipped: list[int]
+    ) -> Iterator[dict[str, str]]:
+        """The data lines of ``reader`` as rows; bad lines skipped into ``skipped``."""
+        next(reader, None)  # the header, checked when this object was made
+        for fields in reader:
+            if wider and max(map(len, fields), default=0) > limit:
+                raise _too_long(self.path, reader.line_num, limit)
+            if not any(f.strip() for f in fields):
+                continue  # a blank line, or only delimiters
+            if len(fields) > width and any(f.strip() for f in fields[width:]):
+                if self._on_bad_line == "error":
+                    raise PlayDefinitionError(
+                        f"CSV file {self._shown!r}, line {reader.line_num}: {len(fields)} "
+                        f"fields but the header names {width} columns. Quote values that "
+                        f"contain {self.delimiter!r}, add the missing header, or skip such "
+                        'lines with ctx.csv(..., on_bad_line="skip").'
+                    )
+                skipped.append(reader.line_num)
+                if self._log is not None and len(skipped) <= _LOGGED_LINES:
+                    self._log(
+                        f"CSV file {self._shown!r}: skipped line {reader.line_num} "
+                        f"({len(fields)} fields, the header names {width})."
+                    )
+                continue
+            if len(fields) < width:
+                fields = fields + [""] * (width - len(fields))
+            yield {name: fields[i] for i, name in self._picked}
+
+    def count(self) -> tuple[int, bool]:
+        """How many rows iterating yields (bad lines included), and whether that is exact: a
+        file up to ``COUNT_BYTES`` is counted (one pass), a larger one estimated from its
+        first rows and its size."""
+        size = self.path.stat().st_size
+        rows = 0
+        with _open(self.path) as handle:
+            reader = csv.reader(handle, delimiter=self.delimiter)
+            next(reader, None)
+            for fields in reader:
+                if any(f.strip() for f in fields):
+                    rows += 1
+                if size > COUNT_BYTES and rows >= _ESTIMATE_ROWS:
+                    raw = getattr(handle, "buffer", None)
+                    read = raw.tell() if raw is not None else 0
+                    if read > 0:  # bytes read so far (ahead by at most a buffer)
+                        return round(rows * size / read), False
+        return rows, True
 
     def to_list(self) -> list[dict[str, str]]:
         return list(self)
-
-
-def _allow(limit: int) -> int:
-    """Raise csv's process-wide field limit to at least ``limit``; return what it is now."""
-    current = csv.field_size_limit()
-    if current < limit:
-        csv.field_size_limit(limit)
-        return limit
-    return current
-
-
-@contextlib.contextmanager
-def _field_limit(path: Path, reader: Any, limit: int) -> Iterator[None]:
-    """csv's "field larger than field limit" said with the file and the line."""
-    try:
-        yield
-    except csv.Error as exc:
-        if "field limit" not in str(exc):
-            raise
-        raise _too_long(path, reader.line_num, limit) from None
-
-
-def _too_long(path: Path, line: int, limit: int) -> PlayDefinitionError:
-    return PlayDefinitionError(
-        f"CSV file {str(path)!r}, line {line}: a field is longer than {limit} characters. "
-        "Check the file for a quote that is never closed (it makes the rest of the file one "
-        f"field); if the field is right, raise the limit: ctx.csv(path, field_limit={limit * 4})."
-    )
 
 
 def _open(path: Path) -> IO[str]:
@@ -147,32 +170,75 @@ def _names(value: Iterable[str] | None, what: str, where: str) -> list[str]:
     return names
 
 
+def _allow(limit: int) -> int:
+    """Raise csv's process-wide field limit to at least ``limit``; return what it is now."""
+    current = csv.field_size_limit()
+    if current < limit:
+        csv.field_size_limit(limit)
+        return limit
+    return current
+
+
+@contextlib.contextmanager
+def _field_limit(path: Path, reader: Any, limit: int) -> Iterator[None]:
+    """csv's "field larger than field limit" said with the file and the line."""
+    try:
+        yield
+    except csv.Error as exc:
+        if "field limit" not in str(exc):
+            raise
+        raise _too_long(path, reader.line_num, limit) from None
+
+
+def _too_long(path: Path, line: int, limit: int) -> PlayDefinitionError:
+    return PlayDefinitionError(
+        f"CSV file {str(path)!r}, line {line}: a field is longer than {limit} characters. "
+        "Check the file for a quote that is never closed (it makes the rest of the file one "
+        f"field); if the field is right, raise the limit: ctx.csv(path, field_limit={limit * 4})."
+    )
+
+
 def read_csv(
     path: str | Path,
     *,
     columns: Iterable[str] | None = None,
     rename: Mapping[str, str] | None = None,
     required: Iterable[str] | None = None,
+    on_bad_line: OnBadLine = "error",
+    base: str | Path | None = None,
+    log: Callable[[str], object] | None = None,
     field_limit: int = FIELD_LIMIT,
 ) -> CsvRows:
     """Open ``path`` as rows of dicts; check its header against ``columns``/``required``.
 
     ``columns`` keeps only those columns (in that order); ``rename`` maps a header of the file
     to the column name the play uses; ``required`` names columns the file must have. All three
-    use the names of the file's header. ``field_limit`` is the most characters one field may
-    hold.
+    use the names of the file's header. ``on_bad_line``: ``"error"`` (a line with more fields
+    than the header fails the run, naming it) or ``"skip"`` (it is skipped, and ``log`` told
+    its number). A relative ``path`` is read from ``base`` (default: the current folder).
+    ``field_limit`` is the most characters one field may hold.
     """
-    file = Path(path)
     where = f"CSV file {str(path)!r}"
     if isinstance(field_limit, bool) or not isinstance(field_limit, int) or field_limit < 1:
         raise PlayDefinitionError(
             f"{where}: field_limit={field_limit!r} must be a number of characters >= 1, e.g. "
             f"field_limit={FIELD_LIMIT}."
         )
+    if on_bad_line not in ("error", "skip"):
+        raise PlayDefinitionError(
+            f'{where}: on_bad_line={on_bad_line!r} must be "error" (stop at a line with more '
+            'fields than the header) or "skip" (skip such lines, logging their numbers).'
+        )
+    file = Path(path)
+    if base is not None and not file.is_absolute():
+        file = Path(base) / file
     if not file.is_file():
+        start = (
+            f"the folder the run started in ({base})" if base is not None else "the current folder"
+        )
         raise PlayDefinitionError(
             f"{where} not found ({'a folder' if file.is_dir() else 'no such file'}: "
-            f"{file.resolve()}). Check the path; a relative path starts in the current folder."
+            f"{file.resolve()}). Check the path; a relative path starts in {start}."
         )
     try:
         with _open(file) as handle:
@@ -234,4 +300,13 @@ def read_csv(
             f"{where}: rename= gives several columns the name(s) "
             f"{', '.join(map(repr, clash))}. Give each its own name."
         )
-    return CsvRows(file, delimiter=delimiter, header=header, picked=picked, field_limit=field_limit)
+    return CsvRows(
+        file,
+        delimiter=delimiter,
+        header=header,
+        picked=picked,
+        on_bad_line=on_bad_line,
+        log=log,
+        shown=str(path),
+        field_limit=field_limit,
+    )

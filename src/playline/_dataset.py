@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._arity import takes_ctx
+from ._csv import CsvRows
 from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
@@ -106,8 +108,24 @@ class DatasetBuilder:
         run = DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
         # live counts: a run that stops or waits mid-dataset still reports its rows
         self._runtime.datasets[self.name] = run.stats
-        stats = await run.execute(self._rows, description)
+        total = await _total(self._rows)
+        stats = await run.execute(self._rows, description, total=total)
         return Dataset(self._runtime.store, self._runtime.run_id, self.name, stats)
+
+
+async def _total(rows: Iterable[Any]) -> int | None:
+    """How many rows the input holds, for progress displays: a list's (or a DataFrame's)
+    length, a CSV file's rows counted ahead (off the event loop); None when unknown (a
+    generator)."""
+    if isinstance(rows, Sized):
+        return len(rows)
+    if isinstance(rows, CsvRows):
+        try:
+            count, _ = await asyncio.to_thread(rows.count)
+        except (OSError, UnicodeDecodeError, csv.Error):  # the run itself will say what is wrong
+            return None
+        return count
+    return None
 
 
 @dataclass

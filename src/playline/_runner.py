@@ -28,6 +28,7 @@ from ._engine.attempt import (
     open_run,
     run_attempt,
 )
+from ._engine.calls import DEFAULT_CELL_LIMIT
 from ._engine.drain import STOPPED, Drain
 from ._engine.events import Listener
 from ._engine.supervise import DEFAULT_LEASE
@@ -127,6 +128,9 @@ async def arun(
     lease: float = DEFAULT_LEASE,
     ledger: Literal["paid", "all"] = "paid",
     stop: asyncio.Event | None = None,
+    cell_limit: int = DEFAULT_CELL_LIMIT,
+    retry_failed: bool = False,
+    refresh: Iterable[str] | None = None,
 ) -> RunResult:
     """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
 
@@ -144,6 +148,17 @@ async def arun(
     renews; if it dies on another machine, another process takes them over ``lease`` seconds
     later (on this machine, at once). ``ledger="all"`` writes a ledger row for every live
     call, also of tools that cost nothing (by default they leave none).
+
+    ``cell_limit``: the most bytes (as JSON) one cell value or tool result may take in the
+    store (default 5 MB); a larger one fails its cell, saying so, and the run goes on.
+    ``retry_failed`` (resuming a run): its failed rows go on from their failed cell, the cells
+    before it kept as stored (by default a failed row runs again from its first column).
+    ``refresh`` (a new run): columns (``"email"`` or ``"dataset.email"``) whose tool calls are
+    bought again once in this run instead of answered from older receipts; the other columns
+    reuse their receipts. A resume of that run goes on refreshing them.
+
+    A new run records the folder it was started in: relative paths given to ``ctx.csv`` are
+    read from there, so resuming it from another folder reads the same files.
     """
     target = get_play(play)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
@@ -160,6 +175,12 @@ async def arun(
         isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
     ):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
+    if isinstance(cell_limit, bool) or not isinstance(cell_limit, int) or cell_limit < 1:
+        raise PlayDefinitionError(
+            f"cell_limit={cell_limit!r} must be a whole number of bytes >= 1, e.g. "
+            "cell_limit=20_000_000 for 20 MB."
+        )
+    columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
     services = Services(
         store=open_store(store),
@@ -174,16 +195,29 @@ async def arun(
         stall_after=stall_after,
         lease=lease,
         ledger_all=ledger == "all",
+        cell_limit=cell_limit,
+        retry_failed=bool(retry_failed),
     )
     run_id = run_id or _new_run_id(clock)
-    await open_run(
+    options: dict[str, Any] = {"cwd": os.getcwd()}
+    if max_credits is not None:
+        options["max_credits"] = max_credits
+    if columns:
+        options["refresh"] = columns
+    record = await open_run(
         services.store,
         clock,
         run_id=run_id,
         play=target,
         input=input,
-        options={} if max_credits is None else {"max_credits": max_credits},
+        options=options,
     )
+    if columns and sorted(record.options.get("refresh") or ()) != columns:
+        raise PlayDefinitionError(
+            f"Run {run_id} exists: refresh= (--refresh) re-buys columns in a new run. Start "
+            f"a new run (no run_id) with refresh={columns!r}; its other columns reuse their "
+            "receipts."
+        )
     drain = Drain()
     watching = None if stop is None else asyncio.get_running_loop().create_task(_watch(stop, drain))
     try:
@@ -199,6 +233,17 @@ async def arun(
         if watching is not None:
             watching.cancel()
     return _result(outcome)
+
+
+def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:
+    if refresh is None:
+        return []
+    names = [refresh] if isinstance(refresh, str) else list(refresh)
+    if not all(isinstance(n, str) and n.strip() for n in names):
+        raise PlayDefinitionError(
+            f'refresh={refresh!r}: give column names, e.g. refresh=["email"] or ["people.email"].'
+        )
+    return sorted({n.strip() for n in names})
 
 
 async def _watch(stop: asyncio.Event, drain: Drain) -> None:

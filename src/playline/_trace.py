@@ -11,23 +11,28 @@ catches up after a reconnect without gaps or duplicates.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
 from ._json import canonical
 from ._runner import gate_statistics
 from .store import RowRecord, RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
 __all__ = [
+    "HISTORY_RUNS",
     "INTERRUPTED",
     "LIVE_KINDS",
     "SOURCE_KIND",
     "TRACE_KINDS",
+    "AttemptTrace",
     "Changes",
+    "OrderAdvice",
     "Trace",
     "changes_since",
     "columns_of",
@@ -42,6 +47,9 @@ __all__ = [
     "run_status",
     "run_summary",
     "trace_of",
+    "waterfall_advice",
+    "waterfall_summary",
+    "waterfall_table",
 ]
 
 SOURCE_KIND = "source"  # the event `playline run` writes: which file and function ran
@@ -74,6 +82,31 @@ class DatasetTrace:
 
 
 @dataclass
+class AttemptTrace:
+    """One attempt of a run: how it ended (its counts) and what it sent and paid.
+
+    An attempt whose process stopped without recording its end is ``interrupted``: what it
+    sent (batch events) and paid (the ledger, by time) are still counted."""
+
+    number: int
+    started_at: float
+    status: str = INTERRUPTED
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)  # its end's counts (rows, calls)
+    requests: int = 0
+    inputs: int = 0
+    calls: int = 0  # live calls in the ledger
+    found: int = 0
+    credits: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = dict(vars(self))
+        doc["stats"] = {k: v for k, v in self.stats.items() if k != "waterfalls"}
+        doc["credits"] = round(self.credits, 6)
+        return doc
+
+
+@dataclass
 class ToolTrace:
     requests: int = 0
     inputs: int = 0
@@ -94,11 +127,26 @@ class Trace:
     attempts: int = 0
     waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
+    attempt_list: list[AttemptTrace] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return sum(t.requests for t in self.tools.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(t.calls for t in self.tools.values())
+
+    @property
+    def credits(self) -> float:
+        return round(sum(t.credits for t in self.tools.values()), 6)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "attempts": self.attempts,
+            "attempt_list": [a.to_dict() for a in self.attempt_list],
+            "totals": {"requests": self.requests, "calls": self.calls, "credits": self.credits},
             "datasets": [vars(d) for d in self.datasets.values()],
             "tools": {tool: vars(t) for tool, t in sorted(self.tools.items())},
             "steps": dict(self.other),
@@ -108,7 +156,11 @@ class Trace:
         }
 
 
-def trace_of(store: Store, run_id: str) -> Trace:
+def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace:
+    """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
+    record counts; attempts whose start event was never written (their process was killed
+    before its first write) are listed as interrupted, first, and hold the charges made
+    before the first attempt on record."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -117,6 +169,12 @@ def trace_of(store: Store, run_id: str) -> Trace:
             trace.source = data
         elif kind == "run" and event.status == "running":
             trace.attempts += 1
+            trace.attempt_list.append(AttemptTrace(number=trace.attempts, started_at=event.at))
+        elif kind == "run" and trace.attempt_list:  # how the last attempt ended
+            last = trace.attempt_list[-1]
+            last.status = event.status or last.status
+            last.error = event.error
+            last.stats = {k: v for k, v in data.items() if k != "waiting"}
         elif kind == "dataset" and event.dataset:
             ds = trace.datasets.setdefault(event.dataset, DatasetTrace(event.dataset))
             if event.status == "running":
@@ -127,8 +185,12 @@ def trace_of(store: Store, run_id: str) -> Trace:
                 ds.stats = data
         elif kind == "batch" and event.provider:
             tool = trace.tools[event.provider]
-            tool.requests += int(data.get("requests", 1))  # a wave reports its requests at once
+            requests = int(data.get("requests", 1))  # a wave reports its requests at once
+            tool.requests += requests
             tool.inputs += int(data.get("size", 1))
+            if trace.attempt_list:
+                trace.attempt_list[-1].requests += requests
+                trace.attempt_list[-1].inputs += int(data.get("size", 1))
         elif kind == "log":
             trace.logs += 1
         elif kind != "run":
@@ -137,11 +199,24 @@ def trace_of(store: Store, run_id: str) -> Trace:
             elif kind == "child" and event.status == "running":
                 trace.children.append(dict(data))
             trace.other[kind] += 1
+    lost = (attempts or 0) - len(trace.attempt_list)
+    if lost > 0:
+        trace.attempt_list[:0] = [AttemptTrace(number=0, started_at=0.0) for _ in range(lost)]
+        for number, attempt in enumerate(trace.attempt_list, 1):
+            attempt.number = number
+        trace.attempts = len(trace.attempt_list)
+    starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
         tool.calls += 1
         tool.found += int(entry.found)
         tool.credits += entry.credits
+        at = bisect.bisect_right(starts, entry.at) - 1  # the attempt that paid it
+        if at >= 0:
+            attempt = trace.attempt_list[at]
+            attempt.calls += 1
+            attempt.found += int(entry.found)
+            attempt.credits += entry.credits
     return trace
 
 
@@ -191,11 +266,47 @@ def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> Non
         mine = current["steps"].setdefault(
             step["id"],
             {"id": step["id"], "attempts": 0, "hits": 0, "not_found": 0, "failed": 0,
-             "skipped": 0, "credits": 0.0},
+             "skipped": 0, "cached": 0, "credits": 0.0},
         )  # fmt: skip
-        for name in ("attempts", "hits", "not_found", "failed", "skipped"):
+        for name in ("attempts", "hits", "not_found", "failed", "skipped", "cached"):
             mine[name] += int(step.get(name) or 0)
         mine["credits"] = round(mine["credits"] + float(step.get("credits") or 0), 6)
+
+
+def waterfall_advice(
+    store: Store, waterfalls: dict[str, dict[str, Any]], *, runs: int = HISTORY_RUNS
+) -> dict[str, OrderAdvice]:
+    """Per waterfall of a run, the step order with the lowest expected credits per hit that the
+    store's history (its newest ``runs`` runs, this one included) supports."""
+    history, seen = step_history(store.list_runs(limit=runs))
+    return {
+        wid: advise_order(list(tally["steps"]), history.get(wid, {}), runs=seen[wid])
+        for wid, tally in waterfalls.items()
+    }
+
+
+def waterfall_table(tally: dict[str, Any]) -> list[dict[str, Any]]:
+    """A waterfall's steps as rows: attempts, hits, hit rate, credits, credits per hit, and
+    the coverage reached after each step (rows satisfied so far / rows)."""
+    rows = tally["rows"] or 0
+    table, satisfied = [], 0
+    for step in tally["steps"].values():
+        satisfied = min(satisfied + step["hits"], tally["satisfied"])
+        table.append(
+            {
+                **step,
+                "hit_rate": step["hits"] / step["attempts"] if step["attempts"] else None,
+                "credits_per_hit": step["credits"] / step["hits"] if step["hits"] else None,
+                "coverage": satisfied / rows if rows else None,
+            }
+        )
+    return table
+
+
+def waterfall_summary(tally: dict[str, Any]) -> dict[str, Any]:
+    """A waterfall over a run: rows, found, coverage, credits per hit, and its steps as
+    ``waterfall_table`` gives them."""
+    return {**_waterfall_doc(tally), "steps": waterfall_table(tally)}
 
 
 def _waterfall_doc(tally: dict[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,11 @@ class Waterfall:
     paid verification) decides whether a found value counts. The value of a row is the first
     value when ``min_results`` is 1, else the list of values; None when no step satisfied it.
     Equal values found by several steps count once.
+
+    ``order="cheapest"`` runs the steps in the order with the lowest expected credits per hit
+    that the store's history supports (each step's recorded hit rate and credits per attempt
+    over its newest runs), once every step has 50 recorded attempts; until then, and with
+    ``order="declared"`` (the default), the steps run as listed.
     """
 
     id: str
@@ -100,6 +105,7 @@ class Waterfall:
     min_results: int = 1
     accept: Callable[..., Any] | None = None
     description: str = ""
+    order: Literal["declared", "cheapest"] = "declared"
     _accept_takes_ctx: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +143,11 @@ class Waterfall:
         ):
             raise PlayDefinitionError(
                 f"{where}: min_results={self.min_results!r} must be a whole number >= 1."
+            )
+        if self.order not in ("declared", "cheapest"):
+            raise PlayDefinitionError(
+                f'{where}: order={self.order!r} must be "declared" (the steps as listed) or '
+                '"cheapest" (by the recorded credits per hit, once there is enough history).'
             )
         if self.accept is not None:
             takes = takes_ctx(
@@ -205,6 +216,7 @@ class StepStats:
     failed: int = 0
     skipped: int = 0  # rows already satisfied, or whose map_input returned None
     credits: float = 0.0
+    cached: int = 0  # attempts answered wholly from receipts (they cost nothing now)
 
     @property
     def credits_per_hit(self) -> float | None:
@@ -223,6 +235,10 @@ class WaterfallStats:
     satisfied: int = 0
     credits: float = 0.0
     steps: tuple[StepStats, ...] = ()
+    # the step order with the lowest expected credits per hit, from the store's history and
+    # this run (None: not enough history yet; ``order_note`` says what is missing)
+    suggested_order: tuple[str, ...] | None = None
+    order_note: str = ""
 
     @property
     def credits_per_hit(self) -> float | None:
@@ -241,6 +257,8 @@ class WaterfallStats:
             "credits": self.credits,
             "credits_per_hit": self.credits_per_hit,
             "steps": [s.to_dict() for s in self.steps],
+            "suggested_order": None if self.suggested_order is None else list(self.suggested_order),
+            "order_note": self.order_note,
         }
 
 

@@ -16,7 +16,7 @@ def test_run_completes_and_prints_the_summary(cli: Cli, local_play: str) -> None
     result = cli("run", local_play, "--run-id", "r1")
     assert result.exit_code == 0, result.output
     assert "completed run r1" in result.stdout
-    assert "3 rows (3 executed" in result.stdout
+    assert "3 rows: 3 run, 0 reused, 0 failed" in result.stdout
     assert "2 credits" in result.stdout
     again = cli("run", local_play)
     assert again.exit_code == 0

@@ -223,3 +223,35 @@ def test_ctx_csv_field_limit_fails_the_run_naming_the_file_and_line(tmp_path: Pa
 
     assert result.status == "failed"
     assert result.error is not None and str(path) in result.error and "line 3" in result.error
+
+
+def test_a_bad_line_is_skipped_and_logged_with_on_bad_line_skip(tmp_path: Path) -> None:
+    path = write(tmp_path, "name,age\nAda,36\nAlan,41,extra,more\nGrace,45\n")
+    with pytest.raises(pl.PlayDefinitionError, match=r'line 3: 4 fields.*on_bad_line="skip"'):
+        list(read_csv(path))
+    said: list[str] = []
+    rows = read_csv(path, on_bad_line="skip", log=said.append)
+    assert [r["name"] for r in rows] == ["Ada", "Grace"]
+    assert said == [
+        f"CSV file {str(path)!r}: skipped line 3 (4 fields, the header names 2).",
+        f"CSV file {str(path)!r}: skipped 1 line(s) with more fields than the header: 3.",
+    ]
+    with pytest.raises(pl.PlayDefinitionError, match=r"on_bad_line='drop' must be .error."):
+        read_csv(path, on_bad_line="drop")  # type: ignore[arg-type]
+
+
+def test_count_gives_the_rows_a_run_will_see(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name,note\nAda,"two\nlines"\n\n,\nAlan,x\n')
+    assert read_csv(path).count() == (2, True)  # a quoted newline, a blank line, an empty one
+
+
+def test_a_relative_path_is_read_from_the_base_folder(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    write(tmp_path / "data", "name\nAda\n", "in.csv")
+    assert list(read_csv("data/in.csv", base=tmp_path)) == [{"name": "Ada"}]
+    with pytest.raises(pl.PlayDefinitionError) as caught:
+        read_csv("data/nope.csv", base=tmp_path)
+    assert str(tmp_path / "data" / "nope.csv") in str(caught.value)
+    assert f"a relative path starts in the folder the run started in ({tmp_path})" in str(
+        caught.value
+    )

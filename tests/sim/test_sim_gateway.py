@@ -22,7 +22,7 @@ BASE_TOOLS = (
 )
 META_KEYS = {
     "id", "description", "rate", "concurrency", "cost", "batch", "outputs", "lists",
-    "version", "retry_safe", "async", "input", "idempotency",
+    "version", "retry_safe", "async", "input", "idempotency", "coverage",
 }  # fmt: skip
 
 
@@ -46,6 +46,8 @@ def test_lists_tools_with_metadata(client: httpx.Client) -> None:
     assert beta["batch"] == {"operation": "sim.email.beta.bulk", "max_size": 50}
     assert beta["outputs"]["email"] == ["email"]
     assert beta["input"] == {"required": ["first_name", "last_name", "domain"], "optional": []}
+    assert beta["coverage"] == 0.45  # the share of the world's people it finds
+    assert tools["sim.email.verify"]["coverage"] == 1.0
     assert tools["sim.email.beta.bulk"]["bulk_of"] == "sim.email.beta"
     assert tools["sim.company.enrich"]["batch"]["max_size"] == 100
     assert tools["sim.email.verify"]["batch"]["max_size"] == 200

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playline.store import Completion, LedgerEntry, Store
+from playline.store import Completion, LedgerEntry, LedgerTotals, Store
 
 from storehelp import ME, NOW, charge, claim
 
@@ -59,3 +59,24 @@ def test_spent_counts_a_run_and_its_child_plays(store: Store) -> None:
     assert store.spent("r10") == 8.0
     assert store.spent("r") == 32.0
     assert store.spent("nobody") == 0.0
+
+
+def test_ledger_totals_sum_every_run_by_tool(store: Store) -> None:
+    assert store.ledger_totals() == {}
+    for i, (run_id, tool, credits, found) in enumerate(
+        [("r1", "alpha", 1.0, True), ("r1", "alpha", 0.0, False), ("r2", "alpha", 1.0, True),
+         ("r2/child", "gamma", 2.0, False)]
+    ):  # fmt: skip
+        claim(store, f"k{i}", run_id=run_id)
+        entry = LedgerEntry(
+            run_id=run_id, tool=tool, receipt_key=f"k{i}", credits=credits, found=found, at=NOW
+        )
+        store.complete_receipts(
+            [Completion(key=f"k{i}", result=b"{}", charge=entry)], owner=ME, now=NOW
+        )
+    totals = store.ledger_totals()
+    assert totals == {
+        "alpha": LedgerTotals(calls=3, found=2, credits=2.0),
+        "gamma": LedgerTotals(calls=1, found=0, credits=2.0),
+    }
+    assert totals["alpha"].hit_rate == 2 / 3 and LedgerTotals().hit_rate is None

@@ -295,6 +295,7 @@ def test_waterfall_stats_per_step(registry):
         "failed": 0,
         "skipped": 0,
         "credits": 6.0,
+        "cached": 0,
         "credits_per_hit": 1.0,
     }
     assert (by_step["b"]["attempts"], by_step["b"]["hits"], by_step["b"]["skipped"]) == (6, 2, 6)

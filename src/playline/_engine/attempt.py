@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._clock import Clock
 from .._json import dumps
 from .._play import Play
 from .._secrets import redact
-from .._waterfall import Waterfall, WaterfallStats
+from .._waterfall import Step, Waterfall, WaterfallStats
 from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
     RunClaimOutcome,
@@ -31,17 +32,26 @@ from ..store import (
     StoreIO,
 )
 from ..store._owners import holding
-from ..tools import ToolResult, ToolSpec
+from ..tools import Execution, ToolResult, ToolSpec
 from ..tools._gates import ToolGates
 from .boundaries import Boundaries
-from .calls import CallExecutor, CallStats, ToolCall
+from .calls import DEFAULT_CELL_LIMIT, CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .datasets import DatasetStats
 from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
 from .events import EventLog, Listener
 from .governance import Governor, Lineage
+from .history import (
+    HISTORY_RUNS,
+    History,
+    StepRecord,
+    add_tallies,
+    advise_order,
+    step_history,
+)
 from .ledger import Ledger
+from .planning import Planner
 from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
 from .scope import current_row, result_sink
 from .supervise import DEFAULT_LEASE, Supervisor
@@ -92,6 +102,9 @@ class Services:
     stall_after: float | None = DEFAULT_STALL_AFTER
     lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
     ledger_all: bool = False  # a ledger row for every live call, free ones too
+    cell_limit: int = DEFAULT_CELL_LIMIT  # bytes of one stored cell value or tool result
+    retry_failed: bool = False  # a resume restarts failed rows at their failed cell
+    planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
 
 
 @dataclass(kw_only=True)
@@ -106,6 +119,9 @@ class RunStats(DatasetStats):
     dispatch_passes: int = 0
     credits: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+    # per waterfall, its steps' tallies over every attempt of the run (the store's history of
+    # hit rates and costs that Waterfall(order="cheapest") learns from)
+    waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
@@ -204,6 +220,16 @@ class Attempt:
         self.clock = services.clock
         self.row_window = services.row_window
         self.resuming = record.attempts > 1
+        self.retry_failed = services.retry_failed
+        self.cell_limit = services.cell_limit
+        # where the run was started: relative input paths (ctx.csv) are read from there
+        self.workdir: str | None = record.options.get("cwd")
+        # refreshed columns: their calls buy again what was bought before the run started
+        self.refresh = frozenset(record.options.get("refresh") or ())
+        self._fresh_since = record.created_at
+        self._earlier_waterfalls: dict[str, Any] = dict(
+            (record.stats or {}).get("waterfalls") or {}
+        )
         self.holder = holder
         self.drain = drain
         self.lineage = lineage
@@ -225,6 +251,8 @@ class Attempt:
             lease=services.lease,
             retry_in_doubt=services.retry_in_doubt,
             ledger_all=services.ledger_all,
+            cell_limit=services.cell_limit,
+            planner=services.planner,
         )
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
         self.boundaries = Boundaries(
@@ -245,6 +273,8 @@ class Attempt:
         )
         self.datasets: dict[str, DatasetStats | None] = {}
         self.waterfalls: dict[str, Tally] = {}
+        self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
+        self._history: asyncio.Task[History] | None = None
         self._auth_scopes: dict[str, str] = {}
         self.ctx = services.context(self)
 
@@ -269,6 +299,18 @@ class Attempt:
                 "PLAYLINE_GATEWAY_URL)."
             )
         return spec
+
+    def stored_result(self, tool: str | None, data: Any) -> ToolResult:
+        """A tool result kept in a stored row, back as the resolver returned it (a retried
+        row goes on from it): from the store, at no cost."""
+        spec = self.services.tools.get(tool or "")
+        return ToolResult(
+            tool=tool or "",
+            data=data,
+            execution=Execution("cache"),
+            outputs=spec.outputs if spec else None,
+            lists=spec.lists if spec else None,
+        )
 
     def _auth(self, spec: ToolSpec) -> str:
         scope = self._auth_scopes.get(spec.id)
@@ -321,10 +363,21 @@ class Attempt:
             force=bool(force),
             scope=scope,
             sink=result_sink.get(),
+            fresh_since=self._refreshed(scope),
         )
         if scope is None:
             return self._direct(call)
         return self.dispatcher.submit(call, scope)
+
+    def _refreshed(self, scope: Any) -> float | None:
+        """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
+        run: receipts older than the run are stale for it."""
+        if not self.refresh or scope is None:
+            return None
+        column = scope.column
+        if column in self.refresh or f"{scope.dataset}.{column}" in self.refresh:
+            return self._fresh_since
+        return None
 
     async def _direct(self, call: ToolCall) -> ToolResult:
         await self.executor.execute(call.spec, [call])
@@ -332,12 +385,88 @@ class Attempt:
 
     # waterfalls
     def waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
+        steps = self._orders.get(spec)
+        if steps is None:
+            return self._ordered_waterfall(spec, input)
         return run_waterfall(
-            spec, input, ctx=self.ctx, call_tool=self.call_tool, tallies=self.waterfalls
+            spec,
+            input,
+            ctx=self.ctx,
+            call_tool=self.call_tool,
+            tallies=self.waterfalls,
+            order=steps,
         )
 
+    async def _ordered_waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
+        """The first rows of a waterfall wait for the store's history (one read per attempt),
+        which decides the order of ``order="cheapest"`` and the suggested one."""
+        history, runs = await self._waterfall_history()
+        steps = self._orders.get(spec)
+        if steps is None:
+            steps = tuple(spec.steps)
+            if spec.order == "cheapest":
+                advice = advise_order(
+                    [s.id for s in spec.steps], history.get(spec.id, {}), runs=runs[spec.id]
+                )
+                if advice.order is not None:
+                    by_id = {s.id: s for s in spec.steps}
+                    steps = tuple(by_id[sid] for sid in advice.order)
+                    self.events.log(
+                        f"Waterfall {spec.id!r} runs its steps cheapest first "
+                        f"({', '.join(advice.order)}): {advice.note}, from {runs[spec.id]} "
+                        "earlier run(s)."
+                    )
+                else:
+                    self.events.log(
+                        f"Waterfall {spec.id!r} runs its steps as declared: {advice.note}."
+                    )
+            self._orders[spec] = steps
+        return await run_waterfall(
+            spec,
+            input,
+            ctx=self.ctx,
+            call_tool=self.call_tool,
+            tallies=self.waterfalls,
+            order=steps,
+        )
+
+    async def _waterfall_history(self) -> History:
+        if self._history is None:
+            self._history = asyncio.get_running_loop().create_task(self._read_history())
+        return await asyncio.shield(self._history)
+
+    async def _read_history(self) -> History:
+        try:
+            runs = await StoreIO(self.store)(self.store.list_runs, limit=HISTORY_RUNS)
+        except PlaylineError as exc:  # no history: the waterfalls run as declared
+            self.events.log(f"Could not read the store's waterfall history: {exc}")
+            runs = []
+        return step_history(runs)
+
     def waterfall_stats(self) -> dict[str, WaterfallStats]:
-        return {wid: tally.snapshot() for wid, tally in self.waterfalls.items()}
+        """This attempt's tallies, each with the step order the store's history and this
+        attempt suggest (the history is read when the waterfall first runs)."""
+        task = self._history
+        known: History = ({}, Counter())
+        if task is not None and task.done() and not task.cancelled() and not task.exception():
+            known = task.result()
+        stats = {}
+        for wid, tally in self.waterfalls.items():
+            snap = tally.snapshot()
+            earlier = known[0].get(wid, {})
+            steps = {}
+            for step in snap.steps:
+                before = earlier.get(step.id) or StepRecord(id=step.id)
+                steps[step.id] = StepRecord(
+                    id=step.id,
+                    attempts=before.attempts + step.attempts,
+                    hits=before.hits + step.hits,
+                    credits=before.credits + step.credits,
+                    cached=before.cached + step.cached,
+                )
+            advice = advise_order(list(steps), steps, runs=known[1][wid] + 1)
+            stats[wid] = replace(snap, suggested_order=advice.order, order_note=advice.note)
+        return stats
 
     # child plays
     async def run_play(self, key: str, play: Play, input: Any) -> Any:
@@ -423,6 +552,10 @@ class Attempt:
             if ds is not None:
                 for name, value in ds.to_dict().items():
                     totals[name] = totals.get(name, 0) + value
+        waterfalls = add_tallies({}, self._earlier_waterfalls.values())
+        add_tallies(waterfalls, [t.snapshot().to_dict() for t in self.waterfalls.values()])
+        for tally in waterfalls.values():
+            tally["steps"] = list(tally["steps"].values())
         return RunStats(
             **totals,
             tool_calls_live=calls.live,
@@ -433,6 +566,7 @@ class Attempt:
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
             errors=dict(calls.errors),
+            waterfalls=waterfalls,
         )
 
     def describe(self) -> str:
@@ -502,6 +636,8 @@ async def run_attempt(
         status="running",
         data={"play": play.name, "resumed": attempt.resuming, "attempt": record.attempts},
     )
+    # written at once: an attempt killed before the first timed flush is still on record
+    await attempt.events.flush()
     supervising: asyncio.Task[None] | None = None
     if root:
         supervisor = Supervisor(

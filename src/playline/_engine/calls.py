@@ -20,6 +20,11 @@ direct call) and settles every call's future; it never raises for a failed call.
 
 Stopping (``drain.py``): a request that has not been sent when the attempt must stop is
 dropped (its receipts were never claimed); one already sent finishes and is recorded.
+
+Two modes hook in after the receipts: a call with ``fresh_since`` (a refreshed column) takes
+a receipt completed before that time as stale and buys it again (``force``), once per run; and
+with a ``Planner`` (``planning.py``: ``playline plan``) the calls no receipt answers are
+counted instead of sent, each answering "not found" at no cost.
 """
 
 from __future__ import annotations
@@ -54,12 +59,14 @@ from .drain import BUDGET, Drain
 from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
+from .planning import Planner
 from .scope import RowScope
 from .taskgroups import TaskSet
 
-__all__ = ["CallExecutor", "CallStats", "ToolCall"]
+__all__ = ["DEFAULT_CELL_LIMIT", "CallExecutor", "CallStats", "ToolCall", "too_large"]
 
 MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
+DEFAULT_CELL_LIMIT = 5_000_000  # bytes of one stored result or cell value
 _RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
 
 
@@ -79,6 +86,7 @@ class ToolCall:
     generation: int = 1
     idempotency_key: str = ""  # sent to the provider: a repeat after a crash is not paid
     resent: bool = False  # its request may have reached the provider before (in doubt)
+    fresh_since: float | None = None  # a receipt completed before this is bought again
 
 
 @dataclass(slots=True)
@@ -87,6 +95,7 @@ class CallStats:
     cached: int = 0
     in_flight: int = 0
     failed: int = 0
+    planned: int = 0  # calls a plan counted instead of sending
     requests: int = 0  # requests sent to transports (a batch call counts once)
     by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
@@ -123,6 +132,8 @@ class CallExecutor:
         receipt_wait: float = 600.0,
         retry_in_doubt: bool = False,
         ledger_all: bool = False,
+        cell_limit: int = DEFAULT_CELL_LIMIT,
+        planner: Planner | None = None,
     ) -> None:
         self._store = store
         self._io = StoreIO(store)
@@ -139,6 +150,8 @@ class CallExecutor:
         self._receipt_wait = receipt_wait
         self._retry_in_doubt = retry_in_doubt
         self._ledger_all = ledger_all
+        self._cell_limit = cell_limit
+        self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._sending = _Sending()  # requests between their claim and their record
@@ -180,9 +193,17 @@ class CallExecutor:
             for call in owners:
                 receipt = None if call.force else found.get(call.key)
                 if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                    if call.fresh_since is not None and receipt.updated_at < call.fresh_since:
+                        call.force = True  # refreshed: bought again (its followers share it)
+                        continue
                     assert receipt.result is not None
                     self._settle_cached(call, receipt.result)
         pending = [c for c in owners if not c.future.done()]
+        if self._planner is not None:  # a plan: count what would be sent, send nothing
+            self._planner.record(spec, pending, answered=len(owners) - len(pending))
+            for call in pending:
+                self._settle(call, _planned(spec))
+            return
         if not pending:
             return
         size = spec.max_batch
@@ -672,6 +693,12 @@ class CallExecutor:
                     failures.append(Failure(call.key, str(error), charge=entry))
                     outcomes.append((call, error))
                     continue
+                if len(stored) > self._cell_limit:  # paid, but not kept: the cell fails
+                    error = ToolError(spec.id, too_large(len(stored), self._cell_limit),
+                                      code="too_large")  # fmt: skip
+                    failures.append(Failure(call.key, str(error), charge=entry))
+                    outcomes.append((call, error))
+                    continue
                 completions.append(Completion(call.key, stored, entry))
                 outcomes.append((call, result))
             charged.append((reserved, entries))
@@ -738,6 +765,25 @@ class _Sending:
 
 
 _LIVE = Execution("live")
+_PLANNED = Execution("planned")
+
+
+def _planned(spec: ToolSpec) -> ToolResult:
+    """What a planned call answers: not found, at no cost (so a waterfall goes on)."""
+    return ToolResult(
+        tool=spec.id, data=None, execution=_PLANNED, outputs=spec.outputs, lists=spec.lists
+    )
+
+
+def too_large(size: int, limit: int) -> str:
+    """Why a value over the cell limit is not stored, and what to do instead."""
+    return (
+        f"the value is {size / 1e6:.1f} MB, over the cell limit of {limit / 1e6:g} MB. Keep a "
+        "smaller part of it (or a link to it), or raise the limit with "
+        "pl.run(..., cell_limit=BYTES)"
+    )
+
+
 _UNREACHABLE = frozenset({"timeout", "connection_error", "protocol_error"})
 
 

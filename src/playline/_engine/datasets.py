@@ -11,6 +11,13 @@ row ride in the row's event (``data["cells"]``): nobody could have seen them cha
 Cells set before the row parks on a call get a cell event each when it parks. What is queued
 and sent is reported per batch (``batch`` events), not per cell: one event per row, not three,
 is what keeps a 100,000-row run cheap to watch and to store.
+
+Retrying failed rows (``retry_failed``, ``playline resume --retry-failed``): a resumed row that
+failed before starts from its stored row: the cells before its first failed (or hidden) column
+are kept as stored, tool results as the results they were, and the row goes on from there.
+
+A cell's value is stored only up to ``cell_limit`` bytes (as JSON); a larger one fails that
+cell, naming its size, and the row's other cells are kept.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from ..errors import (
 )
 from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
+from .calls import too_large
 from .dispatch import Dispatcher
 from .events import EventLog, preview
 from .rows import KeySpec, as_row, row_key_function
@@ -109,6 +117,10 @@ class DatasetHost(Protocol):
     ctx: object  # the play's context, handed to resolvers that take it
     row_window: int
     resuming: bool
+    retry_failed: bool  # failed rows restart at their failed cell, the others kept
+    cell_limit: int  # bytes of one stored cell value
+
+    def stored_result(self, tool: str | None, data: Any) -> ToolResult: ...
 
 
 class DatasetRun:
@@ -142,14 +154,23 @@ class DatasetRun:
         self._pending = 0  # rows stopped by it, left for a resume
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
         self._done_timer: asyncio.TimerHandle | None = None
+        self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
 
-    async def execute(self, items: Iterable[Any], description: str | None) -> DatasetStats:
+    async def execute(
+        self, items: Iterable[Any], description: str | None, total: int | None = None
+    ) -> DatasetStats:
+        """Run every row; ``total`` is how many rows the input holds, when known (progress
+        displays show it)."""
         rt = self.rt
         rt.events.emit(
             "dataset",
             dataset=self.name,
             status="running",
-            data={"description": description, "columns": [c.name for c in self.columns]},
+            data={
+                "description": description,
+                "columns": [c.name for c in self.columns],
+                "total": total,
+            },
         )
         # The feeder counts as a busy row while it admits rows, so the dispatcher does not
         # flush a batch of one for each row it starts.
@@ -185,6 +206,8 @@ class DatasetRun:
                         elif leaks(key):
                             self._refuse_row(index, key)
                         else:
+                            if rt.retry_failed and key in done and done[key].status == "failed":
+                                self._restart[key] = done[key]
                             todo.append((index, key, values))
                     while todo:
                         if self._over_budget():
@@ -261,6 +284,8 @@ class DatasetRun:
         self.rt.dispatcher.enter_rows(len(group))
         name = self.name
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
+        if self._restart:
+            live = [row for row in live if not self._restarted(row)]
         ctx = self.rt.ctx
         for position, column in enumerate(self.columns):
             if not live:
@@ -302,6 +327,25 @@ class DatasetRun:
             live = still
         for row in live:
             self._finish(row)
+
+    def _restarted(self, row: RowScope) -> bool:
+        """A failed row being retried goes on alone from its stored row; False for others."""
+        stored = self._restart.pop(row.row_key, None)
+        if stored is None:
+            return False
+        start = len(self.columns)
+        for position, column in enumerate(self.columns):
+            meta = stored.cells.get(column.name)
+            if column.hidden or meta is None or meta.get("status") == "failed":
+                start = position  # hidden values are not stored: run from there
+                break
+            value = stored.values.get(column.name)
+            if meta.get("result"):
+                value = self.rt.stored_result(meta.get("provider"), value)
+            row.values[column.name] = value
+            row.cells[column.name] = meta
+        self._advance(row, start)
+        return True
 
     def _refuse_row(self, index: int, key: str) -> None:
         """A row whose key holds a secret fails, recorded under a digest of its key."""
@@ -435,6 +479,8 @@ class DatasetRun:
             else:
                 status = "completed"
             meta = {"status": status, "provider": results[-1].tool}
+            if isinstance(value, ToolResult):
+                meta["result"] = True  # stored as its data; a retried row gets it back whole
             cost = sum(r.cost for r in results)
             if cost:
                 meta["cost"] = cost
@@ -514,7 +560,8 @@ class DatasetRun:
         values = {
             k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
         }
-        if not _storable(values):
+        size = _stored_size(values)
+        if size is None or size > self.rt.cell_limit:
             self._fail_unstorable(values, cells)
         error = next((m["error"] for m in cells.values() if m["status"] == "failed"), None)
         if waiting is not None:
@@ -582,7 +629,11 @@ class DatasetRun:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""
         for name, value in list(values.items()):
             try:
-                dumps({name: value}, ordered=True)
+                size = len(dumps({name: value}, ordered=True))
+                if size > self.rt.cell_limit:
+                    why = f"Column {name!r}: {too_large(size, self.rt.cell_limit)}."
+                else:
+                    continue
             except SecretLeakError:
                 why = f"Column {name!r} holds a secret read with ctx.secrets: it is never stored."
             except PlayDefinitionError:
@@ -590,8 +641,6 @@ class DatasetRun:
                     f"Column {name!r} returned a {type(value).__name__}, which cannot be stored. "
                     "Return plain dicts, lists, strings, numbers, booleans or None."
                 )
-            else:
-                continue
             values[name] = None
             cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
 
@@ -619,12 +668,12 @@ def _generator_coroutine(value: Any) -> bool:
     return type(value) is GeneratorType and inspect.isawaitable(value)
 
 
-def _storable(values: dict[str, Any]) -> bool:
+def _stored_size(values: dict[str, Any]) -> int | None:
+    """The row's values as stored (JSON bytes), or None when they cannot be stored."""
     try:
-        dumps(values, ordered=True)
+        return len(dumps(values, ordered=True))
     except PlayDefinitionError:
-        return False
-    return True
+        return None
 
 
 def _keyed(

@@ -16,7 +16,7 @@ so a resume tries it again; a row every step answered "not found" is not found.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ class _StepCount:
     failed: int = 0
     skipped: int = 0
     credits: float = 0.0
+    cached: int = 0
 
 
 class Tally:
@@ -49,8 +50,10 @@ class Tally:
         self.satisfied = 0
         self.steps = {s.id: _StepCount() for s in spec.steps}
 
-    def step(self, step_id: str, status: StepStatus, cost: float) -> None:
+    def step(self, step_id: str, status: StepStatus, cost: float, cached: bool = False) -> None:
         count = self.steps.setdefault(step_id, _StepCount())  # a same-id spec, other steps
+        if cached and status != "skipped":
+            count.cached += 1  # answered from receipts: evidence of hits, not of prices
         if status == "completed":
             count.hits += 1
         elif status == "not_found":
@@ -73,6 +76,7 @@ class Tally:
                 failed=c.failed,
                 skipped=c.skipped,
                 credits=round(c.credits, 6),
+                cached=c.cached,
             )
             for step_id, c in self.steps.items()
         )
@@ -155,11 +159,13 @@ async def run_waterfall(
     ctx: object,
     call_tool: CallTool,
     tallies: dict[str, Tally],
+    order: Sequence[Step] | None = None,
 ) -> Any:
     """Run ``spec`` for one input (one row); returns the value, or None.
 
     ``ctx`` is the play's context (what code steps and ``accept`` receive), ``call_tool`` the
-    attempt's ``call_tool``, ``tallies`` the run's per-waterfall counts.
+    attempt's ``call_tool``, ``tallies`` the run's per-waterfall counts, ``order`` the steps
+    in the order to try them (default: as declared; ``order="cheapest"`` gives another).
     """
     row = current_row.get()
     tally = tallies.get(spec.id)
@@ -171,14 +177,15 @@ async def run_waterfall(
     winner: str | None = None
     provider: str | None = None
     failure: _StepOutcome | None = None
-    for step in spec.steps:
+    for step in spec.steps if order is None else order:
         if winner is not None:
             steps[step.id] = {"status": "skipped"}
             tally.step(step.id, "skipped", 0.0)
             continue
         outcome = await _run_step(spec, step, input, held, ctx, call_tool)
         steps[step.id] = outcome.meta()
-        tally.step(step.id, outcome.status, steps[step.id]["cost"])
+        tally.step(step.id, outcome.status, steps[step.id]["cost"],
+                   cached=bool(steps[step.id].get("cached")))  # fmt: skip
         if outcome.error is not None and failure is None:
             failure = outcome
         if len(held) >= spec.min_results:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import inspect
 import json
 import os
 from typing import Annotated, Any
@@ -80,13 +83,52 @@ def store_check(store: StoreOpt = None) -> None:
 @command
 def cache_clear(
     tool: Annotated[str | None, typer.Option("--tool", help="Only this tool's receipts.")] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask: delete them (for scripts).")
+    ] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Delete receipts (of one tool with --tool): those calls will be paid for again."""
-    deleted = store_at(store).clear_receipts(tool)
-    what = f"of {tool} " if tool else ""
+    """Delete receipts (of one tool with --tool): those calls will be paid for again.
+
+    It says what buying them again would cost (each tool's completed receipts times its
+    average credits per call in the store's ledger) and asks first; --yes skips the
+    question."""
+    db = store_at(store)
+    stats = db.receipt_stats()
+    finished = {t: s.get("completed", 0) + s.get("failed", 0) + s.get("unknown", 0)
+                for t, s in stats.items()}  # fmt: skip
+    if tool is not None and not finished.get(tool):
+        known = sorted(t for t, n in finished.items() if n)
+        close = difflib.get_close_matches(tool, known, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise CliError(
+            f"--tool {tool}: no receipts of that tool in {db.url}.{hint} Tools with receipts: "
+            f"{', '.join(known) or 'none'} (`playline cache stats`)."
+        )
+    doomed = {t: n for t, n in finished.items() if n and (tool is None or t == tool)}
+    if not doomed:
+        console.print("No receipts to delete.")
+        return
+    ledger = db.ledger_totals()
+    cost = 0.0
+    for name in doomed:  # failed receipts were not paid for: only completed ones are rebought
+        paid = ledger.get(name)
+        if paid is not None and paid.calls:
+            cost += stats[name].get("completed", 0) * paid.credits / paid.calls
+    what = f"{sum(doomed.values())} receipt(s) of {len(doomed)} tool(s)"
+    if tool is not None:
+        what = f"{doomed[tool]} receipt(s) of {tool}"
+    question = (
+        f"Delete {what}? The next such calls run live and are paid again: about {cost:.4g} "
+        "credits to buy them back (receipts x each tool's average credits per call)."
+    )
+    if not yes and not typer.confirm(question, default=False):
+        console.print("Nothing deleted.")
+        raise typer.Exit(1)
+    deleted = db.clear_receipts(tool)
     console.print(
-        f"Deleted {deleted} receipt(s) {what}; the next such calls run live (and are paid).",
+        f"Deleted {deleted} receipt(s){f' of {tool}' if tool else ''}; the next such calls run "
+        f"live (about {cost:.4g} credits to buy them back).",
         highlight=False,
     )
 
@@ -112,6 +154,9 @@ def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
         "id": spec.id,
         "source": source,
         "description": spec.description,
+        "input": _inputs(spec),
+        "cost_basis": spec.cost_basis(),
+        "coverage": spec.coverage,
         "rate": {"per_second": spec.rate.per_second, "burst": spec.rate.burst},
         "concurrency": spec.rate.concurrency,
         "cost": {"credits": spec.cost.credits, "charge": spec.cost.charge},
@@ -124,6 +169,22 @@ def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
         "retry_safe": spec.retry_safe,
         "async_jobs": spec.jobs is not None,
     }
+
+
+def _inputs(spec: ToolSpec) -> dict[str, Any]:
+    """What a call's input holds: the fields a gateway declares; for a local tool, its
+    function's signature (a dict in, or a list of dicts for a batch tool)."""
+    doc: dict[str, Any] = {"required": list(spec.required), "optional": list(spec.optional)}
+    fn = getattr(spec.transport, "fn", None)
+    if fn is not None:
+        with contextlib.suppress(TypeError, ValueError):
+            doc["signature"] = f"{fn.__name__}{inspect.signature(fn)}"
+        doc["takes"] = (
+            f"a list of up to {spec.batch.max_size} input dicts, returns an aligned list"
+            if spec.batch and not spec.batch.via
+            else "one input dict"
+        )
+    return doc
 
 
 PlayOpt = Annotated[
@@ -175,14 +236,18 @@ def tools_describe(
     play: PlayOpt = None,
     gateway: GatewayOpt = None,
 ) -> None:
-    """Everything about one tool: rate, concurrency, cost rule, batching, outputs, version."""
+    """Everything about one tool, as JSON: its input fields (or a local tool's signature),
+    how it charges (cost_basis: per input or per request, on a hit or per call), its
+    published coverage, rate, batching, outputs, version."""
     specs = _tool_specs(play, gateway)
     for source, spec in specs:
         if spec.id == tool_id:
             typer.echo(json.dumps(_spec_doc(source, spec), indent=2))
             return
-    known = ", ".join(spec.id for _, spec in specs) or "none"
-    raise CliError(f"No tool {tool_id!r} (known: {known}).", code=1)
+    ids = [spec.id for _, spec in specs]
+    close = difflib.get_close_matches(tool_id, ids, n=1)
+    hint = f" Did you mean {close[0]}?" if close else ""
+    raise CliError(f"No tool {tool_id!r}.{hint} Known: {', '.join(ids) or 'none'}.", code=1)
 
 
 # events

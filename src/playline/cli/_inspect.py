@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-import playline as pl
-
-from .._trace import Trace, run_status, trace_of
+from .._trace import (
+    OrderAdvice,
+    Trace,
+    dataset_columns,
+    flat,
+    run_status,
+    trace_of,
+    waterfall_advice,
+    waterfall_summary,
+    waterfall_table,
+)
 from ..errors import StoreError
+from ..store import RowCounts, RunRecord, Store
 from ..store.sql import SQLStore
 from ._app import (
     STATUS_STYLE,
@@ -24,7 +35,6 @@ from ._app import (
     command,
     console,
     export_dataset,
-    stats_line,
     store_at,
 )
 from ._load import (
@@ -85,14 +95,36 @@ def runs(
 @command
 def show(
     run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    rows: Annotated[
+        int | None,
+        typer.Option(
+            "--rows", min=1, metavar="N", help="Print the first N rows of a dataset as a table."
+        ),
+    ] = None,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset", help="With --rows: which dataset (needed when there are several)."
+        ),
+    ] = None,
+    columns: Annotated[
+        str | None,
+        typer.Option("--columns", metavar="A,B", help="With --rows: only these columns."),
+    ] = None,
     store: StoreOpt = None,
     json_mode: JsonOpt = False,
 ) -> None:
-    """A run's status, step trace (datasets, batches per tool), stats and cost ledger."""
+    """A run's status, totals and attempts, datasets, cost per tool and waterfall steps (with
+    the cheapest step order the store's history supports); with --rows, its first rows."""
     db = store_at(store, read_only=True)
     run = require_run(db, run_id)
+    if rows is not None:
+        _show_rows(db, run_id, rows, dataset, columns, json_mode=json_mode)
+        return
+    if dataset is not None or columns is not None:
+        raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
     try:
-        trace = trace_of(db, run_id)
+        trace = trace_of(db, run_id, attempts=run.attempts)
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -102,6 +134,7 @@ def show(
             err=True,
         )
         trace = Trace()
+    advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
             "run_id": run.run_id,
@@ -115,9 +148,30 @@ def show(
             "waiting": run.waiting,
             "stats": run.stats,
             "trace": trace.to_dict(),
+            "waterfalls": [
+                {**waterfall_summary(w), "order": advice[w["id"]].to_dict()}
+                for w in trace.waterfalls.values()
+            ],
         }
         typer.echo(json.dumps(doc, default=str))
         return
+    counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
+    _show_header(run, trace, counts)
+    _show_attempts(trace)
+    _show_datasets(trace, counts)
+    _show_tools(trace)
+    for tally in trace.waterfalls.values():
+        _show_waterfall(tally, advice[tally["id"]])
+    for kind, count in sorted(trace.other.items()):
+        if kind != "waterfall":
+            console.print(f"  {count} {kind} event(s)", highlight=False)
+    if trace.logs:
+        console.print(
+            f"  {trace.logs} log line(s): playline logs {run_id}", style="dim", highlight=False
+        )
+
+
+def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> None:
     status = run_status(run)
     style = STATUS_STYLE.get(status, "red")
     console.print(
@@ -144,52 +198,206 @@ def show(
         console.print(f"  [red]error:[/red] {run.error}", highlight=False)
     if run.waiting:
         console.print(f"  waiting for: {json.dumps(run.waiting, default=str)}", highlight=False)
-    if run.stats:
-        stats = pl.RunStats(
-            **{k: v for k, v in run.stats.items() if k in pl.RunStats.__dataclass_fields__}
+    over = "the attempt" if trace.attempts == 1 else f"all {trace.attempts} attempts"
+    console.print(
+        f"  totals over {over}: {trace.calls} live calls (sent) · {trace.requests} provider "
+        f"requests · {trace.credits:g} credits",
+        highlight=False,
+    )
+    if counts:
+        statuses: dict[str, int] = {}
+        for c in counts.values():
+            for name, n in c.statuses.items():
+                statuses[name] = statuses.get(name, 0) + n
+        parts = ", ".join(f"{n} {name}" for name, n in sorted(statuses.items()))
+        rows = sum(c.rows for c in counts.values())
+        console.print(f"  rows stored: {rows} ({parts})", highlight=False)
+
+
+def _show_attempts(trace: Trace) -> None:
+    """One line per attempt: its rows and calls as it recorded them at its end, and what it
+    sent and paid (from the batches and the ledger, so also for an attempt that was killed)."""
+    if not trace.attempt_list:
+        return
+    console.print("Attempts", style="italic", highlight=False)
+    for a in trace.attempt_list:
+        s = a.stats
+        started = f" {when(a.started_at)}" if a.started_at else ""
+        if s:
+            counts = (
+                f"{s.get('rows_executed', 0)} rows run, {s.get('rows_reused', 0)} reused, "
+                f"{s.get('rows_failed', 0)} failed · {a.calls} live calls, "
+                f"{s.get('tool_calls_cached', 0)} from receipts"
+            )
+        else:
+            counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
+        console.print(
+            f"  {a.number}.{started} [bold]{a.status}[/bold]: {counts} · {a.requests} "
+            f"requests · {a.credits:g} credits",
+            highlight=False,
         )
-        console.print("  " + stats_line(stats), highlight=False)
-    steps = Table(title="Datasets", title_justify="left")
-    for column in ("dataset", "status", "rows", "executed", "reused", "failed", "columns"):
-        steps.add_column(column)
+    console.print(
+        "  (rows run: started in that attempt · reused: completed in an earlier attempt, not "
+        "run again · live calls: sent to a provider · from receipts: answered by an earlier "
+        "call's receipt, free)",
+        style="dim",
+        highlight=False,
+    )
+
+
+def _show_datasets(trace: Trace, counts: dict[str, RowCounts]) -> None:
+    if not trace.datasets:
+        return
+    steps = Table(title="Datasets (rows as stored)", title_justify="left")
+    for column in ("dataset", "status", "rows", "completed", "failed", "waiting", "columns"):
+        steps.add_column(column, justify="right" if column in ("rows", "completed", "failed",
+                                                                "waiting") else "left")  # fmt: skip
     for ds in trace.datasets.values():
-        s = ds.stats
+        stored = counts.get(ds.name) or RowCounts()
         steps.add_row(
             ds.name + (f"\n[dim]{ds.description}[/dim]" if ds.description else ""),
             ds.status,
-            *(str(s.get(k, "")) for k in ("rows", "rows_executed", "rows_reused", "rows_failed")),
+            str(stored.rows),
+            *(str(stored.statuses.get(k, 0)) for k in ("completed", "failed", "waiting")),
             ", ".join(ds.columns),
         )
-    if trace.datasets:
-        console.print(steps)
-    tools = Table(title="Tools: batches and cost ledger", title_justify="left")
+    console.print(steps)
+
+
+def _show_tools(trace: Trace) -> None:
+    if not trace.tools:
+        return
+    tools = Table(title="Tools: requests and cost ledger (all attempts)", title_justify="left")
     for column in ("tool", "requests", "inputs sent", "live calls", "found", "credits"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
     for tool, t in sorted(trace.tools.items()):
         tools.add_row(
-            tool,
-            str(t.requests),
-            str(t.inputs),
-            str(t.calls),
-            str(t.found),
-            f"{t.credits:g}",
+            tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), f"{t.credits:g}"
         )
-    if trace.tools:
-        tools.add_row(
-            "[bold]total[/bold]",
-            "",
-            "",
-            "",
-            "",
-            f"[bold]{sum(t.credits for t in trace.tools.values()):g}[/bold]",
+    tools.add_row(
+        "[bold]total[/bold]",
+        f"[bold]{trace.requests}[/bold]",
+        f"[bold]{sum(t.inputs for t in trace.tools.values())}[/bold]",
+        f"[bold]{trace.calls}[/bold]",
+        f"[bold]{sum(t.found for t in trace.tools.values())}[/bold]",
+        f"[bold]{trace.credits:g}[/bold]",
+    )
+    console.print(tools)
+
+
+def _ratio(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _show_waterfall(tally: dict[str, Any], advice: OrderAdvice) -> None:
+    rows, satisfied = tally["rows"], tally["satisfied"]
+    coverage = f"{satisfied / rows:.0%}" if rows else "-"
+    per_hit = _ratio(tally["credits"] / satisfied if satisfied else None)
+    table = Table(
+        title=f"Waterfall {tally['id']}: {rows} rows, {satisfied} found ({coverage}), "
+        f"{tally['credits']:g} credits, {per_hit} credits per hit",
+        title_justify="left",
+        caption_justify="left",
+    )
+    for column in ("step", "attempts", "hits", "hit rate", "credits", "credits/hit",
+                   "coverage"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "step" else "right")
+    for step in waterfall_table(tally):
+        table.add_row(
+            step["id"],
+            str(step["attempts"]),
+            str(step["hits"]),
+            _ratio(step["hit_rate"], ".0%"),
+            f"{step['credits']:g}",
+            _ratio(step["credits_per_hit"]),
+            _ratio(step["coverage"], ".0%"),
         )
-        console.print(tools)
-    for kind, count in sorted(trace.other.items()):
-        console.print(f"  {count} {kind} event(s)", highlight=False)
-    if trace.logs:
-        console.print(
-            f"  {trace.logs} log line(s): playline logs {run_id}", style="dim", highlight=False
+    if advice.changes:
+        table.caption = (
+            f"suggested order: {' → '.join(advice.order or ())} (expected "
+            f"{_ratio(advice.credits_per_hit)} credits per hit, declared order "
+            f"{_ratio(advice.declared_credits_per_hit)}; from {advice.runs} run(s) of this "
+            'store). Apply it with pl.Waterfall(..., order="cheapest").'
         )
+    elif advice.order is not None:
+        table.caption = f"order: {advice.note} (from {advice.runs} run(s) of this store)."
+    else:
+        table.caption = f"order: {advice.note}."
+    console.print(table)
+
+
+def _show_rows(
+    db: Store,
+    run_id: str,
+    limit: int,
+    dataset: str | None,
+    columns: str | None,
+    *,
+    json_mode: bool,
+) -> None:
+    """The first ``limit`` rows of a dataset, as a table (``--json``: one object per row)."""
+    names = db.datasets(run_id)
+    if dataset is None:
+        if not names:
+            raise CliError(f"Run {run_id} has no dataset rows to show.", code=1)
+        if len(names) > 1:
+            raise CliError(
+                f"Run {run_id} has several datasets ({', '.join(names)}); choose one with "
+                "--dataset NAME."
+            )
+        dataset = names[0]
+    elif dataset not in names:
+        close = difflib.get_close_matches(dataset, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise CliError(
+            f"Run {run_id} has no dataset {dataset!r} (its datasets: "
+            f"{', '.join(names) or 'none'}).{hint}",
+            code=1,
+        )
+    known = dataset_columns(db, run_id, dataset)
+    chosen = known
+    if columns is not None:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in chosen if c not in known]
+        if unknown or not chosen:
+            close = difflib.get_close_matches(unknown[0], known, n=1) if unknown else []
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise CliError(
+                f"--columns {columns!r}: no column {', '.join(map(repr, unknown))} in dataset "
+                f"{dataset!r} (its columns: {', '.join(known)}).{hint}"
+            )
+    records = db.row_window(run_id, dataset, limit=limit)
+    if json_mode:
+        for record in records:
+            doc: dict[str, Any] = {"_key": record.key, "_status": record.status}
+            doc.update({c: record.values.get(c) for c in chosen})
+            typer.echo(json.dumps(doc, default=str, ensure_ascii=False))
+        return
+    total = db.count_rows(run_id, dataset)
+    table = Table(
+        title=f"Dataset {dataset!r}: the first {len(records)} of {total} rows",
+        title_justify="left",
+    )
+    table.add_column("status")
+    for column in chosen:
+        table.add_column(column, overflow="fold", max_width=40)
+    for record in records:
+        style = {"failed": "red", "waiting": "cyan"}.get(record.status, "")
+        table.add_row(
+            f"[{style}]{record.status}[/]" if style else record.status,
+            *(_cell(record.values.get(c), record.cells.get(c)) for c in chosen),
+        )
+    console.print(table)
+
+
+def _cell(value: Any, meta: Any) -> Text:
+    status = (meta or {}).get("status")
+    if status == "failed":
+        return Text(f"failed: {(meta or {}).get('error', '')}"[:120], style="red")
+    if value is None:
+        return Text("")
+    text = str(flat(value))
+    return Text(text if len(text) <= 120 else text[:119] + "…")
 
 
 @app.command()

@@ -4,6 +4,12 @@ Both are ``pl.run`` listeners fed by the run's events. The display also shows wh
 not carry, sampled a few times a second by :func:`drive` from beside the run: the calls in
 flight and waiting on rate limits per tool (the runner's gates), and the credits in the
 run's ledger.
+
+Per dataset it shows rows done of the total (counted before the run: a list's length, a CSV
+file's rows; "?" when the input cannot tell), failed, reused (completed in an earlier attempt
+of the run, not run again), rows per second and the time left. The words are the summary's
+and ``playline show``'s: *reused* rows, *live* calls (sent to a provider), calls *from
+receipts* (free).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich.console import Console, Group
@@ -91,18 +97,28 @@ class JsonLines:
 class _Dataset:
     task: TaskID
     description: str
+    started: float  # time.monotonic() when it started
+    total: int | None = None  # rows the input holds (None: unknown)
     done: int = 0
     failed: int = 0
-    cached: int = 0
     reused: int = 0
     finished: bool = False
-    # rows in flight that had tool cells: "live" once any was paid for, else "cached"
-    rows: dict[str, str] = field(default_factory=dict)
+    elapsed: float | None = None  # seconds it took, once finished
+
+    @property
+    def settled(self) -> int:
+        return self.done + self.failed + self.reused
+
+    def rate(self, now: float) -> float | None:
+        seconds = self.elapsed if self.elapsed is not None else now - self.started
+        ran = self.done + self.failed
+        return ran / seconds if seconds > 0 and ran else None
 
 
 class LiveProgress:
-    """The terminal display: per dataset a bar with rows done / failed / cached; per tool the
-    calls in flight and waiting on its rate limit; the credits spent."""
+    """The terminal display: per dataset a bar with rows done of the total, failed, reused,
+    rows per second and time left; per tool the requests sent and, while running, the calls
+    in flight and waiting on its rate limit; the credits spent."""
 
     def __init__(self, console: Console, store: Store) -> None:
         self.console = console
@@ -122,6 +138,8 @@ class LiveProgress:
         self._run_id: str | None = None
         self._ledger_at = 0.0
         self._status = "starting"
+        self._resumed = False
+        self._running = True
         self._stalled: str | None = None  # what the run waits for, once it stopped moving
         self._live = Live(console=console, auto_refresh=False, transient=False)
 
@@ -131,15 +149,10 @@ class LiveProgress:
         kind = event.kind
         if kind == "run":
             self._status = event.status or self._status
+            if event.status == "running":
+                self._resumed = bool((event.data or {}).get("resumed"))
         elif kind == "dataset" and event.dataset:
             self._dataset_event(event)
-        elif kind == "cell" and event.dataset and event.row_key:
-            ds = self._datasets.get(event.dataset)
-            if ds is not None and event.provider:
-                if event.status == "cached":
-                    ds.rows.setdefault(event.row_key, "cached")
-                elif event.status == "completed":  # not_found may be either: left out
-                    ds.rows[event.row_key] = "live"
         elif kind == "row" and event.dataset and event.row_key:
             self._row_event(event.dataset, event.row_key, event.status)
         elif kind == "rows" and event.dataset:  # completed rows, reported together
@@ -159,38 +172,65 @@ class LiveProgress:
         ds = self._datasets.get(name)
         if ds is None:
             description = str(data.get("description") or "")
-            task = self._bars.add_task(name, total=None, name=name, counts="")
-            ds = self._datasets[name] = _Dataset(task=task, description=description)
+            total = data.get("total")
+            task = self._bars.add_task(name, total=total, name=name, counts="")
+            ds = self._datasets[name] = _Dataset(
+                task=task,
+                description=description,
+                started=time.monotonic(),
+                total=int(total) if isinstance(total, int) else None,
+            )
+            if self._resumed and self._run_id is not None:  # rows an earlier attempt finished
+                self._count_reused(self._run_id, name, ds)
         if event.status == "completed":
             ds.finished = True
+            ds.elapsed = time.monotonic() - ds.started
             ds.reused = int(data.get("rows_reused", 0))
-            total = ds.done + ds.failed + ds.reused
-            self._bars.update(ds.task, total=max(total, 1), completed=max(total, 1))
+            ds.total = max(int(data.get("rows", 0)), ds.settled, 1)
         self._refresh_counts(ds)
+
+    def _count_reused(self, run_id: str, name: str, ds: _Dataset) -> None:
+        """Count the rows earlier attempts completed beside the run (a big dataset takes a
+        while to count, and the run must not wait for its display); the dataset's end gives
+        the exact number."""
+
+        def count() -> None:
+            try:
+                done = self._store.row_counts(run_id, name).statuses.get("completed", 0)
+            except Exception:  # a display's count must never stop the run
+                return
+            if not ds.finished:
+                ds.reused = done
+
+        threading.Thread(target=count, name="playline-progress-count", daemon=True).start()
 
     def _row_event(self, dataset: str, row_key: str, status: str | None) -> None:
         ds = self._datasets.get(dataset)
         if ds is None:
             return
-        calls = ds.rows.pop(row_key, None)
         if status == "failed":
             ds.failed += 1
         elif status == "completed":
             ds.done += 1
-            if calls == "cached":
-                ds.cached += 1
         self._refresh_counts(ds)
 
     def _refresh_counts(self, ds: _Dataset) -> None:
-        parts = [f"{ds.done} done"]
-        if ds.failed:
-            parts.append(f"[red]{ds.failed} failed[/red]")
-        parts.append(f"{ds.cached} cached")
+        now = time.monotonic()
+        total = "?" if ds.total is None else str(ds.total)
+        parts = [f"{ds.settled}/{total} rows"]
+        parts.append(f"[red]{ds.failed} failed[/red]" if ds.failed else "0 failed")
         if ds.reused:
             parts.append(f"{ds.reused} reused")
+        rate = ds.rate(now)
+        parts.append(f"{rate:,.1f} rows/s" if rate else "- rows/s")
+        if ds.finished or not self._running:
+            parts.append(f"in {_duration(ds.elapsed)}")
+        else:
+            left = None if ds.total is None or not rate else max(0, ds.total - ds.settled) / rate
+            parts.append(f"ETA {_duration(left)}")
         if ds.description:
             parts.append(f"[dim]{ds.description}[/dim]")
-        self._bars.update(ds.task, counts=" · ".join(parts))
+        self._bars.update(ds.task, total=ds.total, completed=ds.settled, counts=" · ".join(parts))
 
     # sampling
     def tick(self, gates: dict[str, dict[str, int]]) -> None:
@@ -199,19 +239,26 @@ class LiveProgress:
         if self._run_id is not None and now - self._ledger_at >= _LEDGER_EVERY:
             self._ledger_at = now
             self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
+        for ds in self._datasets.values():
+            if not ds.finished:
+                self._refresh_counts(ds)  # the rate and the time left move with the clock
         self._live.update(self._render(), refresh=True)
 
     def _render(self) -> Group:
         tools = Table.grid(padding=(0, 2))
         for tool in sorted(set(self._gates) | set(self._batches)):
-            stats = self._gates.get(tool, {})
+            stats = self._gates.get(tool, {}) if self._running else {}
             waiting = stats.get("waiting", 0)
-            tools.add_row(
+            cells: list[Text | str] = [
                 Text(tool, style="cyan"),
-                f"{stats.get('in_flight', 0)} in flight",
-                Text(f"{waiting} waiting on rate limit", style="yellow" if waiting else "dim"),
                 f"{self._batches.get(tool, 0)} requests",
-            )
+            ]
+            if self._running:
+                cells.append(f"{stats.get('in_flight', 0)} in flight")
+                cells.append(
+                    Text(f"{waiting} waiting on rate limit", style="yellow" if waiting else "dim")
+                )
+            tools.add_row(*cells)
         footer = Text.assemble(("credits ", "dim"), (f"{self._credits:g}", "bold"))
         if self._stalled:
             return Group(self._bars, tools, footer, Text(self._stalled, style="yellow"))
@@ -222,13 +269,27 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # the last frame: what the run did, nothing in flight or waiting any more
+        self._running = False
+        self._stalled = None
+        self._gates = {}
         for ds in self._datasets.values():
-            if not ds.finished:
-                self._bars.update(ds.task, total=max(ds.done + ds.failed, 1))
+            if not ds.finished:  # stopped early (a stop, a budget, a wait): its rows so far
+                ds.elapsed = time.monotonic() - ds.started
+                ds.total = ds.total if ds.total is not None else max(ds.settled, 1)
+                self._refresh_counts(ds)
         if self._run_id is not None:
             self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
         self._live.update(self._render(), refresh=True)
         self._live.stop()
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 async def drive(

@@ -12,7 +12,8 @@ import typer
 import playline as pl
 from playline import Dataset
 
-from .._trace import SOURCE_KIND
+from .._trace import SOURCE_KIND, trace_of
+from ..errors import PlayDefinitionError
 from ..store import Event, RunRecord, Store
 from ._app import (
     EXIT_CODES,
@@ -97,6 +98,8 @@ def _execute(
     raw: bool = False,
     retry_in_doubt: bool = False,
     ui: bool = False,
+    retry_failed: bool = False,
+    refresh: list[str] | None = None,
 ) -> pl.RunResult:
     check_out(out, force=force)  # before anything runs, and so before anything is paid
     gw = gateway_from(gateway)
@@ -133,6 +136,8 @@ def _execute(
                     listeners=listeners,
                     retry_in_doubt=retry_in_doubt,
                     stop=stop,
+                    retry_failed=retry_failed,
+                    refresh=refresh or None,
                 ),
                 progress,
             )
@@ -147,7 +152,7 @@ def _execute(
     if jsonl is not None:
         jsonl.result(result)
     else:
-        _print_result(result)
+        _print_result(result, db)
         if written is not None:
             console.print(f"Wrote {written[1]} rows of dataset {written[0]!r} to {out}")
     return result
@@ -168,10 +173,12 @@ def _write_output(
     )
 
 
-def _print_result(result: pl.RunResult) -> None:
+def _print_result(result: pl.RunResult, db: Store) -> None:
     style = STATUS_STYLE.get(result.status, "red")
     console.print(f"[bold {style}]{result.status}[/] run [bold]{result.run_id}[/]")
-    console.print("  " + stats_line(result.stats), highlight=False)
+    attempts = trace_of(db, result.run_id).attempt_list
+    this = attempts[-1].credits if len(attempts) > 1 else None
+    console.print("  " + stats_line(result.stats, this), highlight=False)
     if result.error:
         console.print(f"  [red]error:[/red] {result.error}", highlight=False)
     for line in failure_lines(result.stats):
@@ -184,8 +191,20 @@ def _print_result(result: pl.RunResult) -> None:
         )
     elif result.status == "suspended":
         console.print(f"  waiting for: {json.dumps(waiting, default=str)}", highlight=False)
-    if result.status in ("failed", "suspended") or result.stats.rows_failed:
+    if isinstance(result.exception, PlayDefinitionError):
+        # resuming would stop at the same place: the play or its input must change first
+        console.print(
+            "  fix: change the play or its input as the error says, then run it again (what "
+            "it paid for is answered from receipts); resuming as it is would stop there again",
+            highlight=False,
+        )
+    elif result.status in ("failed", "suspended"):
         console.print(f"  resume: playline resume {result.run_id}", highlight=False)
+    elif result.stats.rows_failed:
+        console.print(
+            f"  retry the failed cells: playline resume {result.run_id} --retry-failed",
+            highlight=False,
+        )
     elif result.output is not None and not isinstance(result.output, Dataset):
         text = json.dumps(result.output, default=str, ensure_ascii=False)
         console.print(f"  output: {text[:300]}{'…' if len(text) > 300 else ''}", highlight=False)
@@ -225,6 +244,15 @@ def run(
     ui: Annotated[
         bool, typer.Option("--ui", help="Serve the live web UI beside the run; prints its URL.")
     ] = False,
+    refresh: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--refresh",
+            metavar="COLUMN",
+            help="Buy this column's tool calls again (receipts older than the run are not "
+            "used); the other columns reuse theirs. COLUMN or DATASET.COLUMN; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Run a play from a Python file, with live progress; exit 0/1/3 by its status.
 
@@ -246,7 +274,9 @@ def run(
         raw=raw,
         retry_in_doubt=retry_in_doubt,
         ui=ui,
+        refresh=refresh,
     )
+    _check_refreshed(store, result.run_id, refresh)
     raise typer.Exit(EXIT_CODES[result.status])
 
 
@@ -261,6 +291,14 @@ def resume(
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
     retry_in_doubt: InDoubtOpt = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Run failed rows again from their failed cell, keeping their other cells "
+            "(by default a failed row runs again from its first column).",
+        ),
+    ] = False,
     json_mode: JsonOpt = False,
 ) -> None:
     """Resume a run started with `playline run`: finished rows and paid calls are reused,
@@ -283,8 +321,26 @@ def resume(
         force=force,
         raw=raw,
         retry_in_doubt=retry_in_doubt,
+        retry_failed=retry_failed,
     )
     raise typer.Exit(EXIT_CODES[result.status])
+
+
+def _check_refreshed(store: str | None, run_id: str, refresh: list[str] | None) -> None:
+    """Warn when a --refresh named no column the run has: nothing was bought again."""
+    if not refresh:
+        return
+    trace = trace_of(store_at(store), run_id)
+    known = {c for ds in trace.datasets.values() for c in ds.columns}
+    known |= {f"{ds.name}.{c}" for ds in trace.datasets.values() for c in ds.columns}
+    for name in refresh:
+        if name not in known:
+            typer.echo(
+                f"warning: --refresh {name}: the run has no column {name!r} (its columns: "
+                f"{', '.join(sorted(c for c in known if '.' not in c)) or 'none'}); nothing "
+                "was bought again for it.",
+                err=True,
+            )
 
 
 def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
@@ -350,7 +406,7 @@ def worker(
         if json_mode:
             typer.echo(json.dumps({"run_id": result.run_id, "status": result.status}))
         else:
-            _print_result(result)
+            _print_result(result, db)
     for run_id, why in runner.skipped.items():
         typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
     if not results and not json_mode:

@@ -10,10 +10,22 @@ the rate and idempotency in force, which faults may change).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 VERSION = "2026-01"
+
+# Which share of the world each provider knows (``_providers`` decides who, per seed).
+COVERAGE = {
+    "sim.email.alpha": 0.55,
+    "sim.email.beta": 0.45,
+    "sim.email.gamma": 0.36,
+    "sim.company.enrich": 0.90,
+    "sim.phone.finder": 0.35,
+}
+# Gamma guesses the company's pattern for a share of the people it does not know; the guess
+# uses a wrong pattern, so the verifier calls it invalid (unless the domain is catch-all).
+GAMMA_GUESS_SHARE = 0.08
 
 Kind = Literal["single", "bulk", "poll"]
 Charge = Literal["on_hit", "per_call"]
@@ -61,6 +73,8 @@ class ToolSpec:
     is_async: bool = False
     transient_rate: float = 0.0
     """Built-in share of requests that fail with a transient 503 (deterministic per seed)."""
+    coverage: float | None = None
+    """The share of the world's inputs it answers, as a provider publishes it."""
 
     @property
     def bucket_id(self) -> str:
@@ -96,6 +110,7 @@ class ToolSpec:
             "retry_safe": self.retry_safe,
             "async": {"poll": f"{self.id}.poll"} if self.is_async else None,
             "input": {"required": list(self.required), "optional": []},
+            "coverage": self.coverage,
             "idempotency": {
                 "header": header_keys and self.kind != "poll",
                 "bulk_items": item_keys and self.has_bulk,
@@ -241,10 +256,21 @@ def _operations(tool: ToolSpec) -> list[ToolSpec]:
     return ops
 
 
+def _coverage() -> dict[str, float]:
+    """The share of the world's people (or companies) each provider answers, as published:
+    its coverage, gamma's guesses included, and the verifier answers every address."""
+    gamma = COVERAGE["sim.email.gamma"]
+    answers = {**COVERAGE, "sim.email.gamma": gamma + (1 - gamma) * GAMMA_GUESS_SHARE}
+    answers["sim.email.verify"] = 1.0
+    return {tool: round(share, 4) for tool, share in answers.items()}
+
+
 def build_catalog() -> dict[str, ToolSpec]:
     """Every tool and operation by id, tools first, each followed by its operations."""
     catalog: dict[str, ToolSpec] = {}
+    coverage = _coverage()
     for tool in _tools():
+        tool = replace(tool, coverage=coverage.get(tool.id))
         catalog[tool.id] = tool
         for op in _operations(tool):
             catalog[op.id] = op

@@ -12,18 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._catalog import COVERAGE, GAMMA_GUESS_SHARE
 from ._world import PATTERNS, World, email_for, unit
-
-COVERAGE = {
-    "sim.email.alpha": 0.55,
-    "sim.email.beta": 0.45,
-    "sim.email.gamma": 0.36,
-    "sim.company.enrich": 0.90,
-    "sim.phone.finder": 0.35,
-}
-# Gamma guesses the company's pattern for a share of the people it does not know; the guess
-# uses a wrong pattern, so the verifier calls it invalid (unless the domain is catch-all).
-GAMMA_GUESS_SHARE = 0.08
 
 
 @dataclass(frozen=True, slots=True)

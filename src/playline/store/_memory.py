@@ -20,6 +20,7 @@ from ._records import (
     Event,
     Failure,
     LedgerEntry,
+    LedgerTotals,
     Receipt,
     ReceiptStatus,
     RowRecord,
@@ -425,6 +426,19 @@ class MemoryStore:
             return sum(
                 e.credits for e in self._ledger if e.run_id == run_id or e.run_id.startswith(prefix)
             )
+
+    def ledger_totals(self) -> dict[str, LedgerTotals]:
+        totals: dict[str, list[float]] = {}
+        with self._lock:
+            for e in self._ledger:
+                per = totals.setdefault(e.tool, [0, 0, 0.0])
+                per[0] += 1
+                per[1] += int(e.found)
+                per[2] += e.credits
+        return {
+            tool: LedgerTotals(calls=int(c), found=int(f), credits=round(cr, 6))
+            for tool, (c, f, cr) in sorted(totals.items())
+        }
 
     # boundaries and events
     def get_boundary(self, key: str) -> Boundary | None:

@@ -28,6 +28,7 @@ from ._records import (
     Event,
     Failure,
     LedgerEntry,
+    LedgerTotals,
     Receipt,
     RowRecord,
     RunClaim,
@@ -231,6 +232,11 @@ class LedgerStore(Protocol):
 
     def spent(self, run_id: str) -> float:
         """Credits charged to ``run_id`` and to its child plays (their ids extend it)."""
+        ...
+
+    def ledger_totals(self) -> dict[str, LedgerTotals]:
+        """Per tool, over every run of the store: live calls, found, credits (the store's
+        history, from which plans estimate hit rates)."""
         ...
 
 

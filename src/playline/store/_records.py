@@ -184,6 +184,20 @@ class LedgerEntry:
     generation: int = 1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTotals:
+    """One tool's live calls over a whole store: how many, how many found something, what
+    they cost. Plans and waterfall orders learn hit rates and costs from it."""
+
+    calls: int = 0
+    found: int = 0
+    credits: float = 0.0
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.found / self.calls if self.calls else None
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """A receipt's result, with the charge that paid for it (written in one transaction)."""
@@ -220,6 +234,7 @@ class CellMeta(TypedDict, total=False):
     code: str | None
     request_id: str | None
     waterfall: dict[str, Any]  # which step won; each step's status, provider and cost
+    result: bool  # the value is a tool result's data (a retried row gets the result back)
 
 
 class RowStatus(StrEnum):

@@ -127,6 +127,8 @@ class Gateway:
         batch = meta.get("batch")
         poll = (meta.get("async") or {}).get("poll")
         idempotency = meta.get("idempotency") or {}
+        declared = meta.get("input")
+        inputs: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
         item_keys = bool(idempotency.get("bulk_items"))
         # A call in doubt may be re-sent only if every way it goes out carries its key.
         honoured = bool(idempotency.get("header")) and (batch is None or item_keys)
@@ -151,6 +153,9 @@ class Gateway:
             in_doubt="resend" if honoured else "fail",
             auth_scope=self._account,
             description=str(meta.get("description", "")),
+            required=_names(inputs.get("required")),
+            optional=_names(inputs.get("optional")),
+            coverage=_share(meta.get("coverage")),
         )
 
     # calling
@@ -228,6 +233,17 @@ class Gateway:
                 retry_after=_retry_after(response, info) if status in (409, 429) else None,
             )
         return str(body.get("status", "completed")), body.get("result")
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _share(value: Any) -> float | None:
+    """A published coverage: a share from 0 to 1, else unknown."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return None
 
 
 def _retry_after(response: httpx.Response, body: Mapping[str, Any]) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 __all__ = ["Execution", "ToolResult", "dotted", "is_value"]
 
-Source = Literal["live", "cache", "checkpoint", "in_flight"]
+Source = Literal["live", "cache", "checkpoint", "in_flight", "planned"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,7 @@ class Execution:
 
 
 _EXECUTIONS: dict[str, Execution] = {
-    s: Execution(s) for s in ("live", "cache", "checkpoint", "in_flight")
+    s: Execution(s) for s in ("live", "cache", "checkpoint", "in_flight", "planned")
 }
 
 

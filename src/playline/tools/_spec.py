@@ -137,10 +137,32 @@ class ToolSpec:
     auth_scope: str = "local"
     description: str = ""
     jobs: Jobs | None = field(default=None, repr=False, compare=False)
+    # what the input holds (a gateway publishes it; empty when not declared)
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    # the share of inputs the provider says it finds (its published coverage), if it says
+    coverage: float | None = None
 
     @property
     def max_batch(self) -> int:
         return self.batch.max_size if self.batch else 1
+
+    def cost_basis(self) -> str:
+        """How a call is charged, in words: ``"1 credit per input found (on_hit); a batch
+        request of up to 50 inputs is charged per input"``."""
+        credits = f"{self.cost.credits:g} credit{'' if self.cost.credits == 1 else 's'}"
+        if self.cost.credits == 0:
+            text = "free"
+        elif self.cost.charge == "on_hit":
+            text = f"{credits} per input found (on_hit; a miss is free)"
+        else:
+            text = f"{credits} per input, found or not (per_call)"
+        if self.batch is not None and self.cost.credits:
+            text += (
+                f"; a batch request of up to {self.batch.max_size} inputs is charged per "
+                "input, not per request"
+            )
+        return text
 
     def describe(self) -> dict[str, Any]:
         """The tool's metadata as JSON (the gateway's metadata shape)."""
@@ -160,6 +182,8 @@ class ToolSpec:
             "version": self.version,
             "retry_safe": self.retry_safe,
             "in_doubt": self.in_doubt,
+            "input": {"required": list(self.required), "optional": list(self.optional)},
+            "coverage": self.coverage,
         }
 
 

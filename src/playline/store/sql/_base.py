@@ -24,6 +24,7 @@ from .._records import (
     Event,
     Failure,
     LedgerEntry,
+    LedgerTotals,
     Receipt,
     ReceiptStatus,
     RowRecord,
@@ -638,6 +639,17 @@ class SQLStore(ABC):
                 (run_id, run_id + "/", run_id + "0"),
             ).fetchone()
         return float(row[0])
+
+    def ledger_totals(self) -> dict[str, LedgerTotals]:
+        with self._transaction("sum the ledger by tool", write=False) as cur:
+            rows = cur.execute(
+                "SELECT tool, COUNT(*), COALESCE(SUM(found), 0), COALESCE(SUM(credits), 0) "
+                "FROM ledger GROUP BY tool ORDER BY tool"
+            ).fetchall()
+        return {
+            tool: LedgerTotals(calls=int(calls), found=int(found), credits=round(float(cr), 6))
+            for tool, calls, found, cr in rows
+        }
 
     # boundaries and the event inbox
     def get_boundary(self, key: str) -> Boundary | None:

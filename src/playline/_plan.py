@@ -1,0 +1,304 @@
+"""``pl.plan``: what a run of a play would cost, found by running it without paying.
+
+The play runs through the engine as a run would, in planning mode (``_engine/planning.py``):
+calls a receipt of the store answers are answered (free, with their real results); the others
+are counted, not sent, and answer "not found". Nothing is written to the store: the plan's own
+run, rows and events live in memory, and only the store's receipts and history are read.
+
+The estimate per tool and per column: calls and requests (as the dispatcher would batch them),
+credits as a range (the worst case, every counted call charged; the expected case, weighed by
+each tool's hit rate and, in waterfalls, by the chance a row reaches the step), and the time
+the tools' rate limits imply. A tool's hit rate is its record in the store's ledger (from
+``MIN_TOOL_CALLS`` live calls on), else the coverage its provider publishes, else 50%.
+
+What a plan cannot see: a column that runs only on a found value (``when=``) or a step that
+checks a found value is not reached by planned calls, which find nothing. Durable steps
+(``ctx.step``, ``ctx.fetch``) run for real; a sleep or an event wait ends the plan there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._clock import SystemClock
+from ._context import Context
+from ._engine.attempt import DEFAULT_ROW_WINDOW, Services, open_run, run_attempt
+from ._engine.planning import PlanCount, Planner
+from ._play import Play, PlayFn, get_play
+from ._runner import resolve_tools
+from .errors import PlayDefinitionError
+from .store import LedgerTotals, MemoryStore, Receipt, RunRecord, RunStatus, Store, open_store
+from .tools import ToolSpec
+from .tools._gates import ToolGates
+
+__all__ = ["MIN_TOOL_CALLS", "ColumnPlan", "Plan", "ToolPlan", "aplan", "plan"]
+
+MIN_TOOL_CALLS = 20  # live calls in the ledger before a tool's recorded hit rate is trusted
+DEFAULT_HIT_RATE = 0.5
+_PACE = 0.95  # the gates pace a little under a tool's rate (see tools/_gates.py)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolPlan:
+    """What a run would send one tool, and what it would cost."""
+
+    tool: str
+    calls: int  # inputs it would be sent (worst case)
+    requests: int  # requests they would go out in (a batch request counts once)
+    expected_calls: float
+    credits_max: float
+    credits_expected: float
+    from_receipts: int  # calls answered by receipts: free
+    hit_rate: float  # the rate the expected credits assume
+    hit_rate_from: str  # "history (N calls)", "published coverage" or "assumed"
+    cost: str  # how it charges, in words
+    seconds: float  # what its rate limit implies for the requests (0: no limit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnPlan:
+    """What one column's tool calls would send and cost (``dataset.column``)."""
+
+    column: str
+    calls: int
+    requests: int
+    expected_calls: float
+    credits_max: float
+    credits_expected: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """``pl.plan``'s estimate: per tool and per column, and in all."""
+
+    play: str
+    status: str  # how the planned attempt ended: completed, completed_with_errors, ...
+    error: str | None
+    rows: int
+    rows_failed: int
+    tools: tuple[ToolPlan, ...] = ()
+    columns: tuple[ColumnPlan, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def calls(self) -> int:
+        return sum(t.calls for t in self.tools)
+
+    @property
+    def requests(self) -> int:
+        return sum(t.requests for t in self.tools)
+
+    @property
+    def from_receipts(self) -> int:
+        return sum(t.from_receipts for t in self.tools)
+
+    @property
+    def credits_max(self) -> float:
+        return round(sum(t.credits_max for t in self.tools), 6)
+
+    @property
+    def credits_expected(self) -> float:
+        return round(sum(t.credits_expected for t in self.tools), 6)
+
+    @property
+    def seconds(self) -> float:
+        """At least the slowest tool's time at its rate limit (tools run side by side)."""
+        return max((t.seconds for t in self.tools), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "play": self.play,
+            "status": self.status,
+            "error": self.error,
+            "rows": self.rows,
+            "rows_failed": self.rows_failed,
+            "calls": self.calls,
+            "requests": self.requests,
+            "from_receipts": self.from_receipts,
+            "credits": {"expected": self.credits_expected, "max": self.credits_max},
+            "seconds": round(self.seconds, 3),
+            "tools": [t.to_dict() for t in self.tools],
+            "columns": [c.to_dict() for c in self.columns],
+            "notes": list(self.notes),
+        }
+
+
+class _PlanStore(MemoryStore):
+    """The plan's own run, rows and events in memory; receipts and history read from the
+    store the play's runs use (never written)."""
+
+    def __init__(self, real: Store) -> None:
+        super().__init__("memory://plan")
+        self.real = real
+        self.io_threads = max(1, real.io_threads)  # reads of the real store stay off the loop
+
+    def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
+        found = self.real.find_receipts(keys)
+        found.update(super().find_receipts(keys))
+        return found
+
+    def list_runs(
+        self,
+        *,
+        limit: int = 50,
+        status: RunStatus | None = None,
+        play: str | None = None,
+        roots_only: bool = False,
+    ) -> list[RunRecord]:  # the history Waterfall(order="cheapest") reads
+        return self.real.list_runs(limit=limit, status=status, play=play, roots_only=roots_only)
+
+
+def _hit_rates(
+    history: dict[str, LedgerTotals],
+) -> tuple[Callable[[ToolSpec], float], dict[str, str]]:
+    sources: dict[str, str] = {}
+
+    def rate(spec: ToolSpec) -> float:
+        record = history.get(spec.id)
+        if record is not None and record.calls >= MIN_TOOL_CALLS:
+            sources[spec.id] = f"history ({record.calls} calls)"
+            return record.found / record.calls
+        if spec.coverage is not None:
+            sources[spec.id] = "published coverage"
+            return spec.coverage
+        sources[spec.id] = "assumed"
+        return DEFAULT_HIT_RATE
+
+    return rate, sources
+
+
+def _seconds(spec: ToolSpec, requests: int) -> float:
+    per_second = spec.rate.per_second
+    if not per_second or requests <= 0:
+        return 0.0
+    burst = spec.rate.burst or max(1, int(per_second))
+    return max(0, requests - burst) / (per_second * _PACE)
+
+
+async def aplan(
+    play: Play | PlayFn | str,
+    input: Any = None,
+    *,
+    store: str | Store | None = None,
+    tools: Iterable[Any] | None = None,
+    row_window: int = DEFAULT_ROW_WINDOW,
+) -> Plan:
+    """``pl.plan`` in async code."""
+    target = get_play(play)
+    if not isinstance(row_window, int) or row_window < 1:
+        raise PlayDefinitionError("row_window must be a whole number >= 1.")
+    real = open_store(store)
+    table = resolve_tools(tools)
+    history = await asyncio.to_thread(real.ledger_totals)
+    rate, sources = _hit_rates(history)
+    planner = Planner(rate)
+    memory = _PlanStore(real)
+    clock = SystemClock()
+    services = Services(
+        store=memory,
+        clock=clock,
+        tools=table,
+        gates=ToolGates(clock),  # a plan waits for no rate limit
+        context=Context,
+        row_window=row_window,
+        foreground_sleep=0.0,  # a sleep ends the plan: it would only wait
+        stall_after=None,
+        planner=planner,
+    )
+    run_id = f"plan_{secrets.token_hex(8)}"
+    await open_run(memory, clock, run_id=run_id, play=target, input=input)
+    outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
+    return _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner, table,
+                     sources)  # fmt: skip
+
+
+def _estimate(
+    play: str,
+    status: str,
+    error: str | None,
+    stats: Any,
+    planner: Planner,
+    table: dict[str, ToolSpec],
+    sources: dict[str, str],
+) -> Plan:
+    tools = []
+    for tool, count in sorted(planner.tools.items()):
+        spec = table[tool]
+        target = table.get(spec.batch.via, spec) if spec.batch and spec.batch.via else spec
+        if count.calls:
+            rate = planner.rate(spec)
+            source = sources.get(tool, "assumed")
+        else:  # every call answered by a receipt: no rate was needed
+            rate, source = 0.0, "-"
+        tools.append(
+            ToolPlan(
+                tool=tool,
+                calls=count.calls,
+                requests=count.requests,
+                expected_calls=round(count.expected_calls, 6),
+                credits_max=round(count.credits_max, 6),
+                credits_expected=round(count.credits_expected, 6),
+                from_receipts=count.from_receipts,
+                hit_rate=round(rate, 4),
+                hit_rate_from=source,
+                cost=spec.cost_basis(),
+                seconds=round(_seconds(target, count.requests), 3),
+            )
+        )
+    columns = [_column(name, count) for name, count in sorted(planner.columns.items())]
+    notes = []
+    if status == "suspended":
+        notes.append(
+            "The play waits (a sleep or an event) before it ends: the plan counts what ran "
+            "before the wait."
+        )
+    if any(t.calls for t in tools):
+        notes.append(
+            "Planned calls find nothing: columns that run only on a found value (when=...) "
+            "are not counted."
+        )
+    return Plan(
+        play=play,
+        status=status,
+        error=error,
+        rows=int(stats.rows),
+        rows_failed=int(stats.rows_failed),
+        tools=tuple(tools),
+        columns=tuple(columns),
+        notes=tuple(notes),
+    )
+
+
+def _column(name: str, count: PlanCount) -> ColumnPlan:
+    return ColumnPlan(
+        column=name,
+        calls=count.calls,
+        requests=count.requests,
+        expected_calls=round(count.expected_calls, 6),
+        credits_max=round(count.credits_max, 6),
+        credits_expected=round(count.credits_expected, 6),
+    )
+
+
+def plan(play: Play | PlayFn | str, input: Any = None, **options: Any) -> Plan:
+    """Estimate what running ``play`` with ``input`` would cost, without paying: the calls
+    receipts answer are free, the others are counted per tool and per column, with credits as
+    a range (expected, worst case) and the time the rate limits imply. Options: ``store``,
+    ``tools``, ``row_window`` (as ``pl.run``'s). Nothing is written to the store."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(aplan(play, input, **options))
+    raise PlayDefinitionError(
+        "pl.plan() was called inside a running event loop; use `await pl.aplan(...)` there."
+    )

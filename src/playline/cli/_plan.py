@@ -1,0 +1,110 @@
+"""`playline plan`: what a run would cost, before paying for it (``pl.plan``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+import playline as pl
+
+from ._app import GatewayOpt, JsonOpt, StoreOpt, app, command, console, store_at
+from ._load import gateway_from, load_play, parse_inputs
+
+
+@app.command()
+@command
+def plan(
+    play: Annotated[
+        str, typer.Argument(metavar="PLAY.py[:function]", help="The play file (and function).")
+    ],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-i",
+            "--input",
+            metavar="KEY=VALUE",
+            help="An input field, as for `playline run`. Repeatable.",
+        ),
+    ] = None,
+    input_json: Annotated[
+        str | None,
+        typer.Option("--input-json", metavar="JSON|@FILE", help="The input as a JSON object."),
+    ] = None,
+    store: StoreOpt = None,
+    gateway: GatewayOpt = None,
+    json_mode: JsonOpt = False,
+) -> None:
+    """Estimate what running a play would cost, without paying: calls the store's receipts
+    answer are free, the others are counted, per tool and per column.
+
+    Credits are a range: expected (each tool's hit rate in this store's ledger, else its
+    published coverage, else 50%; a waterfall step weighed by the chance a row reaches it)
+    and at most (every counted call charged). Nothing is sent to a provider and nothing is
+    written to the store.
+    """
+    input = parse_inputs(inputs or [], input_json)
+    loaded = load_play(play)
+    gw = gateway_from(gateway)
+    tools: list[Any] = list(loaded.sources)
+    if gw is not None:
+        gw.specs()  # an unreachable gateway fails here
+        tools.append(gw)
+    estimate = pl.plan(loaded.play, {} if input is None else input, store=store_at(store),
+                       tools=tools)  # fmt: skip
+    if json_mode:
+        typer.echo(json.dumps(estimate.to_dict(), default=str))
+    else:
+        _print_plan(estimate)
+    raise typer.Exit(0 if estimate.error is None else 1)
+
+
+def _print_plan(estimate: pl.Plan) -> None:
+    console.print(
+        f"Plan of play [bold]{estimate.play}[/bold]: {estimate.rows} rows · "
+        f"{estimate.calls} calls to pay for · {estimate.from_receipts} answered by receipts "
+        "(free)",
+        highlight=False,
+    )
+    if estimate.error:
+        console.print(f"  [red]error:[/red] {estimate.error}", highlight=False)
+    if estimate.tools:
+        tools = Table(title="Per tool", title_justify="left")
+        for column in ("tool", "calls", "requests", "from receipts", "hit rate",
+                       "credits expected", "at most", "time at rate"):  # fmt: skip
+            tools.add_column(column, justify="left" if column in ("tool", "hit rate") else "right")
+        for t in estimate.tools:
+            tools.add_row(
+                t.tool,
+                str(t.calls),
+                str(t.requests),
+                str(t.from_receipts),
+                f"{t.hit_rate:.0%} ({t.hit_rate_from})" if t.calls else "-",
+                f"{t.credits_expected:.1f}",
+                f"{t.credits_max:g}",
+                f"{t.seconds:.1f} s" if t.seconds else "-",
+            )
+        console.print(tools)
+    if estimate.columns:
+        columns = Table(title="Per column", title_justify="left")
+        for column in ("column", "calls", "requests", "credits expected", "at most"):
+            columns.add_column(column, justify="left" if column == "column" else "right")
+        for c in estimate.columns:
+            columns.add_row(
+                c.column, str(c.calls), str(c.requests), f"{c.credits_expected:.1f}",
+                f"{c.credits_max:g}",
+            )  # fmt: skip
+        console.print(columns)
+    console.print(
+        f"[bold]credits: about {estimate.credits_expected:.1f} expected, at most "
+        f"{estimate.credits_max:g}[/bold] · {estimate.requests} provider requests · at least "
+        f"{estimate.seconds:.1f} s at the tools' rate limits",
+        highlight=False,
+    )
+    for note in estimate.notes:
+        console.print(f"  note: {note}", style="dim", highlight=False)
+    for t in estimate.tools:
+        if t.calls:
+            console.print(f"  {t.tool}: {t.cost}", style="dim", highlight=False)

@@ -1,0 +1,374 @@
+"""Issue 17, the first hour: each row of its table that is ours, driven as a user would.
+
+`show` after a kill and a resume, `cache clear`, a ragged CSV line, a resume from another
+folder, live progress on a CSV, a cell too large to keep, and what `tools describe` says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from playline.cli import app
+from playline.sim import Simulator
+from playline.store import open_store
+
+from clihelp import Cli, one_error_line
+
+PLAYLINE = str(Path(sys.executable).with_name("playline"))
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def said(text: str) -> str:
+    """What a command printed, as one line (the console wraps long lines)."""
+    return " ".join(text.split())
+
+
+KILLED_PLAY = """
+import os, signal
+from pathlib import Path
+import playline as pl
+
+@pl.tool("fh.score", batch=pl.Batch(max_size=50), cost=pl.Cost(1, charge="on_hit"))
+def score(inputs):
+    return [{"score": i["n"] * 10} if i["n"] % 4 else None for i in inputs]
+
+def maybe_die(row):
+    if row["n"] == 30 and Path(os.environ["FH_KILL"]).exists():
+        Path(os.environ["FH_KILL"]).unlink()
+        os.kill(os.getpid(), signal.SIGKILL)  # the process dies mid-run, as under kill -9
+    return row["n"] + 1
+
+@pl.play
+async def scored(ctx, input):
+    return await (
+        ctx.dataset("nums", [{"n": n} for n in range(40)], key="n")
+        .with_column("score", lambda row, ctx: ctx.tool("fh.score", {"n": row["n"]}))
+        .with_column("next", maybe_die)
+        .run()
+    )
+"""
+
+
+def _playline(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PLAYLINE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def test_show_after_a_kill_and_a_resume_totals_every_attempt_consistently(
+    cli: Cli, tmp_path: Path
+) -> None:
+    play = cli.play(KILLED_PLAY)
+    flag = tmp_path / "kill-now"
+    flag.touch()
+    env = {"FH_KILL": str(flag)}
+    killed = _playline("run", play, "--run-id", "k1", "--store", cli.store, cwd=tmp_path, env=env)
+    assert killed.returncode == -9, killed.stderr
+    resumed = _playline("resume", "k1", "--store", cli.store, cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+
+    ledger = open_store(cli.store).read_ledger("k1")
+    paid = sum(e.credits for e in ledger)
+    result = cli("show", "k1")
+    assert result.exit_code == 0, result.output
+    out = said(result.stdout)
+    # the header's totals are the tools table's: every attempt, from the ledger and batches
+    doc = json.loads(cli("show", "k1", "--json").stdout)
+    totals = doc["trace"]["totals"]
+    assert totals["calls"] == len(ledger) and totals["credits"] == paid == 30
+    assert (
+        f"totals over all 2 attempts: {totals['calls']} live calls (sent) · "
+        f"{totals['requests']} provider requests · {paid:g} credits"
+    ) in out
+    tools = doc["trace"]["tools"]["fh.score"]
+    assert (tools["calls"], tools["credits"]) == (totals["calls"], paid)
+    # per attempt: the killed one paid for every call; the resume ran every row again (none
+    # had been saved) and took its calls from receipts, paying nothing
+    first, second = doc["trace"]["attempt_list"]
+    assert first["status"] == "interrupted" and first["calls"] == 40 and first["credits"] == 30
+    assert second["status"] == "completed" and second["calls"] == 0 and second["credits"] == 0
+    assert second["stats"]["rows_executed"] == 40 and second["stats"]["rows_reused"] == 0
+    assert second["stats"]["tool_calls_cached"] == 40
+    at = r"[\d-]+ [\d:]+"
+    assert re.search(
+        rf"1\. {at} interrupted: its process stopped before it recorded its rows · 40 live "
+        rf"calls · \d+ requests · 30 credits 2\. {at} completed: 40 rows run, 0 reused, 0 "
+        r"failed · 0 live calls, 40 from receipts · 0 requests · 0 credits",
+        out,
+    ), out
+    assert "reused: completed in an earlier attempt" in out  # the words are explained
+    assert "rows stored: 40 (40 completed)" in out
+
+
+WATERFALL_PLAY = """
+import playline as pl
+
+@pl.tool("fh.cheap", cost=pl.Cost(1, charge="on_hit"))
+def cheap(i):
+    return {"v": i["n"]} if i["n"] % 2 else None
+
+@pl.tool("fh.dear", cost=pl.Cost(2))
+def dear(i):
+    return {"v": i["n"]}
+
+FIND = pl.Waterfall("find", output="v", steps=[pl.ToolStep("dear", "fh.dear"),
+                                               pl.ToolStep("cheap", "fh.cheap")])
+
+@pl.play
+async def found(ctx, input):
+    return await (
+        ctx.dataset("nums", [{"n": n} for n in range(input.get("rows", 10))], key="n")
+        .with_column("v", lambda row, ctx: ctx.waterfall(FIND, {"n": row["n"]}))
+        .run()
+    )
+"""
+
+
+def test_show_has_a_waterfall_table_per_step(cli: Cli) -> None:
+    play = cli.play(WATERFALL_PLAY)
+    assert cli("run", play, "--run-id", "w1").exit_code == 0
+    out = said(cli("show", "w1").stdout)
+    assert "Waterfall find: 10 rows, 10 found (100%), 20 credits, 2.00 credits per hit" in out
+    assert "│ dear │ 10 │ 10 │ 100% │ 20 │ 2.00 │ 100% │" in out
+    assert "1 waterfall event(s)" not in out
+    assert "not enough history to order by cost" in out
+    doc = json.loads(cli("show", "w1", "--json").stdout)
+    (waterfall,) = doc["waterfalls"]
+    assert waterfall["coverage"] == 1.0 and waterfall["credits_per_hit"] == 2.0
+    steps = {s["id"]: s for s in waterfall["steps"]}
+    assert steps["dear"]["hits"] == 10 and steps["dear"]["credits_per_hit"] == 2.0
+    assert steps["cheap"]["attempts"] == 0 and steps["cheap"]["skipped"] == 10
+
+
+def test_show_rows_prints_the_first_rows_as_a_table(cli: Cli, local_play: str) -> None:
+    assert cli("run", local_play, "--run-id", "r1").exit_code == 0
+    result = cli("show", "r1", "--rows", "2")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Dataset 'names': the first 2 of 3 rows" in out
+    assert "ada" in out and "alan" in out and "nobody" not in out
+    assert '{"name":"ADA"}' in out
+    picked = cli("show", "r1", "--rows", "5", "--dataset", "names", "--columns", "name,size")
+    assert "nobody" in picked.stdout and "ADA" not in picked.stdout
+    docs = cli.json_lines(cli("show", "r1", "--rows", "1", "--columns", "size", "--json").stdout)
+    assert docs == [{"_key": "ada", "_status": "completed", "size": 3}]
+    line = one_error_line(cli("show", "r1", "--rows", "1", "--columns", "sise"), 2)
+    assert "no column 'sise'" in line and "Did you mean 'size'?" in line
+    line = one_error_line(cli("show", "r1", "--rows", "1", "--dataset", "nams"), 1)
+    assert "no dataset 'nams'" in line and "Did you mean 'names'?" in line
+    assert "add --rows N" in one_error_line(cli("show", "r1", "--columns", "size"), 2)
+
+
+def test_cache_clear_asks_with_the_cost_of_buying_again(cli: Cli, local_play: str) -> None:
+    assert cli("run", local_play, "--run-id", "r1").exit_code == 0
+    store = open_store(cli.store)
+    declined = cli.runner.invoke(app, ["cache", "clear", "--store", cli.store], input="n\n")
+    assert declined.exit_code == 1
+    asked = said(declined.stdout)
+    assert "Delete 3 receipt(s) of 1 tool(s)?" in asked
+    assert "about 2 credits to buy them back" in asked  # 3 receipts x 2/3 credit a call
+    assert "Nothing deleted." in asked
+    assert store.receipt_stats()["clitest.upper"]["completed"] == 3
+    accepted = cli.runner.invoke(app, ["cache", "clear", "--store", cli.store], input="y\n")
+    assert accepted.exit_code == 0 and "Deleted 3 receipt(s)" in accepted.stdout
+    assert store.receipt_stats() == {}
+
+
+def test_cache_clear_of_an_unknown_tool_is_an_error_with_a_suggestion(
+    cli: Cli, local_play: str
+) -> None:
+    assert cli("run", local_play).exit_code == 0
+    line = one_error_line(cli("cache", "clear", "--tool", "clitest.uper", "--yes"), 2)
+    assert "no receipts of that tool" in line and "Did you mean clitest.upper?" in line
+    assert open_store(cli.store).receipt_stats()["clitest.upper"]["completed"] == 3
+
+
+CSV_PLAY = """
+import playline as pl
+
+@pl.play
+async def read(ctx, input):
+    rows = ctx.csv(input["file"], on_bad_line=input.get("bad", "error"))
+    return await ctx.dataset("people", rows, key="email").with_column(
+        "domain", lambda row: row["email"].split("@")[1]).run()
+"""
+
+
+def test_a_ragged_csv_line_is_skipped_and_logged_or_fails_without_a_resume_hint(
+    cli: Cli, tmp_path: Path
+) -> None:
+    lines = ["email,name"] + [f"p{i}@x{i}.io,P{i}" for i in range(2000)]
+    lines[1234] = "ragged@x.io,Rag,ged,extra"
+    (tmp_path / "people.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    play = cli.play(CSV_PLAY)
+    failed = cli("run", play, "-i", f"file={tmp_path / 'people.csv'}", "--run-id", "c1")
+    assert failed.exit_code == 1
+    out = said(failed.stdout)
+    assert "line 1235: 4 fields but the header names 2 columns" in out
+    assert 'on_bad_line="skip"' in out
+    assert "playline resume" not in out  # resuming cannot help
+    assert "fix: change the play or its input as the error says" in out
+
+    skipped = cli("run", play, "-i", f"file={tmp_path / 'people.csv'}", "-i", "bad=skip",
+                  "--run-id", "c2")  # fmt: skip
+    assert skipped.exit_code == 0, skipped.output
+    assert "1999 rows: 1999 run" in said(skipped.stdout)
+    log = said(cli("logs", "c2").stdout)
+    assert "skipped line 1235 (4 fields, the header names 2)" in log
+    assert "skipped 1 line(s) with more fields than the header: 1235." in log
+
+
+def test_resume_from_another_folder_reads_the_input_where_the_run_started(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = tmp_path / "project"
+    (start / "data").mkdir(parents=True)
+    (start / "data" / "companies.csv").write_text("email,name\nada@acme.io,Ada\n", "utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    play = cli.play(CSV_PLAY)
+    monkeypatch.chdir(start)
+    assert cli("run", play, "-i", "file=data/companies.csv", "--run-id", "e1").exit_code == 0
+    monkeypatch.chdir(elsewhere)
+    resumed = cli("resume", "e1", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    end = cli.json_lines(resumed.stdout)[-1]
+    assert end["status"] == "completed" and end["stats"]["rows_reused"] == 1
+    # a new run started here reads from here, and says where it looked
+    here = cli("run", play, "-i", "file=data/companies.csv", "--json")
+    assert here.exit_code == 1
+    error = cli.json_lines(here.stdout)[-1]["error"]
+    assert "not found" in error and str(elsewhere / "data" / "companies.csv") in error
+    assert f"a relative path starts in the folder the run started in ({elsewhere})" in error
+
+
+PROGRESS_PLAY = """
+import playline as pl
+
+@pl.tool("fh.slow", batch=pl.Batch(max_size=5), rate=pl.Rate(per_second=20, burst=1))
+def slow(inputs):
+    return [{"ok": True} for i in inputs]
+
+@pl.play
+async def progress(ctx, input):
+    rows = ctx.csv(input["file"])
+    return await ctx.dataset("people", rows, key="email").with_column(
+        "ok", lambda row, ctx: ctx.tool("fh.slow", {"email": row["email"]})).with_column(
+        "fails", lambda row: 1 / 0 if row["email"].startswith("p7@") else 1).run()
+"""
+
+
+def _in_a_terminal(args: list[str], cwd: Path) -> str:
+    """Run `playline ...` on a pseudo-terminal (so it shows its live display); its output."""
+    master, slave = os.openpty()
+    env = {**os.environ, "COLUMNS": "160", "LINES": "40", "TERM": "xterm"}
+    proc = subprocess.Popen([PLAYLINE, *args], cwd=cwd, stdin=slave, stdout=slave,
+                            stderr=slave, env=env, close_fds=True)  # fmt: skip
+    os.close(slave)
+    out = b""
+    try:
+        while select.select([master], [], [], 60)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: the command ended
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+def test_live_progress_on_a_csv_shows_a_total_rate_eta_and_failed(cli: Cli, tmp_path: Path) -> None:
+    rows = "email\n" + "".join(f"p{i}@x.io\n" for i in range(60))
+    (tmp_path / "people.csv").write_text(rows, encoding="utf-8")
+    play = cli.play(PROGRESS_PLAY)
+    out = _in_a_terminal(
+        ["run", play, "-i", f"file={tmp_path / 'people.csv'}", "--store", cli.store], tmp_path
+    )
+    frames = [ANSI.sub("", f) for f in out.split("\x1b[2K") if "people" in f and "rows" in f]
+    assert frames, out
+    assert any("/60 rows" in f and "ETA" in f and "rows/s" in f for f in frames)
+    last = frames[-1]
+    assert "60/60 rows" in last and "1 failed" in last and "rows/s" in last
+    assert "ETA" not in last  # finished: how long it took instead
+    tail = ANSI.sub("", out[out.rfind("people") :])
+    assert "waiting" not in tail and "in flight" not in tail
+    assert "cached" not in tail  # one vocabulary: reused rows, calls from receipts
+    assert "60 rows: 60 run, 0 reused, 1 failed" in tail
+    assert "from receipts (free)" in tail
+
+
+CELL_PLAY = """
+import playline as pl
+
+@pl.play
+async def big(ctx, input):
+    return await ctx.dataset("docs", [{"n": n} for n in range(3)], key="n").with_column(
+        "body", lambda row: "x" * 6_000_000 if row["n"] == 1 else "small").run()
+"""
+
+
+def test_a_cell_over_the_size_limit_fails_that_cell_not_the_run(cli: Cli, tmp_path: Path) -> None:
+    play = cli.play(CELL_PLAY)
+    result = cli("run", play, "--run-id", "big")
+    assert result.exit_code == 0, result.output
+    assert "completed_with_errors" in result.stdout and "1 failed" in said(result.stdout)
+    rows = {r.key: r for r in open_store(cli.store).iter_rows("big", "docs")}
+    assert rows["0"].values["body"] == "small" and rows["2"].status == "completed"
+    cell = rows["1"].cells["body"]
+    assert cell["status"] == "failed" and rows["1"].values["body"] is None
+    assert "Column 'body': the value is 6.0 MB, over the cell limit of 5 MB" in cell["error"]
+    assert "cell_limit" in cell["error"]
+    assert (tmp_path / "cli.db").stat().st_size < 2_000_000  # neither the row nor an event
+
+
+def test_tools_describe_says_what_a_tool_takes_and_how_it_charges(
+    cli: Cli, sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", sim.token)
+    doc = json.loads(cli("tools", "describe", "sim.email.beta", "--gateway", sim.url,
+                         store=False).stdout)  # fmt: skip
+    assert doc["input"]["required"] == ["first_name", "last_name", "domain"]
+    assert doc["cost_basis"] == (
+        "1 credit per input found (on_hit; a miss is free); a batch request of up to 50 "
+        "inputs is charged per input, not per request"
+    )
+    assert doc["coverage"] == 0.45
+    gamma = json.loads(cli("tools", "describe", "sim.email.gamma", "--gateway", sim.url,
+                           store=False).stdout)  # fmt: skip
+    assert gamma["cost_basis"] == "2 credits per input, found or not (per_call)"
+    line = one_error_line(cli("tools", "describe", "sim.email.bta", "--gateway", sim.url,
+                              store=False), 1)  # fmt: skip
+    assert "Did you mean sim.email.beta?" in line
+
+
+def test_tools_describe_gives_a_local_tools_signature(cli: Cli, local_play: str) -> None:
+    doc = json.loads(cli("tools", "describe", "clitest.upper", "--play", local_play,
+                         store=False).stdout)  # fmt: skip
+    assert doc["input"]["signature"] == "upper(inputs)"
+    assert doc["input"]["takes"] == "a list of up to 10 input dicts, returns an aligned list"
+
+
+def test_the_readme_and_docs_do_not_send_users_outside_the_repository() -> None:
+    root = Path(__file__).resolve().parents[2]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        assert "shared/design" not in page.read_text(encoding="utf-8"), page
