@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from ...errors import StoreError
 from .._claims import decide_claim, decide_run_claim
@@ -32,6 +32,8 @@ from .._records import (
     RunRecord,
     RunStatus,
 )
+from ._cursor import Cursor
+from ._gate_store import GateRows
 from ._tables import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -62,26 +64,15 @@ CHUNK = 500  # keys per IN (...) list
 PAGE = 1000  # rows per page when streaming a dataset
 
 
-class Cursor(Protocol):
-    """What the shared code needs of a DB-API cursor (``?`` placeholders)."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
-
-
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), CHUNK):
         yield items[start : start + CHUNK]
 
 
-class SQLStore(ABC):
+class SQLStore(GateRows, ABC):
     url: str
     io_threads = 1
+    shared = True  # a file or a server: other processes may use it too
 
     # the dialect
     @abstractmethod
@@ -90,7 +81,7 @@ class SQLStore(ABC):
         read, so a read-decide-write cannot race another process. Errors become StoreError
         naming ``what``."""
 
-    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:  # noqa: B027
+    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
         """Serialise the transactions that decide on the same keys (receipt keys, ``run:ID``,
         ``event:KEY``) across connections: read, decide, write can then never race. Nothing to
         do where a write transaction holds the database's write lock, as SQLite's does."""

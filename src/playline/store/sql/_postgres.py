@@ -37,6 +37,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StoreError
 from ._base import Cursor, SQLStore
+from ._gate_tables import POSTGRES
 from ._postgres_schema import migrate
 from ._postgres_url import Target, connect_error, parse_url
 
@@ -115,6 +116,9 @@ class PostgresStore(SQLStore):
     ``pool_size`` overrides the URL's; ``check_idle_after`` is how many seconds a pooled
     connection may sit idle before it is checked (one round trip) when next handed out.
     """
+
+    _functions = POSTGRES
+    _for_update = " FOR UPDATE"
 
     def __init__(
         self, url: str, *, pool_size: int | None = None, check_idle_after: float = IDLE_CHECK_S
