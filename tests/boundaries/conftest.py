@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -10,10 +9,6 @@ import pytest
 
 import playline as pl
 from playline.store import MemoryStore, Store
-
-_names = itertools.count()
-
-DAY = 86_400.0
 
 
 @pytest.fixture
@@ -48,8 +43,3 @@ def worker(store: Store, clock: pl.ManualClock) -> Callable[..., list[pl.RunResu
         return asyncio.run(pl.Worker(store=store, clock=clock, **options).run(burst=True))
 
     return go
-
-
-def unique(name: str) -> str:
-    """A play name no other test registers."""
-    return f"{name}-{next(_names)}"

@@ -6,7 +6,7 @@ from typing import Any
 
 import playline as pl
 
-from conftest import unique
+from boundhelp import unique
 
 
 def test_a_child_play_by_function_and_by_name_shares_receipts(store, clock):

@@ -6,7 +6,7 @@ from typing import Any
 
 import playline as pl
 
-from conftest import unique
+from boundhelp import unique
 
 
 def test_an_event_delivered_to_one_row_while_the_others_finish(run, worker, store):

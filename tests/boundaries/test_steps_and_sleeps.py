@@ -12,7 +12,7 @@ import pytest
 
 import playline as pl
 
-from conftest import DAY, unique
+from boundhelp import DAY, unique
 
 
 def test_a_step_with_side_effects_runs_once_across_three_resumes(run, worker, store):

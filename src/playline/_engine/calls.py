@@ -47,7 +47,7 @@ from ..store import (
 )
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
-from ..tools._gates import ToolGate, ToolGates
+from ..tools._gates import RateGate, ToolGates
 from ..tools._retry import Verdict, decide, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
@@ -147,7 +147,7 @@ class CallExecutor:
         self._requests = 0
         self.progress = 0  # calls settled: the watchdog's sign of life
 
-    def gate_of(self, spec: ToolSpec) -> ToolGate:
+    def gate_of(self, spec: ToolSpec) -> RateGate:
         return self._gates[self._target(spec)]
 
     def _target(self, spec: ToolSpec) -> ToolSpec:

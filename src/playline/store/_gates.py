@@ -29,7 +29,9 @@ from ._claims import lease_live
 
 __all__ = ["GateConfig", "GateGrant", "GateState", "count_in_flight"]
 
-EPSILON = 1e-6  # float time at epoch scale is coarse: a token 1e-6 short counts as whole
+# Wall-clock time at epoch scale is coarse (a float holds it to about 2e-7 s), and so is a
+# refill computed from it: a token this much short counts as whole.
+EPSILON = 1e-4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
