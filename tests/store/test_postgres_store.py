@@ -182,7 +182,7 @@ def test_the_schema_migrates_from_its_first_version(postgres_url: str) -> None:
         assert run is not None and run.status is RunStatus.COMPLETED
         assert store.find_receipts(["k"])["k"].result == b"{}"
         grant = store.lease_gate(
-            "t@a", 2, config=GateConfig(ceiling=1.0, burst=2), holder=ME, lease_until=LEASE, now=NOW
+            "t@a", 4, config=GateConfig(ceiling=1.0, burst=4), holder=ME, lease_until=LEASE, now=NOW
         )
         assert grant.granted == 2
     # A later Playline's migration, applied to this database ...

@@ -84,7 +84,7 @@ def test_a_version_4_store_is_migrated_and_gets_the_rate_gates(tmp_path: Path) -
     try:
         assert store.schema_version_found == 4
         grant = store.lease_gate(
-            "t@a", 3, config=GateConfig(ceiling=1.0, burst=2), holder="h", lease_until=9, now=1
+            "t@a", 3, config=GateConfig(ceiling=1.0, burst=4), holder="h", lease_until=9, now=1
         )
         assert grant.granted == 2
     finally:

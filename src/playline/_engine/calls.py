@@ -45,6 +45,7 @@ from ..store import (
     Store,
     StoreIO,
 )
+from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import RateGate, ToolGates
@@ -476,31 +477,34 @@ class CallExecutor:
         return claimed
 
     async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
-        """Another live worker owns this call: wait for its result, or take over if it dies."""
+        """Another live worker owns this call: wait for its result, or take over if it dies.
+        A store that announces changes (PostgreSQL) wakes the wait once the receipt is
+        finished; it is looked at anyway, with backoff, to notice a holder that died."""
         try:
             deadline = self._clock.monotonic() + self._receipt_wait
             delay = 0.05
-            while self._clock.monotonic() < deadline:
-                await self._clock.sleep(delay)
-                delay = min(delay * 2, _RECEIPT_POLL_MAX)
-                receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
-                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
-                    assert receipt.result is not None
-                    self._settle_cached(call, receipt.result)
+            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
+                while self._clock.monotonic() < deadline:
+                    await finished.wait(self._clock, delay)
+                    delay = min(delay * 2, _RECEIPT_POLL_MAX)
+                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                    if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                        assert receipt.result is not None
+                        self._settle_cached(call, receipt.result)
+                        return
+                    if not _held(receipt, self._clock.now()):
+                        break  # failed, released, or its holder is gone: claim it ourselves
+                else:
+                    self._settle(
+                        call,
+                        None,
+                        ReceiptWaitTimeout(
+                            f"Tool {spec.id}: another worker has been executing the same call "
+                            f"for over {self._receipt_wait:g}s. Nothing was written; run again "
+                            "once it has finished, or stop the other worker."
+                        ),
+                    )
                     return
-                if not _held(receipt, self._clock.now()):
-                    break  # failed, released, or its holder is gone: claim it ourselves
-            else:
-                self._settle(
-                    call,
-                    None,
-                    ReceiptWaitTimeout(
-                        f"Tool {spec.id}: another worker has been executing the same call "
-                        f"for over {self._receipt_wait:g}s. Nothing was written; run again "
-                        "once it has finished, or stop the other worker."
-                    ),
-                )
-                return
             await self._send(spec, [call])
         except BaseException as exc:
             if not call.future.done():

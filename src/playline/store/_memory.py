@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from .._json import dumps, loads
 from ..errors import StoreError
+from ._changes import ChangeFeed
 from ._claims import decide_claim, decide_run_claim
 from ._gates import GateConfig, GateGrant, GateState, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
@@ -68,6 +69,10 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+    def changes(self) -> ChangeFeed | None:
+        """None: one process's waiters look at the store (it announces nothing)."""
+        return None
 
     # runs
     def create_run(self, run: RunRecord) -> bool:

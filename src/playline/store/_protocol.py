@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from ._changes import ChangeFeed
 from ._gates import GateConfig, GateGrant, GateState
 from ._records import (
     Boundary,
@@ -260,5 +261,10 @@ class Store(
     io_threads: int  # worker threads the engine may call it from (0: it never blocks)
     # Other processes may use it too (a file, a server): rate gates are then kept in it.
     shared: bool
+
+    def changes(self) -> ChangeFeed | None:
+        """Announcements of what other processes changed (``_changes.py``), or None where
+        waiters must look at the store again and again."""
+        ...
 
     def close(self) -> None: ...

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...errors import StoreError
+from .._changes import EVENTS, RECEIPTS, ChangeFeed
 from .._claims import decide_claim, decide_run_claim
 from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
@@ -85,6 +86,14 @@ class SQLStore(GateRows, ABC):
         """Serialise the transactions that decide on the same keys (receipt keys, ``run:ID``,
         ``event:KEY``) across connections: read, decide, write can then never race. Nothing to
         do where a write transaction holds the database's write lock, as SQLite's does."""
+
+    def _announce(self, cur: Cursor, channel: str, keys: Sequence[str]) -> None:
+        """Tell other processes, when the transaction commits, that ``keys`` changed on
+        ``channel`` (``_changes.py``). Nothing to do where nobody can be told (SQLite)."""
+
+    def changes(self) -> ChangeFeed | None:
+        """The store's announcements of changes; None: waiters look at the store instead."""
+        return None
 
     @abstractmethod
     def close(self) -> None: ...
@@ -305,6 +314,7 @@ class SQLStore(GateRows, ABC):
                 updates,
             )
             self._charge(cur, charges)
+            self._announce(cur, RECEIPTS, [key for _, _, key in updates])
         return kept
 
     @staticmethod
@@ -336,6 +346,7 @@ class SQLStore(GateRows, ABC):
                 ],
             )
             self._charge(cur, charges)
+            self._announce(cur, RECEIPTS, [f.key for f in failures])
 
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         if not jobs:
@@ -366,6 +377,7 @@ class SQLStore(GateRows, ABC):
                 "WHERE key = ? AND owner = ? AND status = 'running'",
                 params,
             )
+            self._announce(cur, RECEIPTS, keys)
 
     def renew_receipts(self, owner: str, *, lease_until: float) -> int:
         with self._transaction("renew receipt leases", write=True) as cur:
@@ -563,7 +575,10 @@ class SQLStore(GateRows, ABC):
                 "ON CONFLICT (key) DO NOTHING",
                 (key, payload, now),
             )
-            return bool(cur.rowcount == 1)
+            sent = bool(cur.rowcount == 1)
+            if sent:
+                self._announce(cur, EVENTS, [key])
+            return sent
 
     def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
         with self._transaction(f"deliver event {key}", write=True) as cur:
