@@ -133,9 +133,9 @@ def test_bad_waits_are_clear_errors(run):
         await ctx.wait_for_event("x", timeout=0)
 
     assert isinstance(run(play).exception, pl.PlayDefinitionError)
-    assert isinstance(pl.run(play, store="memory://", tools=[]).exception, pl.PlayDefinitionError)
+    assert isinstance(pl.run(play, tools=[]).exception, pl.PlayDefinitionError)
     try:
-        pl.send_event("", 1, store="memory://")
+        pl.send_event("", 1)
     except pl.PlayDefinitionError as exc:
         assert "non-empty event key" in str(exc)
     else:

@@ -131,11 +131,13 @@ if __name__ == "__main__":
 """
 
 
-def test_a_suspended_run_survives_its_process_and_resumes_in_another(tmp_path: Path):
+def test_a_suspended_run_survives_its_process_and_resumes_in_another(
+    tmp_path: Path, durable_store_url: str
+):
     script = tmp_path / "sleeper.py"
     script.write_text(textwrap.dedent(PLAY))
     journal = tmp_path / "journal.txt"
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = durable_store_url
     out = subprocess.run(
         [sys.executable, str(script), store, str(journal)],
         capture_output=True,

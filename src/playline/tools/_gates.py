@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import weakref
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
@@ -41,7 +40,10 @@ from .._clock import Clock
 from ..store import owner_id
 from ..store._owners import keep_alive
 from ._breaker import Breaker
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key, shares_gate
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._shared_gates import SharedToolGate
+from ._slots import Slots
 from ._spec import ToolSpec
 
 if TYPE_CHECKING:
@@ -49,22 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RateGate", "RateLimiter", "ToolGate", "ToolGates", "gate_key", "shares_gate"]
 
-DEFAULT_CONCURRENCY = 8
-PACE = 0.95  # share of a declared rate used: network jitter must not push requests over it
 _EPSILON = 1e-6
-
-
-def gate_key(spec: ToolSpec) -> str:
-    """Whose budget a call spends: the tool's, per provider account (two accounts of one
-    provider have a limit each; the account is the tool's ``auth_scope``, never a secret)."""
-    return f"{spec.id}@{spec.auth_scope}"
-
-
-def shares_gate(spec: ToolSpec) -> bool:
-    """Whether processes on one shared store share this tool's gate: a tool called at a
-    provider (its rate is the provider's, declared or learned), or one that declares a rate.
-    A local function with no declared rate is limited by nothing but this process."""
-    return spec.auth_scope != "local" or spec.rate.per_second is not None
 
 
 class RateGate(Protocol):
@@ -141,52 +128,6 @@ class RateLimiter:
         self._paused_until = max(self._paused_until, self._clock.monotonic() + seconds)
         self._tokens = 0.0
         self._stamp = self._paused_until
-
-
-class Slots:
-    """A concurrency cap that can move while callers wait (first come, first served)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.in_use = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self, wanted: int = 1) -> int:
-        """Wait for a free slot, then take as many as are free, up to ``wanted``."""
-        if self.in_use >= self.cap or self._waiters:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter  # handed one slot
-            except BaseException:
-                if waiter.done() and not waiter.cancelled():
-                    self.release()  # handed a slot as it was cancelled: pass it on
-                elif waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                raise
-            more = 0
-        else:
-            self.in_use += 1
-            more = 0
-        if not self._waiters:
-            more = max(0, min(wanted - 1, self.cap - self.in_use))
-            self.in_use += more
-        return 1 + more
-
-    def release(self, count: int = 1) -> None:
-        self.in_use -= count
-        self.wake()
-
-    def wake(self) -> None:
-        while self._waiters and self.in_use < self.cap:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_use += 1
-                waiter.set_result(None)
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiters)
 
 
 class ToolGate:
@@ -331,8 +272,6 @@ class ToolGates:
         gate = self._gates.get(key)
         if gate is None:
             if self.store is not None and shares_gate(spec):
-                from ._shared_gates import SharedToolGate
-
                 gate = SharedToolGate(spec, self._clock, self._current_store, self.holder)
             elif self._local is not None:
                 return self._local[spec]

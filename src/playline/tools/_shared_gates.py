@@ -37,8 +37,9 @@ from .._clock import Clock
 from ..errors import PlaylineError
 from ..store import GateConfig, GateState, Store, StoreIO
 from ._breaker import Breaker
-from ._gates import DEFAULT_CONCURRENCY, PACE, Slots, gate_key
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._slots import Slots
 from ._spec import ToolSpec
 
 __all__ = ["SharedToolGate"]
