@@ -37,9 +37,12 @@ _POLL_S = 1.0  # how often the thread looks up from its connection (to stop)
 
 
 def announce(cur: Cursor, channel: str, keys: Sequence[str]) -> None:
-    """NOTIFY ``keys`` on ``channel`` within the caller's transaction."""
-    for payload in _payloads(list(dict.fromkeys(keys))):
-        cur.execute("SELECT pg_notify(?, ?)", (CHANNELS[channel], payload))
+    """NOTIFY ``keys`` on ``channel`` within the caller's transaction (one round trip)."""
+    payloads = list(_payloads(list(dict.fromkeys(keys))))
+    if payloads:
+        cur.execute(
+            "SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p", (CHANNELS[channel], payloads)
+        )
 
 
 def _payloads(keys: list[str]) -> Iterator[str]:
