@@ -204,6 +204,8 @@ async def arun(
     finally:
         if watching is not None:
             watching.cancel()
+    # Calls that finished and what was learned reach the store before the loop may end.
+    await services.gates.flush()
     return _result(outcome)
 
 

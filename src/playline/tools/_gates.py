@@ -280,6 +280,12 @@ class ToolGates:
             self._gates[key] = gate
         return gate
 
+    async def flush(self) -> None:
+        """Wait until what the shared gates told the store is written (a run's end)."""
+        for gate in list(self._gates.values()):
+            if isinstance(gate, SharedToolGate):
+                await gate.flush()
+
     def _current_store(self) -> Store:
         assert self.store is not None
         return self.store

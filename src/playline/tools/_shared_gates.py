@@ -281,12 +281,14 @@ class SharedToolGate:
         if not self._config.cap and self._slots.cap < self.declared_concurrency:
             self._slots.cap += 1
             self._slots.wake()
-        state, local_cap = self._state, self._slots.cap
-        if state is None or climb(_tuning(state, local_cap), **_bounds(state)) == _tuning(
-            state, local_cap
-        ):
-            return  # at the ceiling: nothing to write
-        self._tune(lambda s: _learned(s, climb(_tuning(s, local_cap), **_bounds(s))))
+        local_cap = self._slots.cap
+
+        def raised(gate: GateState) -> GateState:
+            return _learned(gate, climb(_tuning(gate, local_cap), **_bounds(gate)))
+
+        state = self._state
+        if state is not None and raised(state) != state:  # else at the ceiling: nothing to write
+            self._tune(raised)
 
     def _tune(self, change: Callable[[GateState], GateState | None]) -> None:
         self._spawn(self._tuned(change))
