@@ -5,6 +5,7 @@ stands for a process; time is a ManualClock, so waits cost nothing and nothing s
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -150,6 +151,44 @@ def test_a_declared_cap_is_shared_by_every_process(gate_url: str) -> None:
         return got, gate.in_flight, after.in_flight
 
     assert run(go) == (1, 1, 0)
+
+
+class HeldStore:
+    """A store whose leases wait until the test lets them go (the store is one of our own
+    pluggable edges); everything else is the real store's."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.leasing, self.go = threading.Event(), threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def lease_gate(self, *args: Any, **kwargs: Any) -> Any:
+        self.leasing.set()
+        assert self.go.wait(30)
+        return self._store.lease_gate(*args, **kwargs)
+
+
+def test_a_lease_cancelled_while_the_store_grants_it_gives_its_slots_back(tmp_path: Any) -> None:
+    capped = spec(Rate(concurrency=4))
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    held = HeldStore(store)
+    clock = pl.ManualClock()
+
+    async def go() -> None:
+        gate = shared(ToolGates(clock, store=held), capped)  # type: ignore[arg-type]
+        asking = asyncio.ensure_future(gate.acquire(3))
+        assert await asyncio.to_thread(held.leasing.wait, 30)
+        asking.cancel()  # while the store is granting
+        held.go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        await gate.flush()
+
+    run(go)
+    [gate] = store.read_gates(now=clock.now())
+    assert gate.in_flight == 0
 
 
 def test_a_429_naming_no_wait_halves_a_shared_cap_for_everyone(gate_url: str) -> None:

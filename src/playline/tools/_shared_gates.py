@@ -35,7 +35,7 @@ from typing import Any
 
 from .._clock import Clock
 from ..errors import PlaylineError
-from ..store import GateConfig, GateState, Store, StoreIO
+from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
 from ._breaker import Breaker
 from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
@@ -86,7 +86,7 @@ class SharedToolGate:
         self._paused_until = 0.0  # this process heard a 429: it holds before the store says
         self._seen = Observations(clock.now())
         self._breaker = Breaker(clock.monotonic)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # background writes, leases given back
         self._to_release = 0
         self._flushing: asyncio.Task[None] | None = None
         self._renewing: asyncio.Task[None] | None = None
@@ -142,12 +142,16 @@ class SharedToolGate:
     def release(self, count: int) -> None:
         self.in_flight -= count
         self._slots.release(count)
-        if self._config.cap:
+        self._slots_done(count)
+        if not self.in_flight and self._renewing is not None:
+            self._renewing.cancel()
+
+    def _slots_done(self, count: int) -> None:
+        """``count`` calls under the shared cap no longer count (written in the background)."""
+        if self._config.cap and count:
             self._to_release += count
             if self._flushing is None or self._flushing.done():
                 self._flushing = self._spawn(self._flush())
-            if not self.in_flight and self._renewing is not None:
-                self._renewing.cancel()
 
     async def _take(self, wanted: int) -> int:
         """Tokens (and shared slots) for ``wanted`` calls, at least one: waits for it."""
@@ -163,16 +167,7 @@ class SharedToolGate:
                     if self._unlimited(now):
                         return wanted
                     await self._flush()  # calls this process finished no longer count
-                    store = self._store()
-                    grant = await StoreIO(store)(
-                        store.lease_gate,
-                        self.key,
-                        wanted,
-                        config=self._config,
-                        holder=self._holder,
-                        lease_until=now + self._lease,
-                        now=now,
-                    )
+                    grant = await self._lease_from_store(wanted, now)
                     self._saw(grant.state, now)
                     if grant.granted:
                         return grant.granted
@@ -182,6 +177,33 @@ class SharedToolGate:
                     await self._clock.sleep(max(wait, MIN_WAIT))
         finally:
             self._leasing -= 1
+
+    async def _lease_from_store(self, wanted: int, now: float) -> GateGrant:
+        store = self._store()
+        leasing = asyncio.ensure_future(
+            StoreIO(store)(
+                store.lease_gate,
+                self.key,
+                wanted,
+                config=self._config,
+                holder=self._holder,
+                lease_until=now + self._lease,
+                now=now,
+            )
+        )
+        try:
+            return await asyncio.shield(leasing)
+        except asyncio.CancelledError:
+            # Cancelled while the store was granting: what it grants is given back (the
+            # slots; tokens are spent), or this process's calls would count forever.
+            leasing.add_done_callback(self._give_back)
+            self._tasks.add(leasing)
+            leasing.add_done_callback(self._tasks.discard)
+            raise
+
+    def _give_back(self, leasing: asyncio.Future[GateGrant]) -> None:
+        if not leasing.cancelled() and leasing.exception() is None:
+            self._slots_done(leasing.result().granted)
 
     def _unlimited(self, now: float) -> bool:
         state = self._state
