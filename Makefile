@@ -16,8 +16,15 @@ $(STAMP): pyproject.toml
 system-packages:
 	$(PYTHON) scripts/ensure_system_packages.py
 
+# The whole suite on the default store (SQLite; tests/store and tests/gates run on every
+# store by themselves), then the suites that run plays on the store again on PostgreSQL and
+# on memory. Measured on 2 busy cores: about 2.5 min, 1.5 min and 40 s.
+STORE_SUITES := tests/engine tests/durability tests/boundaries tests/gateway
+
 test: system-packages $(STAMP)
 	$(BIN)/pytest
+	PLAYLINE_TEST_STORE=postgres $(BIN)/pytest $(STORE_SUITES)
+	PLAYLINE_TEST_STORE=memory $(BIN)/pytest $(STORE_SUITES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts

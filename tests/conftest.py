@@ -18,7 +18,7 @@ from services import (
     temporal_server,
     temporal_time_skipping_path,
 )
-from stores import store_url
+from stores import default_store, durable_store_url, store_url
 
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("dev", deadline=None)
@@ -26,6 +26,8 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 __all__ = [
     "chromium_path",
+    "default_store",
+    "durable_store_url",
     "postgres_server",
     "postgres_url",
     "store_url",

@@ -2,8 +2,11 @@
 
 ``PLAYLINE_TEST_STORE=memory|sqlite|postgres`` restricts the store conformance suite
 (tests/store) to one store (unset: all three) and picks the store behind the ``store_url``
-fixture (unset: sqlite), which the engine suites use. PostgreSQL is the throwaway server of
-services.py, a fresh database per test; it starts only when a test asks for it.
+fixture (unset: sqlite), which the engine suites use: ``default_store`` makes it the store of
+every run and ``open_store()`` that names none (PLAYLINE_STORE), ``durable_store_url`` is the
+chosen store, or SQLite when that is memory (for what spans processes). PostgreSQL is the
+throwaway server of services.py, a fresh database per test; it starts only when a test asks
+for it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["DURABLE_KINDS", "STORE_KINDS", "durable_kinds", "store_kinds", "store_url"]
+__all__ = [
+    "DURABLE_KINDS",
+    "STORE_KINDS",
+    "default_store",
+    "durable_kinds",
+    "durable_store_url",
+    "store_kinds",
+    "store_url",
+]
 
 STORE_KINDS = ("memory", "sqlite", "postgres")
 DURABLE_KINDS = ("sqlite", "postgres")
@@ -55,3 +66,17 @@ def url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
     return url_for(_chosen() or "sqlite", request, tmp_path)
+
+
+@pytest.fixture
+def durable_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL that outlives a process: the chosen store, or SQLite when the chosen
+    one is memory (a test about other processes or a reopened store)."""
+    return url_for(durable_kinds()[0], request, tmp_path)
+
+
+@pytest.fixture
+def default_store(store_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs, workers and ``open_store()`` that name no store use this test's."""
+    monkeypatch.setenv("PLAYLINE_STORE", store_url)
+    return store_url

@@ -40,11 +40,13 @@ from .tools._gates import ToolGates
 
 __all__ = ["RunResult", "RunStats", "arun", "gate_statistics", "resolve_tools", "run"]
 
-# Every run on one event loop (and clock) shares one gate per tool; asyncio primitives
-# cannot outlive their loop, so each loop has its own.
-_gates_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, ToolGates]] = (
-    weakref.WeakKeyDictionary()
-)
+# Every run on one event loop (and clock) shares one gate per tool and provider account;
+# asyncio primitives cannot outlive their loop, so each loop has its own. On a store that
+# other processes use too, the gates of the tools that call providers are shared through
+# that store, one set per store URL (the rest are the loop's local ones).
+_gates_by_loop: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[int | tuple[int, str], ToolGates]
+] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,12 +102,20 @@ def _new_run_id(clock: Clock) -> str:
     return f"run_{int(clock.now() * 1000):012x}{secrets.token_hex(4)}"
 
 
-def _gates(clock: Clock) -> ToolGates:
+def _gates(clock: Clock, store: Store) -> ToolGates:
+    """The gates of a run: shared through ``store`` when other processes may use it (a file,
+    a server), else this loop's local ones."""
     by_clock = _gates_by_loop.setdefault(asyncio.get_running_loop(), {})
-    gates = by_clock.get(id(clock))
-    if gates is None:
-        gates = by_clock[id(clock)] = ToolGates(clock)
-    return gates
+    local = by_clock.get(id(clock))
+    if local is None:
+        local = by_clock[id(clock)] = ToolGates(clock)
+    if not store.shared:
+        return local
+    shared = by_clock.get((id(clock), store.url))
+    if shared is None:
+        shared = by_clock[(id(clock), store.url)] = ToolGates(clock, store=store, local=local)
+    shared.store = store  # the newest object for the URL (an older one may have been closed)
+    return shared
 
 
 _SYSTEM_CLOCK = SystemClock()
@@ -182,11 +192,12 @@ async def arun(
         )
     columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
+    opened = open_store(store)
     services = Services(
-        store=open_store(store),
+        store=opened,
         clock=clock,
         tools=resolve_tools(tools),
-        gates=_gates(clock),
+        gates=_gates(clock, opened),
         context=Context,
         listeners=listeners,
         row_window=row_window,
@@ -232,6 +243,8 @@ async def arun(
     finally:
         if watching is not None:
             watching.cancel()
+    # Calls that finished and what was learned reach the store before the loop may end.
+    await services.gates.flush()
     return _result(outcome)
 
 

@@ -12,6 +12,7 @@ from ._play import Play, get_play
 from ._runner import RunResult, arun
 from .errors import PlayDefinitionError, PlaylineError
 from .store import RunRecord, Store, open_store
+from .store._changes import EVENTS, Watch, watch
 
 __all__ = ["Worker", "send_event"]
 
@@ -39,7 +40,8 @@ class Worker:
     """Resumes suspended runs whose sleep is over or whose awaited event arrived.
 
     ``await worker.run(burst=True)`` returns once nothing is due (tests, cron); without
-    ``burst`` it keeps going, checking every ``interval`` seconds, until ``stop()``.
+    ``burst`` it keeps going, checking every ``interval`` seconds, until ``stop()``; on a
+    store that announces changes (PostgreSQL) an event sent from anywhere wakes it at once.
     Child plays are resumed by their parents, never on their own. A run whose play cannot
     be found is skipped (``worker.skipped`` says why) and the others go on.
 
@@ -64,6 +66,7 @@ class Worker:
         self._interval = interval
         self._resolve = resolve or (lambda record: (get_play(record.play), self._tools))
         self._stopping = False
+        self._watching: Watch | None = None
         self.skipped: dict[str, str] = {}
 
     def due(self) -> list[RunRecord]:
@@ -74,29 +77,35 @@ class Worker:
     async def run(self, *, burst: bool = False) -> list[RunResult]:
         """Resume due runs; the results of every attempt made, in order."""
         results: list[RunResult] = []
-        while not self._stopping:
-            due = self.due()
-            for record in due:
-                try:
-                    play, tools = self._resolve(record)
-                except PlaylineError as exc:
-                    self.skipped[record.run_id] = str(exc)
-                    continue
-                results.append(
-                    await arun(
-                        play,
-                        store=self.store,
-                        run_id=record.run_id,
-                        tools=tools,
-                        clock=self._clock,
-                        listeners=self._listeners,
+        # Watched from before the first look: an event sent after it is never missed.
+        with watch(None if burst else self.store.changes(), EVENTS) as sent:
+            self._watching = sent
+            while not self._stopping:
+                due = self.due()
+                for record in due:
+                    try:
+                        play, tools = self._resolve(record)
+                    except PlaylineError as exc:
+                        self.skipped[record.run_id] = str(exc)
+                        continue
+                    results.append(
+                        await arun(
+                            play,
+                            store=self.store,
+                            run_id=record.run_id,
+                            tools=tools,
+                            clock=self._clock,
+                            listeners=self._listeners,
+                        )
                     )
-                )
-            if not due and burst:
-                break
-            if not due:
-                await self._clock.sleep(self._interval)
+                if not due and burst:
+                    break
+                if not due:
+                    await sent.wait(self._clock, self._interval)
         return results
 
     def stop(self) -> None:
+        """Return from ``run`` after the attempt under way (at once if none is)."""
         self._stopping = True
+        if self._watching is not None:
+            self._watching.wake()

@@ -1,19 +1,15 @@
-"""Fixtures for durable boundaries: a moving clock and a fresh store per test."""
+"""Fixtures for durable boundaries: a moving clock and a fresh store per test, of the kind
+PLAYLINE_TEST_STORE names (memory, sqlite or postgres; by default sqlite)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 import playline as pl
-from playline.store import MemoryStore, Store
-
-_names = itertools.count()
-
-DAY = 86_400.0
+from playline.store import Store, open_store
 
 
 @pytest.fixture
@@ -21,9 +17,16 @@ def clock() -> pl.ManualClock:
     return pl.ManualClock()
 
 
+@pytest.fixture(autouse=True)
+def _runs_use_the_test_store(default_store: str) -> None:
+    """Runs that name no store use this test's."""
+
+
 @pytest.fixture
-def store() -> Store:
-    return MemoryStore()
+def store(default_store: str) -> Iterator[Store]:
+    opened = open_store(default_store)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
@@ -48,8 +51,3 @@ def worker(store: Store, clock: pl.ManualClock) -> Callable[..., list[pl.RunResu
         return asyncio.run(pl.Worker(store=store, clock=clock, **options).run(burst=True))
 
     return go
-
-
-def unique(name: str) -> str:
-    """A play name no other test registers."""
-    return f"{name}-{next(_names)}"

@@ -6,7 +6,7 @@ from typing import Any
 
 import playline as pl
 
-from conftest import unique
+from boundhelp import unique
 
 
 def test_an_event_delivered_to_one_row_while_the_others_finish(run, worker, store):
@@ -133,9 +133,9 @@ def test_bad_waits_are_clear_errors(run):
         await ctx.wait_for_event("x", timeout=0)
 
     assert isinstance(run(play).exception, pl.PlayDefinitionError)
-    assert isinstance(pl.run(play, store="memory://", tools=[]).exception, pl.PlayDefinitionError)
+    assert isinstance(pl.run(play, tools=[]).exception, pl.PlayDefinitionError)
     try:
-        pl.send_event("", 1, store="memory://")
+        pl.send_event("", 1)
     except pl.PlayDefinitionError as exc:
         assert "non-empty event key" in str(exc)
     else:

@@ -11,7 +11,7 @@ import pytest
 
 import playline as pl
 
-from conftest import unique
+from boundhelp import unique
 
 
 class _Handler(BaseHTTPRequestHandler):

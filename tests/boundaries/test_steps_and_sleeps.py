@@ -12,7 +12,7 @@ import pytest
 
 import playline as pl
 
-from conftest import DAY, unique
+from boundhelp import DAY, unique
 
 
 def test_a_step_with_side_effects_runs_once_across_three_resumes(run, worker, store):
@@ -131,11 +131,13 @@ if __name__ == "__main__":
 """
 
 
-def test_a_suspended_run_survives_its_process_and_resumes_in_another(tmp_path: Path):
+def test_a_suspended_run_survives_its_process_and_resumes_in_another(
+    tmp_path: Path, durable_store_url: str
+):
     script = tmp_path / "sleeper.py"
     script.write_text(textwrap.dedent(PLAY))
     journal = tmp_path / "journal.txt"
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = durable_store_url
     out = subprocess.run(
         [sys.executable, str(script), store, str(journal)],
         capture_output=True,

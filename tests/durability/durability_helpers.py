@@ -122,6 +122,29 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
     return parsed
 
 
+def query(store_url: str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` reads from a durable store's database behind Playline's back (what a
+    test watches a child process write); none while the schema is not there yet."""
+    if store_url.startswith("sqlite:"):
+        import sqlite3
+
+        path = store_url.removeprefix("sqlite:///")
+        if not Path(path).exists():
+            return []
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                return [tuple(row) for row in db.execute(sql)]
+        except sqlite3.OperationalError:  # no such table yet
+            return []
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        try:
+            return [tuple(row) for row in conn.execute(sql).fetchall()]  # type: ignore[arg-type]
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
 def journal_lines(journal: Path) -> list[str]:
     return journal.read_text().splitlines() if journal.exists() else []
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import httpx
 import playline as pl
 from playline.sim import serve
 
-from durability_helpers import wait_until
+from durability_helpers import query, wait_until
 
 PLAY = """
 import sys
@@ -50,16 +49,8 @@ print(result.status, result.stats.tool_calls_live)
 PEOPLE = 6
 
 
-def _jobs_recorded(db: Path) -> int:
-    if not db.exists():
-        return 0
-    with sqlite3.connect(db) as conn:
-        try:
-            return int(
-                conn.execute("SELECT count(*) FROM receipts WHERE job IS NOT NULL").fetchone()[0]
-            )
-        except sqlite3.OperationalError:  # the schema is not there yet
-            return 0
+def _jobs_recorded(store_url: str) -> int:
+    return len(query(store_url, "SELECT key FROM receipts WHERE job IS NOT NULL"))
 
 
 def _people(url: str) -> list[dict[str, Any]]:
@@ -68,11 +59,12 @@ def _people(url: str) -> list[dict[str, Any]]:
     return [{k: p[k] for k in fields} for p in body["people"]]
 
 
-def test_a_killed_run_polls_its_submitted_jobs_instead_of_paying_again(tmp_path: Path) -> None:
+def test_a_killed_run_polls_its_submitted_jobs_instead_of_paying_again(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     script = tmp_path / "phones.py"
     script.write_text(PLAY)
-    db = tmp_path / "p.db"
-    store = f"sqlite:///{db}"
+    store = durable_store_url
     with serve(seed=7, latency_ms=0) as sim:
         people = _people(sim.url)
         # The child polls once an hour: it submits every job, records it, then waits.
@@ -86,7 +78,7 @@ def test_a_killed_run_polls_its_submitted_jobs_instead_of_paying_again(tmp_path:
         assert child.stdin is not None
         child.stdin.write(json.dumps(people) + "\n")
         child.stdin.flush()
-        wait_until(lambda: _jobs_recorded(db) == PEOPLE, what="every job recorded", proc=child)
+        wait_until(lambda: _jobs_recorded(store) == PEOPLE, what="every job recorded", proc=child)
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
         submitted = sim.ledger()

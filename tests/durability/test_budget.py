@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,15 +56,15 @@ def _assert_stopped_within(result: pl.RunResult, store: Store, limit: float) -> 
     assert {r.status for r in receipts.values()} == {ReceiptStatus.COMPLETED}
 
 
-def test_play_max_credits_stops_the_run(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_play_max_credits_stops_the_run(store_url: str) -> None:
+    url = store_url
     result = pl.run(capped, {"tool": "budget.single"}, store=url, tools=[single])
     _assert_stopped_within(result, open_store(url), 20)
     assert len(calls) == 20
 
 
-def test_run_max_credits_overrides_the_play_for_a_batch_tool(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_run_max_credits_overrides_the_play_for_a_batch_tool(store_url: str) -> None:
+    url = store_url
     result = pl.run(capped, {"tool": "budget.bulk"}, store=url, tools=[bulk], max_credits=25)
     _assert_stopped_within(result, open_store(url), 25)
     # More than the play's own 20 was spent: the run's budget wins. Whether a batch that
@@ -74,14 +73,14 @@ def test_run_max_credits_overrides_the_play_for_a_batch_tool(tmp_path: Path) -> 
     assert result.exception.limit == 25  # type: ignore[union-attr]
 
 
-def test_budget_on_run_without_one_on_the_play(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_budget_on_run_without_one_on_the_play(store_url: str) -> None:
+    url = store_url
     result = pl.run(uncapped, {"tool": "budget.single"}, store=url, tools=[single], max_credits=7)
     _assert_stopped_within(result, open_store(url), 7)
 
 
-def test_new_run_with_a_higher_budget_pays_only_for_the_rest(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_new_run_with_a_higher_budget_pays_only_for_the_rest(store_url: str) -> None:
+    url = store_url
     first = pl.run(capped, {"tool": "budget.single"}, store=url, tools=[single])
     assert first.status == "failed"
     second = pl.run(capped, {"tool": "budget.single"}, store=url, tools=[single], max_credits=30)
@@ -95,8 +94,8 @@ def test_new_run_with_a_higher_budget_pays_only_for_the_rest(tmp_path: Path) -> 
     assert values == [{"n": n} for n in range(ROWS)]
 
 
-def test_resume_with_a_higher_budget_pays_only_for_the_rest(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_resume_with_a_higher_budget_pays_only_for_the_rest(store_url: str) -> None:
+    url = store_url
     first = pl.run(capped, {"tool": "budget.single"}, store=url, tools=[single])
     assert first.status == "failed"
     store = open_store(url)

@@ -11,10 +11,12 @@ from durability_helpers import TOOLS, Journal, finish, journal_lines, start, wri
 ROWS = 300
 
 
-def test_two_processes_at_once_make_one_call_per_distinct_input(tmp_path: Path) -> None:
+def test_two_processes_at_once_make_one_call_per_distinct_input(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     script = write_play(tmp_path)
     journal = tmp_path / "journal.log"
-    store_url = f"sqlite:///{tmp_path}/p.db"  # a fresh file: both processes also create it
+    store_url = durable_store_url  # a fresh store: both processes also create its schema
     env = {"PLAY_ROWS": str(ROWS)}
     procs = [start(script, store_url, f"run-{i}", "--wait-go", env=env) for i in (1, 2)]
     # A barrier: both are imported and waiting before either starts its run.

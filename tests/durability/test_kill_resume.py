@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from playline.store import ReceiptStatus, open_store
@@ -14,6 +13,7 @@ from durability_helpers import (
     finish,
     journal_lines,
     kill,
+    query,
     start,
     wait_until,
     write_play,
@@ -22,10 +22,12 @@ from durability_helpers import (
 ROWS = 300
 
 
-def test_killed_run_resumes_and_never_repeats_a_completed_call(tmp_path: Path) -> None:
+def test_killed_run_resumes_and_never_repeats_a_completed_call(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     script = write_play(tmp_path)
     journal = tmp_path / "journal.log"
-    store_url = f"sqlite:///{tmp_path}/p.db"
+    store_url = durable_store_url
     run_id = "run-killed"
     env = {"PLAY_ROWS": str(ROWS)}
 
@@ -70,32 +72,24 @@ def test_killed_run_resumes_and_never_repeats_a_completed_call(tmp_path: Path) -
     parsed.assert_only_in_flight_repeated()
 
     # Nothing is left running or failed: every call has its completed receipt.
-    with sqlite3.connect(f"{tmp_path}/p.db") as db:
-        statuses = dict(db.execute("SELECT status, count(*) FROM receipts GROUP BY status"))
+    statuses = dict(query(store_url, "SELECT status, count(*) FROM receipts GROUP BY status"))
     assert statuses == {ReceiptStatus.COMPLETED.value: ROWS * len(TOOLS)}
 
 
-def test_rows_written_before_a_kill_are_reused_on_resume(tmp_path: Path) -> None:
+def test_rows_written_before_a_kill_are_reused_on_resume(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     """Rows are saved in batches; a resume reuses exactly the rows saved before the kill."""
     rows = 2500
     script = write_play(tmp_path)
     journal = tmp_path / "journal.log"
-    db_path = tmp_path / "p.db"
-    store_url = f"sqlite:///{db_path}"
+    store_url = durable_store_url
     run_id = "run-row-batches"
     env = {"PLAY_ROWS": str(rows), "PLAY_LATENCY": "0.0004"}
 
     def saved_rows() -> int:
-        if not db_path.exists():
-            return 0
-        try:
-            with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as db:
-                (n,) = db.execute(
-                    "SELECT count(*) FROM rows WHERE run_id = ?", (run_id,)
-                ).fetchone()
-            return int(n)
-        except sqlite3.OperationalError:  # the schema is not created yet
-            return 0
+        found = query(store_url, f"SELECT count(*) FROM rows WHERE run_id = '{run_id}'")
+        return int(found[0][0]) if found else 0
 
     proc = start(script, store_url, run_id, env=env)
     wait_until(lambda: saved_rows() > 0, what="the first batch of rows saved", proc=proc)

@@ -6,13 +6,13 @@ from typing import Any
 
 import playline as pl
 from playline._engine.receipts import auth_scope, receipt_key
-from playline.store import Claim, Completion, MemoryStore, ReceiptStatus
+from playline.store import Claim, Completion, ReceiptStatus, Store, open_store
 
 OTHER = "another-host/4242/worker"  # a worker on another machine: only its lease counts
 
 
-def _setup() -> tuple[MemoryStore, pl.ManualClock, Any, list[int], str]:
-    store, clock, calls = MemoryStore(), pl.ManualClock(), []
+def _setup(url: str) -> tuple[Store, pl.ManualClock, Any, list[int], str]:
+    store, clock, calls = open_store(url), pl.ManualClock(), []
     registry = pl.ToolRegistry()
 
     @registry.tool("t.slow")
@@ -35,8 +35,8 @@ async def lease_play(ctx: pl.Context, input: Any) -> Any:
     return (await ctx.tool("t.slow", {"n": 1})).data
 
 
-def test_a_receipt_held_by_a_live_worker_is_waited_for_then_a_clear_error():
-    store, clock, registry, calls, key = _setup()
+def test_a_receipt_held_by_a_live_worker_is_waited_for_then_a_clear_error(store_url: str):
+    store, clock, registry, calls, key = _setup(store_url)
     store.claim_receipts(
         [Claim(key=key, tool="t.slow", run_id="other-run")],
         owner=OTHER,
@@ -54,8 +54,8 @@ def test_a_receipt_held_by_a_live_worker_is_waited_for_then_a_clear_error():
     assert (held.status, held.owner) == (ReceiptStatus.RUNNING, OTHER)  # nothing written
 
 
-def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over():
-    store, clock, registry, calls, key = _setup()
+def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over(store_url: str):
+    store, clock, registry, calls, key = _setup(store_url)
     store.claim_receipts(
         [Claim(key=key, tool="t.slow", run_id="other-run")],
         owner=OTHER,
@@ -70,8 +70,8 @@ def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over():
     assert store.find_receipts([key])[key].status is ReceiptStatus.COMPLETED
 
 
-def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used():
-    store, clock, registry, calls, key = _setup()
+def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used(store_url: str):
+    store, clock, registry, calls, key = _setup(store_url)
     store.claim_receipts(
         [Claim(key=key, tool="t.slow", run_id="other-run")],
         owner=OTHER,

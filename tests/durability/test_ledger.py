@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,8 +57,8 @@ HITS = sum(_found(n) for n in range(ROWS))
 EXPECTED_CREDITS = 2 * HITS + 0.5 * ROWS
 
 
-def test_each_live_call_writes_one_entry_with_its_cost_rule(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_each_live_call_writes_one_entry_with_its_cost_rule(store_url: str) -> None:
+    url = store_url
     result = pl.run(ledger_play, store=url, tools=[on_hit, per_call])
     assert result.status == "completed", result.error
     assert result.stats.tool_calls_live == 2 * ROWS == sum(calls.values())
@@ -81,8 +80,8 @@ def test_each_live_call_writes_one_entry_with_its_cost_rule(tmp_path: Path) -> N
     assert stored is not None and stored.stats["credits"] == EXPECTED_CREDITS
 
 
-def test_cached_calls_write_no_entry(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_cached_calls_write_no_entry(store_url: str) -> None:
+    url = store_url
     first = pl.run(ledger_play, store=url, tools=[on_hit, per_call])
     assert first.status == "completed", first.error
     calls.clear()
@@ -96,8 +95,8 @@ def test_cached_calls_write_no_entry(tmp_path: Path) -> None:
     assert sum(e.credits for e in open_store(url).read_ledger(first.run_id)) == EXPECTED_CREDITS
 
 
-def test_cell_cost_matches_the_ledger(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
+def test_cell_cost_matches_the_ledger(store_url: str) -> None:
+    url = store_url
     result = pl.run(ledger_play, store=url, tools=[on_hit, per_call])
     store = open_store(url)
     charged: Counter[tuple[str, str]] = Counter()
@@ -108,7 +107,7 @@ def test_cell_cost_matches_the_ledger(tmp_path: Path) -> None:
         assert row.cells["call"].get("cost", 0) == charged[(row.key, "ledger.per_call")]
 
 
-def test_a_live_call_with_an_unstorable_result_is_still_in_the_ledger(tmp_path: Path) -> None:
+def test_a_live_call_with_an_unstorable_result_is_still_in_the_ledger(store_url: str) -> None:
     @pl.play(name="ledger-bad")
     async def ledger_bad(ctx: pl.Context, input: Any) -> pl.Dataset:
         return await (
@@ -117,7 +116,7 @@ def test_a_live_call_with_an_unstorable_result_is_still_in_the_ledger(tmp_path: 
             .run()
         )
 
-    url = f"sqlite:///{tmp_path}/p.db"
+    url = store_url
     result = pl.run(ledger_bad, store=url, tools=[bad])
     assert result.status == "completed_with_errors"
     assert calls["ledger.bad"] == 5

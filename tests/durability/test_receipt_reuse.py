@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import playline as pl
@@ -47,9 +46,9 @@ def _cells(store_url: str, run_id: str) -> dict[int, dict[str, Any]]:
     return {r.values["n"]: r.cells for r in open_store(store_url).iter_rows(run_id, "items")}
 
 
-def test_new_run_makes_no_tool_calls(tmp_path: Path) -> None:
+def test_new_run_makes_no_tool_calls(store_url: str) -> None:
     calls.clear()
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = store_url
     first = pl.run(original, store=store, tools=[lookup])
     assert first.status == "completed", first.error
     assert first.stats.tool_calls_live == ROWS and sorted(calls) == list(range(ROWS))
@@ -70,9 +69,9 @@ def test_new_run_makes_no_tool_calls(tmp_path: Path) -> None:
     ]
 
 
-def test_edited_pure_column_recomputes_while_calls_stay_cached(tmp_path: Path) -> None:
+def test_edited_pure_column_recomputes_while_calls_stay_cached(store_url: str) -> None:
     calls.clear()
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = store_url
     first = pl.run(original, store=store, tools=[lookup])
     assert first.status == "completed", first.error
 

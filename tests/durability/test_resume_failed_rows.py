@@ -34,12 +34,14 @@ def _play_and_tool(flag: Path, calls: list[int]) -> tuple[pl.Play, Any]:
     return resume_play, flaky
 
 
-def test_resume_reuses_completed_rows_and_reruns_failed_ones(tmp_path: Path) -> None:
+def test_resume_reuses_completed_rows_and_reruns_failed_ones(
+    tmp_path: Path, store_url: str
+) -> None:
     flag = tmp_path / "fail-now"
     flag.touch()
     calls: list[int] = []
     play, flaky = _play_and_tool(flag, calls)
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = store_url
 
     first = pl.run(play, store=store, tools=[flaky])
     assert first.status == "completed_with_errors", first.error
@@ -71,10 +73,10 @@ def test_resume_reuses_completed_rows_and_reruns_failed_ones(tmp_path: Path) -> 
     assert again.output.errors == []
 
 
-def test_resume_of_a_completed_run_executes_nothing(tmp_path: Path) -> None:
+def test_resume_of_a_completed_run_executes_nothing(tmp_path: Path, store_url: str) -> None:
     calls: list[int] = []
     play, flaky = _play_and_tool(tmp_path / "never-created", calls)
-    store = f"sqlite:///{tmp_path}/p.db"
+    store = store_url
     first = pl.run(play, store=store, tools=[flaky])
     assert first.status == "completed", first.error
     calls.clear()
@@ -86,7 +88,7 @@ def test_resume_of_a_completed_run_executes_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("run_id", ["", "   "])
-def test_blank_run_id_is_refused(tmp_path: Path, run_id: str) -> None:
+def test_blank_run_id_is_refused(tmp_path: Path, run_id: str, store_url: str) -> None:
     play, flaky = _play_and_tool(tmp_path / "x", [])
     with pytest.raises(pl.PlayDefinitionError, match="run_id"):
-        pl.run(play, store=f"sqlite:///{tmp_path}/p.db", run_id=run_id, tools=[flaky])
+        pl.run(play, store=store_url, run_id=run_id, tools=[flaky])

@@ -18,7 +18,7 @@ import playline as pl
 from playline.sim import serve
 from playline.store import ReceiptStatus, RunStatus, open_store
 
-from durability_helpers import wait_until
+from durability_helpers import query, wait_until
 
 PLAY = """
 import os, sys, time
@@ -46,11 +46,11 @@ if __name__ == "__main__":
 
 
 def test_two_processes_resuming_one_run_one_runs_it_the_other_says_who_holds_it(
-    tmp_path: Path,
+    tmp_path: Path, durable_store_url: str
 ) -> None:
     script = tmp_path / "held.py"
     script.write_text(PLAY)
-    url = f"sqlite:///{tmp_path}/s.db"
+    url = durable_store_url
     journal = tmp_path / "journal.log"
     first = subprocess.Popen(
         [sys.executable, str(script), url, "run-held"],
@@ -82,11 +82,11 @@ def test_two_processes_resuming_one_run_one_runs_it_the_other_says_who_holds_it(
 
 
 def test_an_async_job_longer_than_its_lease_is_not_taken_over_while_its_holder_lives(
-    tmp_path: Path,
+    durable_store_url: str,
 ) -> None:
     """A phone job polled every 0.4 s (done at the second poll) under a 0.3 s lease: without
     renewal a second run would take the call over as in doubt and send it again."""
-    url = f"sqlite:///{tmp_path}/s.db"
+    url = durable_store_url
     person = {"first_name": "Ada", "last_name": "Lovelace", "domain": "example.com"}
 
     @pl.play(name="lease-phone")
@@ -97,7 +97,7 @@ def test_an_async_job_longer_than_its_lease_is_not_taken_over_while_its_holder_l
         first = asyncio.ensure_future(pl.arun(phone, store=url, tools=[gateway], lease=0.3))
         store = open_store(url)
         deadline = time.monotonic() + 30
-        while not any(r.job for r in store.find_receipts(_phone_keys(store)).values()):
+        while not any(r.job for r in store.find_receipts(_receipt_keys(url)).values()):
             assert time.monotonic() < deadline and not first.done(), "the job was never saved"
             await asyncio.sleep(0.01)
         second = await pl.arun(phone, store=url, tools=[gateway], lease=0.3)
@@ -113,14 +113,11 @@ def test_an_async_job_longer_than_its_lease_is_not_taken_over_while_its_holder_l
     assert not ledger["replayed"].get("sim.phone.finder")
 
 
-def _phone_keys(store: Any) -> list[str]:
-    import sqlite3
-
-    with sqlite3.connect(store.path) as db:
-        return [k for (k,) in db.execute("SELECT key FROM receipts")]
+def _receipt_keys(url: str) -> list[str]:
+    return [key for (key,) in query(url, "SELECT key FROM receipts")]
 
 
-def test_a_listener_that_raises_does_not_change_how_the_run_ends() -> None:
+def test_a_listener_that_raises_does_not_change_how_the_run_ends(store_url: str) -> None:
     seen: list[str] = []
 
     def broken(event: pl.Event) -> None:
@@ -131,7 +128,7 @@ def test_a_listener_that_raises_does_not_change_how_the_run_ends() -> None:
     async def listened(ctx: pl.Context, input: Any) -> Any:
         return await ctx.dataset("rows", [1, 2, 3]).with_column("y", lambda r: 2).run()
 
-    store = open_store("memory://")
+    store = open_store(store_url)
     result = pl.run(listened, store=store, tools=[], listeners=[broken])
     assert result.status == "completed", result.error
     assert len(result.output) == 3
@@ -140,11 +137,13 @@ def test_a_listener_that_raises_does_not_change_how_the_run_ends() -> None:
     assert any("listener" in line and "RuntimeError" in line for line in logs)
 
 
-def test_a_run_whose_process_died_is_taken_over_at_once(tmp_path: Path) -> None:
+def test_a_run_whose_process_died_is_taken_over_at_once(
+    tmp_path: Path, durable_store_url: str
+) -> None:
     """A running run whose holder's process is gone is not held: a resume takes it over."""
     script = tmp_path / "held.py"
     script.write_text(PLAY)
-    url = f"sqlite:///{tmp_path}/s.db"
+    url = durable_store_url
     journal = tmp_path / "journal.log"
     first = subprocess.Popen(
         [sys.executable, str(script), url, "run-died"], stdout=subprocess.PIPE, text=True
@@ -158,5 +157,5 @@ def test_a_run_whose_process_died_is_taken_over_at_once(tmp_path: Path) -> None:
     )
     assert second.returncode == 0, second.stderr
     assert second.stdout.split() == ["completed"]
-    receipts = open_store(url).find_receipts(_phone_keys(open_store(url)))
+    receipts = open_store(url).find_receipts(_receipt_keys(url))
     assert {r.status for r in receipts.values()} == {ReceiptStatus.COMPLETED}

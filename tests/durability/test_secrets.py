@@ -95,22 +95,22 @@ def test_logging_or_returning_a_secret_raises(tmp_path: Path, misuse: Any) -> No
     assert SECRET.encode() not in _store_text(db)
 
 
-def test_a_missing_secret_says_how_to_set_it() -> None:
+def test_a_missing_secret_says_how_to_set_it(store_url: str) -> None:
     @pl.play(name="secret-missing")
     async def play(ctx: pl.Context, input: Any) -> Any:
         return ctx.secrets.get("NOT_THERE_XYZ")
 
-    result = pl.run(play, store="memory://", tools=[])
+    result = pl.run(play, store=store_url, tools=[])
 
     assert isinstance(result.exception, pl.PlayDefinitionError)
     assert "PLAYLINE_SECRET_NOT_THERE_XYZ" in str(result.exception)
 
 
-def test_a_secret_does_not_show_in_its_repr() -> None:
+def test_a_secret_does_not_show_in_its_repr(store_url: str) -> None:
     @pl.play(name="secret-repr")
     async def play(ctx: pl.Context, input: Any) -> Any:
         return repr(ctx.secrets.get("API_KEY"))
 
-    result = pl.run(play, store="memory://", tools=[])
+    result = pl.run(play, store=store_url, tools=[])
 
     assert result.output == "Secret('API_KEY')"  # its name, never its value

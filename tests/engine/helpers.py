@@ -14,11 +14,11 @@ Resolver = Callable[..., Any]
 
 
 def run_play(play: Any, input: Any = None, *, tools: list[Any], **options: Any) -> pl.RunResult:
-    """``pl.run`` on a fresh ``memory://`` store and a fresh ``ManualClock`` unless given.
+    """``pl.run`` on the test's store (``conftest.default_store``) and a fresh ``ManualClock``
+    unless given.
 
     A fresh clock also means fresh per-process rate gates, so tests cannot see each other's.
     """
-    options.setdefault("store", "memory://")
     options.setdefault("clock", pl.ManualClock())
     return pl.run(play, input, tools=tools, **options)
 

@@ -85,14 +85,14 @@ async def trivial(ctx, input):
 def test_run_refuses_a_running_event_loop():
     async def inside():
         with pytest.raises(pl.PlayDefinitionError, match=r"await pl\.arun"):
-            pl.run(trivial, 1, store="memory://", tools=[])
+            pl.run(trivial, 1, tools=[])
 
     asyncio.run(inside())
 
 
 @pytest.mark.anyio
 async def test_arun_is_the_async_twin():
-    result = await pl.arun(trivial, 1, store="memory://", tools=[], clock=pl.ManualClock())
+    result = await pl.arun(trivial, 1, tools=[], clock=pl.ManualClock())
 
     assert (result.status, result.output) == ("completed", {"echo": 1})
 

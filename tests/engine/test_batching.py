@@ -224,7 +224,7 @@ def test_a_partial_batch_waits_for_its_rate_gate_and_gathers_the_calls_arriving_
             .run()
         )
 
-    result = pl.run(pl.play(name="gate-hold")(play), store="memory://", tools=[registry])
+    result = pl.run(pl.play(name="gate-hold")(play), tools=[registry])
 
     assert result.status == "completed"
     assert [row["b"] for row in result.output] == [{"y": 2 * i} for i in range(40)]

@@ -82,7 +82,7 @@ def test_a_tools_cap_is_shared_by_concurrent_runs_of_the_process(registry, clock
     play = dataset_play(rows_of(5), {"o": call_tool("t.busy")})
 
     async def both():
-        options = {"tools": [registry], "store": "memory://", "clock": clock}
+        options = {"tools": [registry], "clock": clock}
         return await asyncio.gather(pl.arun(play, **options), pl.arun(play, **options))
 
     results = asyncio.run(both())

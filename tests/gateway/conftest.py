@@ -1,4 +1,6 @@
-"""One simulator for the gateway suite, reset before every test (ledger, buckets, faults)."""
+"""One simulator for the gateway suite, reset before every test (ledger, buckets, faults); the
+runs use the store PLAYLINE_TEST_STORE names (memory, sqlite or postgres; by default sqlite),
+a fresh one per test."""
 
 from __future__ import annotations
 
@@ -8,6 +10,11 @@ import pytest
 
 import playline as pl
 from playline.sim import Simulator, serve
+
+
+@pytest.fixture(autouse=True)
+def _runs_use_the_test_store(default_store: str) -> None:
+    """Runs that name no store use this test's."""
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from gwhelp import by_email, people_play, tool_column, world_people
 def test_120_rows_go_out_as_three_bulk_requests(sim: Simulator, gateway: pl.tools.Gateway) -> None:
     people = world_people(sim, 120)
     play = people_play("gateway-bulk", people, [("found", tool_column("sim.email.beta"), None)])
-    result = pl.run(play, store="memory://", tools=[gateway])
+    result = pl.run(play, tools=[gateway])
     assert result.status == "completed", result.error
 
     ledger = sim.ledger()

@@ -29,9 +29,7 @@ def test_429s_from_an_undeclared_limit_are_waited_out_and_charged_once(
         tools={"sim.email.alpha": {"rate_per_second": 10, "burst": 4, "publish_rate": False}}
     )
     people = world_people(sim, 20)
-    result = pl.run(
-        _email_play("gateway-429", people, "sim.email.alpha"), store="memory://", tools=[gateway]
-    )
+    result = pl.run(_email_play("gateway-429", people, "sim.email.alpha"), tools=[gateway])
     assert result.status == "completed", result.error
     ledger = sim.ledger()
     assert ledger["rejected"].get("sim.email.alpha", 0) > 0
@@ -53,7 +51,7 @@ def test_a_429_storm_slows_the_tool_down(sim: Simulator, gateway: pl.tools.Gatew
     )
     people = world_people(sim, 40)
     play = _email_play("gateway-429-storm", people, "sim.email.alpha", limits=pl.Limits(retries=40))
-    result = pl.run(play, store="memory://", tools=[gateway])
+    result = pl.run(play, tools=[gateway])
     ledger = sim.ledger()
     assert result.status == "completed", result.error
     assert 0 < ledger["rejected"]["sim.email.alpha"] <= 40
@@ -88,7 +86,7 @@ def test_a_tool_going_down_fails_only_its_cells(sim: Simulator, gateway: pl.tool
             ("alpha", tool_column("sim.email.alpha"), lambda row: row["email"] in even),
         ],
     )
-    result = pl.run(play, store="memory://", tools=[gateway, take_alpha_down])
+    result = pl.run(play, tools=[gateway, take_alpha_down])
     assert result.status == "completed_with_errors", result.error
     assert result.stats.rows_failed == len(even)
     ds = result.output
@@ -124,7 +122,6 @@ def test_transient_5xx_is_retried_for_a_retry_safe_tool(
     people = world_people(sim, 20)
     result = pl.run(
         _email_play("gateway-gamma-5xx", people, "sim.email.gamma"),
-        store="memory://",
         tools=[gateway],
     )
     assert result.status == "completed", result.error
@@ -152,7 +149,6 @@ def test_a_5xx_after_a_paid_submit_is_resent_with_its_key_and_charged_once(
     people = world_people(sim, 10)
     result = pl.run(
         _email_play("gateway-phone-5xx", people, "sim.phone.finder"),
-        store="memory://",
         tools=[gateway],
     )
     assert result.status == "completed", result.error
@@ -178,7 +174,6 @@ def test_a_5xx_after_a_paid_submit_fails_in_doubt_when_the_provider_ignores_keys
     people = world_people(sim, 10)
     result = pl.run(
         _email_play("gateway-phone-5xx-blind", people, "sim.phone.finder"),
-        store="memory://",
         tools=[blind],
     )
     assert result.status == "completed_with_errors", result.error
@@ -205,7 +200,6 @@ def test_a_transient_5xx_on_a_poll_is_retried_not_paid_twice(
     people = world_people(sim, 10)
     result = pl.run(
         _email_play("gateway-poll-5xx", people, "sim.phone.finder"),
-        store="memory://",
         tools=[gateway],
     )
     ledger = sim.ledger()
@@ -220,9 +214,7 @@ def test_a_transient_5xx_on_a_poll_is_retried_not_paid_twice(
 def test_a_wrong_token_fails_each_call_with_401(sim: Simulator) -> None:
     wrong = pl.tools.Gateway(sim.url, token="not-the-token")
     people = world_people(sim, 3)
-    result = pl.run(
-        _email_play("gateway-401", people, "sim.email.alpha"), store="memory://", tools=[wrong]
-    )
+    result = pl.run(_email_play("gateway-401", people, "sim.email.alpha"), tools=[wrong])
     # every call refused: the run failed, and says why (not "completed with errors")
     assert result.status == "failed"
     assert result.error is not None
@@ -240,9 +232,7 @@ def test_an_unknown_tool_is_a_definition_error_naming_it(
     sim: Simulator, gateway: pl.tools.Gateway
 ) -> None:
     people = world_people(sim, 2)
-    result = pl.run(
-        _email_play("gateway-unknown", people, "sim.email.nope"), store="memory://", tools=[gateway]
-    )
+    result = pl.run(_email_play("gateway-unknown", people, "sim.email.nope"), tools=[gateway])
     assert result.status == "failed"
     assert isinstance(result.exception, pl.PlayDefinitionError)
     assert "sim.email.nope" in str(result.exception)
@@ -256,7 +246,7 @@ def test_an_unreachable_gateway_is_a_gateway_error() -> None:
     people = [{"first_name": "Ada", "last_name": "Lovelace", "domain": "x.io", "email": "a@x.io"}]
     play = _email_play("gateway-unreachable", people, "sim.email.alpha")
     with pytest.raises(GatewayError, match="playline sim"):
-        pl.run(play, store="memory://", tools=[down])
+        pl.run(play, tools=[down])
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8765", "ftp://127.0.0.1", "", "http://"])

@@ -6,7 +6,7 @@ import httpx
 
 import playline as pl
 from playline.sim import Simulator
-from playline.store import MemoryStore
+from playline.store import open_store
 
 from gwhelp import by_email, people_play, person_input, tool_column, world_people
 
@@ -21,7 +21,7 @@ def test_a_second_run_is_served_from_receipts(sim: Simulator, gateway: pl.tools.
             ("beta", tool_column("sim.email.beta"), None),
         ],
     )
-    store = MemoryStore()
+    store = open_store()
     first = pl.run(play, store=store, tools=[gateway])
     assert first.status == "completed", first.error
     after_first = sim.ledger()
@@ -63,7 +63,7 @@ def test_the_async_phone_finder_submits_once_and_polls(
     play = people_play(
         "gateway-phone", [person], [("phone", tool_column("sim.phone.finder"), None)]
     )
-    result = pl.run(play, store="memory://", tools=[gateway])
+    result = pl.run(play, tools=[gateway])
     assert result.status == "completed", result.error
     row = result.output.to_list()[0]
     assert row["phone"] == {"phone": person["phone"]}
@@ -83,7 +83,7 @@ def test_the_async_phone_finder_reports_no_result(
         [{**nobody, "email": "nobody@example.invalid"}],
         [("phone", tool_column("sim.phone.finder"), None)],
     )
-    store = MemoryStore()
+    store = open_store()
     result = pl.run(play, store=store, tools=[gateway])
     assert result.status == "completed", result.error
     assert result.output.to_list()[0]["phone"] is None

@@ -63,7 +63,7 @@ def test_local_and_remote_tools_in_one_play(sim: Simulator, gateway: pl.tools.Ga
             ("found", tool_column("sim.email.alpha"), None),
         ],
     )
-    result = pl.run(play, store="memory://", tools=[gateway, initials])
+    result = pl.run(play, tools=[gateway, initials])
     assert result.status == "completed", result.error
     rows = by_email(result.output)
     for person in people:
@@ -84,6 +84,6 @@ def test_a_gateway_without_a_token_lists_its_tools_and_calls_say_unauthorized(
     async def play(ctx: pl.Context, input: Any) -> Any:
         return await ctx.tool("sim.company.enrich", {"domain": "acme.io"})
 
-    result = pl.run(play, store="memory://", tools=[anonymous])
+    result = pl.run(play, tools=[anonymous])
     assert isinstance(result.exception, pl.ToolError)
     assert result.exception.status == 401

@@ -13,6 +13,7 @@ import httpx
 
 import playline as pl
 from playline.sim import Simulator
+from playline.store import open_store
 
 from gwhelp import people_play, tool_column, world_people
 
@@ -40,9 +41,9 @@ def test_a_call_repeated_without_its_receipt_is_not_charged_twice(
     people = world_people(sim, 5)
     play = people_play("idem-gamma", people, [("email", tool_column("sim.email.gamma"), None)])
 
-    first = pl.run(play, store="memory://", tools=[gateway])
-    # A new, empty store: as if the receipts had never been completed.
-    lost = pl.run(play, store="memory://", tools=[gateway])
+    first = pl.run(play, tools=[gateway])
+    open_store().clear_receipts()  # as if the receipts had never been completed
+    lost = pl.run(play, tools=[gateway])
 
     assert first.status == lost.status == "completed"
     assert first.stats.tool_calls_live == lost.stats.tool_calls_live == 5
@@ -61,7 +62,7 @@ def test_a_forced_call_asks_the_provider_anew(sim: Simulator, gateway: pl.Gatewa
         await ctx.tool("sim.email.alpha", fields)
         return (await ctx.tool("sim.email.alpha", fields, force=True)).execution.source
 
-    result = pl.run(play, store="memory://", tools=[gateway])
+    result = pl.run(play, tools=[gateway])
 
     assert result.output == "live"
     assert sim.ledger()["calls"]["sim.email.alpha"] == 2

@@ -65,6 +65,8 @@ def test_ledger_counts_and_duplicate_charges(client: httpx.Client) -> None:
         execute(client, "sim.email.verify", {"email": hit["email"]})
     ledger = client.get("/__ledger").json()
     assert ledger["calls"] == {"sim.email.alpha": 4, "sim.email.verify": 3}
+    assert set(ledger["spans"]) == {"sim.email.alpha", "sim.email.verify"}
+    assert all(span >= 0 for span in ledger["spans"].values())
     assert ledger["charges"] == {"sim.email.alpha": 2.0, "sim.email.verify": 0.6}
     assert ledger["credits"] == 2.6
     # one repeat for alpha (normalised input), two for verify (charged per call)

@@ -19,6 +19,7 @@ from playline.errors import StoreError
 from playline.store import (
     ClaimOutcome,
     Completion,
+    GateConfig,
     ReceiptStatus,
     RowRecord,
     RunRecord,
@@ -142,6 +143,8 @@ def test_a_new_database_gets_the_schema(postgres_url: str) -> None:
         "ledger",
         "boundaries",
         "inbox",
+        "rate_gates",
+        "gate_slots",
     } == user_tables(postgres_url)
     with admin(postgres_url) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -181,14 +184,31 @@ def test_read_only_creates_nothing_and_writes_nothing(postgres_url: str) -> None
 
 
 def test_the_schema_migrates_from_its_first_version(postgres_url: str) -> None:
+    # A database as the first PostgreSQL store left it, with a run and a receipt.
+    with admin(postgres_url) as conn:
+        assert migrate(conn, "db", MIGRATIONS[:1]) == 0
+        conn.execute(
+            "INSERT INTO runs (run_id, play, status, stats, created_at, updated_at) "
+            "VALUES ('r', 'p', 'completed', '{}', 0, 0)"
+        )
+        conn.execute(
+            "INSERT INTO receipts (key, tool, status, owner, run_id, attempt, result, "
+            "updated_at) VALUES ('k', 't', 'completed', 'o', 'r', 1, '{}', 0)"
+        )
     with PostgresStore(postgres_url) as store:
-        store.create_run(RunRecord(run_id="r", play="p", status=RunStatus.COMPLETED))
-        claim(store, "k")
-    # A later Playline's migration, applied to this version-1 database.
+        assert store.schema_version_found == 1
+        run = store.get_run("r")
+        assert run is not None and run.status is RunStatus.COMPLETED
+        assert store.find_receipts(["k"])["k"].result == b"{}"
+        grant = store.lease_gate(
+            "t@a", 4, config=GateConfig(ceiling=1.0, burst=4), holder=ME, lease_until=LEASE, now=NOW
+        )
+        assert grant.granted == 2
+    # A later Playline's migration, applied to this database ...
     later = (*MIGRATIONS, ("ALTER TABLE runs ADD COLUMN note TEXT",))
     with admin(postgres_url) as conn:
-        assert migrate(conn, "db", later) == 1
-        assert migrate(conn, "db", later) == 2  # nothing left to do
+        assert migrate(conn, "db", later) == SCHEMA_VERSION
+        assert migrate(conn, "db", later) == SCHEMA_VERSION + 1  # nothing left to do
         columns = {
             name
             for (name,) in conn.execute(
@@ -197,10 +217,11 @@ def test_the_schema_migrates_from_its_first_version(postgres_url: str) -> None:
         }
         assert "note" in columns
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        assert version == ("2",)
+        assert version == (str(SCHEMA_VERSION + 1),)
         assert conn.execute("SELECT run_id FROM runs").fetchall() == [("r",)]
-    # ... which this Playline, knowing version 1, refuses to open.
-    with pytest.raises(StoreError, match=r"schema version 2, newer .* \(1\).*Upgrade playline"):
+    # ... which this Playline refuses to open.
+    newer = rf"schema version {SCHEMA_VERSION + 1}, newer .* \({SCHEMA_VERSION}\)"
+    with pytest.raises(StoreError, match=newer + ".*Upgrade playline"):
         PostgresStore(postgres_url)
 
 
@@ -263,7 +284,7 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(postgres_url: 
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(opened) == [0, 1, 1, 1]
+    assert sorted(opened) == [0, SCHEMA_VERSION, SCHEMA_VERSION, SCHEMA_VERSION]
 
 
 def test_ids_compare_byte_by_byte_whatever_the_database_locale(

@@ -11,6 +11,7 @@ import pytest
 from playline.errors import StoreError
 from playline.store import (
     Claim,
+    GateConfig,
     ReceiptStatus,
     RowRecord,
     open_store,
@@ -70,6 +71,27 @@ def test_a_version_1_store_is_migrated_and_keeps_its_receipts(tmp_path: Path) ->
     receipt = store.find_receipts(["k"])["k"]
     assert (receipt.status, receipt.result, receipt.job) == (ReceiptStatus.COMPLETED, b"{}", None)
     store.close()
+
+
+def test_a_version_4_store_is_migrated_and_gets_the_rate_gates(tmp_path: Path) -> None:
+    from playline.store.sql._schema import MIGRATIONS
+
+    path = tmp_path / "v4.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for migration in MIGRATIONS[:4]:
+            for statement in migration:
+                conn.execute(statement)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        assert store.schema_version_found == 4
+        grant = store.lease_gate(
+            "t@a", 3, config=GateConfig(ceiling=1.0, burst=4), holder="h", lease_until=9, now=1
+        )
+        assert grant.granted == 2
+    finally:
+        store.close()
 
 
 def test_future_schema_version_is_refused(db_url: str, tmp_path: Path) -> None:

@@ -50,9 +50,10 @@ from ..store import (
     Store,
     StoreIO,
 )
+from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
-from ..tools._gates import RateGate, ToolGate, ToolGates
+from ..tools._gates import RateGate, ToolGates
 from ..tools._retry import Verdict, decide, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
@@ -162,7 +163,7 @@ class CallExecutor:
         self._requests = 0
         self.progress = 0  # calls settled: the watchdog's sign of life
 
-    def gate_of(self, spec: ToolSpec) -> ToolGate:
+    def gate_of(self, spec: ToolSpec) -> RateGate:
         return self._gates[self._target(spec)]
 
     def _target(self, spec: ToolSpec) -> ToolSpec:
@@ -541,31 +542,34 @@ class CallExecutor:
         return claimed, deferred
 
     async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
-        """Another live worker owns this call: wait for its result, or take over if it dies."""
+        """Another live worker owns this call: wait for its result, or take over if it dies.
+        A store that announces changes (PostgreSQL) wakes the wait once the receipt is
+        finished; it is looked at anyway, with backoff, to notice a holder that died."""
         try:
             deadline = self._clock.monotonic() + self._receipt_wait
             delay = 0.05
-            while self._clock.monotonic() < deadline:
-                await self._clock.sleep(delay)
-                delay = min(delay * 2, _RECEIPT_POLL_MAX)
-                receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
-                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
-                    assert receipt.result is not None
-                    self._settle_cached(call, receipt.result)
+            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
+                while self._clock.monotonic() < deadline:
+                    await finished.wait(self._clock, delay)
+                    delay = min(delay * 2, _RECEIPT_POLL_MAX)
+                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                    if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                        assert receipt.result is not None
+                        self._settle_cached(call, receipt.result)
+                        return
+                    if not _held(receipt, self._clock.now()):
+                        break  # failed, released, or its holder is gone: claim it ourselves
+                else:
+                    self._settle(
+                        call,
+                        None,
+                        ReceiptWaitTimeout(
+                            f"Tool {spec.id}: another worker has been executing the same call "
+                            f"for over {self._receipt_wait:g}s. Nothing was written; run again "
+                            "once it has finished, or stop the other worker."
+                        ),
+                    )
                     return
-                if not _held(receipt, self._clock.now()):
-                    break  # failed, released, or its holder is gone: claim it ourselves
-            else:
-                self._settle(
-                    call,
-                    None,
-                    ReceiptWaitTimeout(
-                        f"Tool {spec.id}: another worker has been executing the same call "
-                        f"for over {self._receipt_wait:g}s. Nothing was written; run again "
-                        "once it has finished, or stop the other worker."
-                    ),
-                )
-                return
             await self._send(spec, [call])
         except BaseException as exc:
             if not call.future.done():

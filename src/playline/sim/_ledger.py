@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -26,6 +27,7 @@ class Ledger:
         self.throttled: dict[str, int] = {}
         self.inflight: dict[str, int] = {}
         self.max_inflight: dict[str, int] = {}
+        self.first_last: dict[str, tuple[float, float]] = {}  # monotonic times of accepted calls
 
     def replay(self, tool: str) -> None:
         """A whole request answered from an ``Idempotency-Key`` header's first answer."""
@@ -45,6 +47,8 @@ class Ledger:
 
     def call(self, tool: str) -> None:
         self.calls[tool] = self.calls.get(tool, 0) + 1
+        now = time.monotonic()
+        self.first_last[tool] = (self.first_last.get(tool, (now, now))[0], now)
 
     def reject(self, tool: str) -> None:
         self.rejected[tool] = self.rejected.get(tool, 0) + 1
@@ -92,4 +96,6 @@ class Ledger:
             "inputs": {tool: dict(keys) for tool, keys in self.inputs.items()},
             "inflight": {tool: n for tool, n in self.inflight.items() if n},
             "max_inflight": dict(self.max_inflight),
+            # seconds from a tool's first accepted call to its last: its rate is calls / span
+            "spans": {tool: last - first for tool, (first, last) in self.first_last.items()},
         }

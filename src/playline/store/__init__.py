@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 
 from ..errors import StoreError
+from ._gates import GateConfig, GateGrant, GateState
 from ._io import StoreIO
 from ._memory import MemoryStore
 from ._owners import owner_alive, owner_id
 from ._protocol import (
     BoundaryStore,
     EventStore,
+    GateStore,
     LedgerStore,
     ReceiptStore,
     RowStore,
@@ -54,6 +56,10 @@ __all__ = [
     "Event",
     "EventStore",
     "Failure",
+    "GateConfig",
+    "GateGrant",
+    "GateState",
+    "GateStore",
     "LedgerEntry",
     "LedgerStore",
     "LedgerTotals",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from .._json import dumps, loads
 from ..errors import StoreError
+from ._changes import ChangeFeed
 from ._claims import decide_claim, decide_run_claim
+from ._gates import GateConfig, GateGrant, GateState, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
     Boundary,
@@ -47,6 +49,7 @@ class MemoryStore:
     ``EVENT_HISTORY`` events are kept."""
 
     io_threads = 0  # it never blocks: the engine calls it on its loop
+    shared = False  # nothing outside this process sees it: rate gates stay local
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
@@ -60,12 +63,18 @@ class MemoryStore:
         self._seq = itertools.count(1)
         self._boundaries: dict[str, Boundary] = {}
         self._inbox: dict[str, tuple[bytes, str | None]] = {}  # key -> (payload, delivered to)
+        self._gates: dict[str, GateState] = {}
+        self._gate_slots: dict[str, dict[str, tuple[int, float]]] = {}  # key -> holder -> slots
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.url!r})"
 
     def close(self) -> None:
         pass
+
+    def changes(self) -> ChangeFeed | None:
+        """None: one process's waiters look at the store (it announces nothing)."""
+        return None
 
     # runs
     def create_run(self, run: RunRecord) -> bool:
@@ -467,3 +476,74 @@ class MemoryStore:
     def waiting_events(self, keys: Sequence[str]) -> set[str]:
         with self._lock:
             return {k for k in keys if k in self._inbox and self._inbox[k][1] is None}
+
+    # shared rate gates (what a durable store shares between processes; kept for parity)
+    def lease_gate(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        with self._lock:
+            state = self._gates.get(key)
+            if state is None or not state.declared_as(config):
+                state = config.fresh(key, now)
+            slots = self._gate_slots.setdefault(key, {})
+            in_use = 0
+            if state.cap > 0:
+                in_use, gone = count_in_flight(
+                    ((h, n, until) for h, (n, until) in slots.items()), holder, now
+                )
+                for other in gone:
+                    del slots[other]
+            granted, state = state.take(wanted, now, in_use)
+            self._gates[key] = state
+            if granted and state.cap > 0:
+                slots[holder] = (slots.get(holder, (0, 0.0))[0] + granted, lease_until)
+            return GateGrant(granted, replace(state, in_flight=in_use + granted))
+
+    def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:
+        with self._lock:
+            slots = self._gate_slots.get(key, {})
+            held = slots.get(holder, (0, 0.0))[0] - count
+            if held > 0:
+                slots[holder] = (held, lease_until)
+            else:
+                slots.pop(holder, None)
+
+    def renew_gates(self, holder: str, *, lease_until: float) -> int:
+        with self._lock:
+            held = [slots for slots in self._gate_slots.values() if holder in slots]
+            for slots in held:
+                slots[holder] = (slots[holder][0], lease_until)
+            return len(held)
+
+    def tune_gate(
+        self, key: str, change: Callable[[GateState], GateState | None]
+    ) -> GateState | None:
+        with self._lock:
+            state = self._gates.get(key)
+            if state is None:
+                return None
+            changed = change(state)
+            if changed is not None:
+                self._gates[key] = state = replace(changed, key=key, in_flight=0)
+            return state
+
+    def read_gates(self, *, now: float) -> list[GateState]:
+        with self._lock:
+            return [
+                replace(
+                    state,
+                    in_flight=count_in_flight(
+                        ((h, n, until) for h, (n, until) in self._gate_slots.get(key, {}).items()),
+                        "",
+                        now,
+                    )[0],
+                )
+                for key, state in sorted(self._gates.items())
+            ]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["holding", "owner_alive", "owner_host_pid", "owner_id"]
+__all__ = ["holding", "keep_alive", "owner_alive", "owner_host_pid", "owner_id"]
 
 _HOST = socket.gethostname()
 _holding: dict[str, int] = {}  # this process's live holders (nested attempts count)
@@ -39,6 +39,19 @@ def holding(owner: str) -> Iterator[None]:
         _holding[owner] -= 1
         if not _holding[owner]:
             del _holding[owner]
+
+
+def keep_alive(owner: str) -> Callable[[], None]:
+    """``owner`` (a holder of this process with no block to live in, such as a process's rate
+    gates) is alive until the returned function is called."""
+    _holding[owner] = _holding.get(owner, 0) + 1
+
+    def release() -> None:
+        _holding[owner] -= 1
+        if not _holding[owner]:
+            del _holding[owner]
+
+    return release
 
 
 def owner_alive(owner: str) -> bool:

@@ -1,7 +1,8 @@
 """What the engine needs from a store, by role; ``Store`` is all of them.
 
 Roles: runs (records and their leases), receipts (claims, results, leases), rows, durable
-boundaries with the event inbox, events (the progress log), the ledger. Every method that
+boundaries with the event inbox, events (the progress log), the ledger, and the shared rate
+gates (``_gates.py``). Every method that
 writes takes a batch and is one transaction: the engine calls it once per batch of claims,
 completions, rows or events, never per cell.
 
@@ -17,9 +18,11 @@ next; the conformance suite (tests/store) holds them to the same behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from ._changes import ChangeFeed
+from ._gates import GateConfig, GateGrant, GateState
 from ._records import (
     Boundary,
     Claim,
@@ -41,6 +44,7 @@ from ._windows import RowCounts
 __all__ = [
     "BoundaryStore",
     "EventStore",
+    "GateStore",
     "LedgerStore",
     "ReceiptStore",
     "RowStore",
@@ -240,8 +244,63 @@ class LedgerStore(Protocol):
         ...
 
 
-class Store(RunStore, ReceiptStore, RowStore, BoundaryStore, EventStore, LedgerStore, Protocol):
+class GateStore(Protocol):
+    def lease_gate(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        """In one transaction: take up to ``wanted`` tokens from the gate ``key`` (made from
+        ``config`` when it is new or was declared otherwise), as many as its bucket holds and,
+        under a shared cap, as many as the calls in flight of live holders leave free; those
+        are counted as ``holder``'s until ``lease_until``. Granting 0 is an answer, not an
+        error: ``grant.state.wait(now)`` says how long until a token."""
+        ...
+
+    def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:
+        """``holder``'s ``count`` calls in flight under ``key``'s shared cap are done."""
+        ...
+
+    def renew_gates(self, holder: str, *, lease_until: float) -> int:
+        """Extend the lease of ``holder``'s calls in flight; returns how many gates it holds."""
+        ...
+
+    def tune_gate(
+        self, key: str, change: Callable[[GateState], GateState | None]
+    ) -> GateState | None:
+        """In one transaction: read the gate (None if it does not exist), write what ``change``
+        makes of it (None: nothing), and return the gate as it is now. ``change`` is a pure
+        function; a cut decided by one process is seen by the next one deciding."""
+        ...
+
+    def read_gates(self, *, now: float) -> list[GateState]:
+        """Every gate (by key), with the calls in flight of its live holders at ``now``."""
+        ...
+
+
+class Store(
+    RunStore,
+    ReceiptStore,
+    RowStore,
+    BoundaryStore,
+    EventStore,
+    LedgerStore,
+    GateStore,
+    Protocol,
+):
     url: str
     io_threads: int  # worker threads the engine may call it from (0: it never blocks)
+    # Other processes may use it too (a file, a server): rate gates are then kept in it.
+    shared: bool
+
+    def changes(self) -> ChangeFeed | None:
+        """Announcements of what other processes changed (``_changes.py``), or None where
+        waiters must look at the store again and again."""
+        ...
 
     def close(self) -> None: ...

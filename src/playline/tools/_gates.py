@@ -18,42 +18,47 @@ uses it. The gate learns from what the provider answers:
   5 minutes), then one probe call decides whether it is back.
 
 A tool that declares no rate is not limited until its first 429; it then learns one.
+
+On a store that other processes use too (a SQLite file, PostgreSQL), the tools that
+``shares_gate`` get a ``SharedToolGate`` instead (``_shared_gates.py``): the same rules, with
+the bucket, the learned rate and a declared concurrency cap kept in the store, so that every
+process together stays under the provider's limits. The learning rules are ``_learning.py``,
+the breaker ``_breaker.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import secrets
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
 
 from .._clock import Clock
+from ..store import owner_id
+from ..store._owners import keep_alive
+from ._breaker import Breaker
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key, shares_gate
+from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._shared_gates import SharedToolGate
+from ._slots import Slots
 from ._spec import ToolSpec
 
-__all__ = ["RateGate", "RateLimiter", "ToolGate", "ToolGates"]
+if TYPE_CHECKING:
+    from ..store import Store
 
-DEFAULT_CONCURRENCY = 8
-PACE = 0.95  # share of a declared rate used: network jitter must not push requests over it
-LEARN_START = 50.0  # requests/s a tool without a declared rate is assumed to take at first
-MIN_RATE = 0.2  # requests/s: the lowest a learned rate may fall
-LEARN_STEP = 1.15
-SLOW_LEARNED = 0.7
-SLOW_DECLARED = 0.8
-LEARN_STRETCH = 10  # successes without a 429 before the rate climbs again
-ACHIEVED_WINDOW = 60.0  # seconds over which the achieved rate is measured
-NOISE_REST = 60.0  # seconds cuts rest once 429s proved not to be about our rate
-BREAK_AFTER = 5  # failures in a row that open the breaker
-BREAK_FIRST, BREAK_MAX = 10.0, 300.0  # seconds the breaker stays open
+__all__ = ["RateGate", "RateLimiter", "ToolGate", "ToolGates", "gate_key", "shares_gate"]
+
 _EPSILON = 1e-6
-_HISTORY = 32  # outcomes kept to tell rate 429s from random ones
 
 
 class RateGate(Protocol):
     """A tool's gate: local (this process) or shared (every process on one store)."""
 
-    in_flight: int
-
+    @property
+    def in_flight(self) -> int: ...
     @property
     def waiting(self) -> int: ...
     def slot(self) -> AbstractAsyncContextManager[None]: ...
@@ -124,52 +129,6 @@ class RateLimiter:
         self._stamp = self._paused_until
 
 
-class _Slots:
-    """A concurrency cap that can move while callers wait (first come, first served)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.in_use = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self, wanted: int = 1) -> int:
-        """Wait for a free slot, then take as many as are free, up to ``wanted``."""
-        if self.in_use >= self.cap or self._waiters:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter  # handed one slot
-            except BaseException:
-                if waiter.done() and not waiter.cancelled():
-                    self.release()  # handed a slot as it was cancelled: pass it on
-                elif waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                raise
-            more = 0
-        else:
-            self.in_use += 1
-            more = 0
-        if not self._waiters:
-            more = max(0, min(wanted - 1, self.cap - self.in_use))
-            self.in_use += more
-        return 1 + more
-
-    def release(self, count: int = 1) -> None:
-        self.in_use -= count
-        self.wake()
-
-    def wake(self) -> None:
-        while self._waiters and self.in_use < self.cap:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_use += 1
-                waiter.set_result(None)
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiters)
-
-
 class ToolGate:
     """The local gate of one tool: this process's calls to it (see the module docstring)."""
 
@@ -182,24 +141,11 @@ class ToolGate:
             RateLimiter(clock, self.ceiling, rate.burst) if self.ceiling is not None else None
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
-        self._slots = _Slots(self.declared_concurrency)
+        self._slots = Slots(self.declared_concurrency)
         self.in_flight = 0
-        # learning
-        self._clean = 0  # successes since the last 429
-        self._outcomes: deque[bool] = deque(maxlen=_HISTORY)  # True: a 429
-        self._successes: deque[float] = deque()  # when calls succeeded (for the achieved rate)
-        self._born = clock.monotonic()
-        self._cut_until = 0.0  # no new rate cut before this
-        self._cap_cut_until = 0.0
-        self._last_cut: tuple[float, float] | None = None  # (rate before it, 429 share then)
-        self._noise_until = 0.0
-        self._since_cut = [0, 0]  # outcomes since the last cut: [429s, all]
-        # the breaker
-        self._failures = 0
-        self._open_until = 0.0
-        self._open_for = BREAK_FIRST
-        self._cause: str | None = None
-        self._probing = False
+        self._seen = Observations(clock.monotonic())
+        self._tuning = Tuning(rate=self.ceiling or 0.0, cap=self.declared_concurrency)
+        self._breaker = Breaker(clock.monotonic)
 
     # statistics
     @property
@@ -248,121 +194,106 @@ class ToolGate:
         self.in_flight -= count
         self._slots.release(count)
 
-    # learning from answers
+    # learning from answers (the rules: _learning.py)
+    def _learned(self, tuning: Tuning) -> None:
+        self._tuning = tuning
+        if tuning.rate > 0:
+            if self.limiter is None:
+                self.limiter = RateLimiter(self._clock, tuning.rate, 1)
+            self.limiter.per_second = tuning.rate
+        if tuning.cap != self._slots.cap:
+            self._slots.cap = tuning.cap
+            self._slots.wake()
+
     def throttled(self, retry_after: float | None) -> float:
         """The provider answered 429; returns how long the throttled call should wait."""
         now = self._clock.monotonic()
-        self._clean = 0
-        self._outcomes.append(True)
-        self._since_cut[0] += 1
-        self._since_cut[1] += 1
+        self._seen.throttled()
         wait = 1.0 if retry_after is None else max(0.0, retry_after)
-        if retry_after is None and self._slots.cap > 1:
-            if now >= self._cap_cut_until:  # first a concurrency signal
-                self._slots.cap = max(1, self._slots.cap // 2)
-                self._cap_cut_until = now + 1.0
+        tuning = replace(self._tuning, rate=self.rate or 0.0, cap=self._slots.cap)
+        if retry_after is None and tuning.cap > 1:  # first a concurrency signal
+            self._learned(cut_cap(tuning, now))
             return wait
-        if self._cut_rate(now, window=wait) and self.limiter is not None:
+        tuning, cut = cut_rate(
+            tuning,
+            self._seen.seen(now),
+            now,
+            window=wait,
+            declared=self.ceiling is not None,
+            min_rate=self.min_rate,
+        )
+        self._learned(tuning)
+        if cut and self.limiter is not None:
+            self._seen.cut()
             # The provider's bucket is empty: everyone holds for Retry-After, not only the
             # call that heard it (the others would draw 429s of their own).
             self.limiter.pause(wait)
         return wait
 
-    def _cut_rate(self, now: float, *, window: float) -> bool:
-        """Lower the rate (at most once per ``window``); True when it did."""
-        if now < self._cut_until or now < self._noise_until:
-            return False
-        share = sum(self._outcomes) / len(self._outcomes)
-        if self.limiter is None:
-            self.limiter = RateLimiter(self._clock, max(self._achieved(now), LEARN_START), 1)
-        limiter = self.limiter
-        last = self._last_cut
-        throttled, seen = self._since_cut
-        # Judged on calls sent after the cut: those in flight at the time come back first.
-        judged = last is not None and seen >= max(_HISTORY // 2, 2 * self._slots.cap + 8)
-        if judged and last is not None and throttled / seen >= 0.8 * last[1]:
-            # the last cut did not lower the share of 429s: they are not about our rate
-            limiter.per_second = last[0]
-            self._last_cut = None
-            self._noise_until = now + NOISE_REST
-            return False
-        factor = SLOW_LEARNED if self.ceiling is None else SLOW_DECLARED
-        floor = max(self.min_rate, min(self._achieved(now), limiter.per_second))
-        self._last_cut = (limiter.per_second, share)
-        limiter.per_second = max(floor, limiter.per_second * factor)
-        self._cut_until = now + window
-        self._since_cut = [0, 0]
-        return True
-
-    def _achieved(self, now: float) -> float:
-        """Successful calls per second over the last minute (0 before any)."""
-        while self._successes and self._successes[0] < now - ACHIEVED_WINDOW:
-            self._successes.popleft()
-        span = min(ACHIEVED_WINDOW, max(1.0, now - self._born))
-        return len(self._successes) / span
-
     def succeeded(self) -> None:
-        now = self._clock.monotonic()
-        self._outcomes.append(False)
-        self._successes.append(now)
-        self._since_cut[1] += 1
-        self._failures = 0
-        self._probing = False
-        self._open_until = 0.0
-        self._open_for = BREAK_FIRST
-        self._cause = None
-        self._clean += 1
-        if self._clean < LEARN_STRETCH:
-            return
-        self._clean = 0
-        if self._slots.cap < self.declared_concurrency:
-            self._slots.cap += 1
-            self._slots.wake()
-        limiter = self.limiter
-        if limiter is not None and (self.ceiling is None or limiter.per_second < self.ceiling):
-            raised = limiter.per_second * LEARN_STEP
-            limiter.per_second = raised if self.ceiling is None else min(self.ceiling, raised)
+        self._breaker.succeeded()
+        if self._seen.succeeded(self._clock.monotonic()):
+            tuning = replace(self._tuning, rate=self.rate or 0.0, cap=self._slots.cap)
+            self._learned(
+                climb(tuning, ceiling=self.ceiling or 0.0, declared_cap=self.declared_concurrency)
+            )
 
-    # the breaker
+    # the breaker (_breaker.py)
     def failed(self, cause: str) -> None:
         """A call failed for the provider's reasons (after its retries)."""
-        self._failures += 1
-        self._cause = cause
-        if self._probing or self._failures >= BREAK_AFTER:
-            self._open_until = self._clock.monotonic() + self._open_for
-            self._open_for = min(BREAK_MAX, self._open_for * 2)
-            self._probing = False
+        self._breaker.failed(cause)
 
     def open_cause(self) -> str | None:
         """Why calls to this tool fail at once now (its breaker is open), else None; past the
         pause, the first caller is let through as the probe."""
-        if self._open_until == 0.0:
-            return None
-        now = self._clock.monotonic()
-        if now < self._open_until or self._probing:
-            wait = max(0.0, self._open_until - now)
-            return f"it keeps failing ({self._cause}); its calls are paused" + (
-                f" for {wait:.0f} s more" if wait >= 1 else ""
-            )
-        self._probing = True
-        return None
+        return self._breaker.open_cause()
 
 
 class ToolGates:
-    """One gate per tool id, shared by every row, dataset and run of the process."""
+    """One gate per tool and provider account, shared by every row, dataset and run that
+    uses it: local ones (this process), or, with a ``store`` that other processes use too,
+    shared ones for the tools that ``shares_gate`` (the rest from ``local``'s gates). The
+    runner points ``store`` at the newest store object for the same URL."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(
+        self, clock: Clock, *, store: Store | None = None, local: ToolGates | None = None
+    ) -> None:
         self._clock = clock
-        self._gates: dict[str, ToolGate] = {}
+        self.store = store
+        self._local = local
+        self._gates: dict[str, RateGate] = {}
+        self.holder = owner_id(f"gates-{secrets.token_hex(4)}")
+        if store is not None:  # its calls in flight count while this object lives
+            weakref.finalize(self, keep_alive(self.holder))
 
-    def __getitem__(self, spec: ToolSpec) -> ToolGate:
-        gate = self._gates.get(spec.id)
+    def __getitem__(self, spec: ToolSpec) -> RateGate:
+        key = gate_key(spec)
+        gate = self._gates.get(key)
         if gate is None:
-            gate = self._gates[spec.id] = ToolGate(spec, self._clock)
+            if self.store is not None and shares_gate(spec):
+                gate = SharedToolGate(spec, self._clock, self._current_store, self.holder)
+            elif self._local is not None:
+                return self._local[spec]
+            else:
+                gate = ToolGate(spec, self._clock)
+            self._gates[key] = gate
         return gate
 
+    async def flush(self) -> None:
+        """Wait until what the shared gates told the store is written (a run's end)."""
+        for gate in list(self._gates.values()):
+            if isinstance(gate, SharedToolGate):
+                await gate.flush()
+
+    def _current_store(self) -> Store:
+        assert self.store is not None
+        return self.store
+
     def statistics(self) -> dict[str, dict[str, int]]:
-        return {
-            tool: {"in_flight": gate.in_flight, "waiting": gate.waiting}
-            for tool, gate in self._gates.items()
-        }
+        """Per tool, the calls in flight and waiting of this object's gates (not ``local``'s)."""
+        stats: dict[str, dict[str, int]] = {}
+        for key, gate in self._gates.items():
+            into = stats.setdefault(key.rpartition("@")[0], {"in_flight": 0, "waiting": 0})
+            into["in_flight"] += gate.in_flight
+            into["waiting"] += gate.waiting
+        return stats

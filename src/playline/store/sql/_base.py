@@ -11,9 +11,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from ...errors import StoreError
+from .._changes import EVENTS, RECEIPTS, ChangeFeed
 from .._claims import decide_claim, decide_run_claim
 from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
@@ -34,6 +35,8 @@ from .._records import (
     RunStatus,
 )
 from .._windows import ROW_STATES, RowCounts, check_window
+from ._cursor import Cursor
+from ._gate_store import GateRows
 from ._tables import (
     EVENT_COLUMNS,
     INSERT_EVENT,
@@ -64,28 +67,17 @@ CHUNK = 500  # keys per IN (...) list
 PAGE = 1000  # rows per page when streaming a dataset
 
 
-class Cursor(Protocol):
-    """What the shared code needs of a DB-API cursor (``?`` placeholders)."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
-
-
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), CHUNK):
         yield items[start : start + CHUNK]
 
 
-class SQLStore(ABC):
+class SQLStore(GateRows, ABC):
     url: str
     io_threads = 1
     read_only = False  # opened only to be read: every write is refused
     damage: str | None = None  # what is wrong with a damaged store (then read-only too)
+    shared = True  # a file or a server: other processes may use it too
 
     # the dialect
     @abstractmethod
@@ -94,10 +86,18 @@ class SQLStore(ABC):
         read, so a read-decide-write cannot race another process. Errors become StoreError
         naming ``what``."""
 
-    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:  # noqa: B027
+    def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
         """Serialise the transactions that decide on the same keys (receipt keys, ``run:ID``,
         ``event:KEY``) across connections: read, decide, write can then never race. Nothing to
         do where a write transaction holds the database's write lock, as SQLite's does."""
+
+    def _announce(self, cur: Cursor, channel: str, keys: Sequence[str]) -> None:
+        """Tell other processes, when the transaction commits, that ``keys`` changed on
+        ``channel`` (``_changes.py``). Nothing to do where nobody can be told (SQLite)."""
+
+    def changes(self) -> ChangeFeed | None:
+        """The store's announcements of changes; None: waiters look at the store instead."""
+        return None
 
     @abstractmethod
     def close(self) -> None: ...
@@ -323,6 +323,7 @@ class SQLStore(ABC):
                 updates,
             )
             self._charge(cur, charges)
+            self._announce(cur, RECEIPTS, [key for _, _, key in updates])
         return kept
 
     @staticmethod
@@ -354,6 +355,7 @@ class SQLStore(ABC):
                 ],
             )
             self._charge(cur, charges)
+            self._announce(cur, RECEIPTS, [f.key for f in failures])
 
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         if not jobs:
@@ -384,6 +386,7 @@ class SQLStore(ABC):
                 "WHERE key = ? AND owner = ? AND status = 'running'",
                 params,
             )
+            self._announce(cur, RECEIPTS, keys)
 
     def renew_receipts(self, owner: str, *, lease_until: float) -> int:
         with self._transaction("renew receipt leases", write=True) as cur:
@@ -693,7 +696,10 @@ class SQLStore(ABC):
                 "ON CONFLICT (key) DO NOTHING",
                 (key, payload, now),
             )
-            return bool(cur.rowcount == 1)
+            sent = bool(cur.rowcount == 1)
+            if sent:
+                self._announce(cur, EVENTS, [key])
+            return sent
 
     def deliver_event(self, key: str, boundary: Boundary) -> bytes | None:
         with self._transaction(f"deliver event {key}", write=True) as cur:

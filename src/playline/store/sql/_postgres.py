@@ -14,12 +14,11 @@ and two such batches never deadlock on each other's keys. The rest are single st
 (lease renewals, stop requests, ``INSERT ... ON CONFLICT``); should one still meet a batch in a
 deadlock, PostgreSQL aborts one of them and the store says to run it again.
 
-Where LISTEN/NOTIFY would plug in (not built yet): ``complete_receipts`` and ``deliver_event``
-would ``NOTIFY`` (``pg_notify('playline_receipts', key)``) inside their transactions, so the
-notice goes out exactly when the result is visible; a waiter (a receipt HELD by another
-process, a run awaiting an event) would ``LISTEN`` on a dedicated connection outside the pool
-instead of polling. Shared rate limits would live in a ``rate_leases`` table here, taken with
-one ``UPDATE ... RETURNING`` per lease of tokens.
+Changes are announced with LISTEN/NOTIFY (``_postgres_listen.py``): completing, failing or
+releasing receipts and sending an event NOTIFY in their transactions, and ``changes()`` is a
+feed that a waiter (a receipt HELD by another process, a worker waiting for events) hears them
+on, from a connection of its own outside the pool. Shared rate gates are the ``rate_gates``
+and ``gate_slots`` tables (``_gate_store.py``), leased with one ``UPDATE ... RETURNING``.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import Any
@@ -36,7 +35,10 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StoreError
+from .._changes import ChangeFeed
 from ._base import Cursor, SQLStore
+from ._gate_tables import POSTGRES
+from ._postgres_listen import Listener, announce
 from ._postgres_schema import migrate, readable_version
 from ._postgres_url import Target, connect_error, parse_url
 
@@ -99,9 +101,12 @@ class _PgCursor:
         return self._cur.fetchall()
 
 
-def _close_in_background(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+def _close_in_background(
+    pool: ConnectionPool[psycopg.Connection[Any]], stop_listening: Callable[[], None]
+) -> None:
     """Close a dropped store's pool without waiting for its threads: the collector may run
     this on any thread, one of the pool's own included."""
+    stop_listening()
     threading.Thread(target=pool.close, name=f"{pool.name}-close", daemon=True).start()
 
 
@@ -115,6 +120,9 @@ class PostgresStore(SQLStore):
     ``pool_size`` overrides the URL's; ``check_idle_after`` is how many seconds a pooled
     connection may sit idle before it is checked (one round trip) when next handed out.
     """
+
+    _functions = POSTGRES
+    _for_update = " FOR UPDATE"
 
     def __init__(
         self,
@@ -158,9 +166,12 @@ class PostgresStore(SQLStore):
         )
         pool.open()
         self._pool = pool
+        self._listener = Listener(
+            self._target.conninfo, self._target.connect_kwargs, f"playline-listen {self.where}"
+        )
         # pl.run opens a store per call and does not close it: when this object is dropped,
         # its pool (whose threads keep it alive) is closed too.
-        self._release = weakref.finalize(self, _close_in_background, pool)
+        self._release = weakref.finalize(self, _close_in_background, pool, self._listener.close)
 
     def __repr__(self) -> str:
         state = "closed" if self._pool is None else "open"
@@ -181,7 +192,15 @@ class PostgresStore(SQLStore):
             pool, self._pool = self._pool, None
         if pool is not None:
             self._release.detach()
+            self._listener.close()
             pool.close()
+
+    # LISTEN/NOTIFY (_postgres_listen.py)
+    def changes(self) -> ChangeFeed | None:
+        return None if self._pool is None else self._listener
+
+    def _announce(self, cur: Cursor, channel: str, keys: Sequence[str]) -> None:
+        announce(cur, channel, keys)
 
     # the dialect
     @contextmanager

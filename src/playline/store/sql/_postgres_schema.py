@@ -134,8 +134,37 @@ _V1 = (
     "INSERT INTO meta (key, value) VALUES ('event_seq', '0')",
 )
 
+# v2: rate gates shared by every process on the store (``store/_gates.py``), as SQLite's v5.
+_V2 = (
+    f"""CREATE TABLE rate_gates (
+        key {_T} PRIMARY KEY,
+        rate DOUBLE PRECISION NOT NULL,
+        burst BIGINT NOT NULL,
+        tokens DOUBLE PRECISION NOT NULL,
+        stamp {_TIME} NOT NULL,
+        paused_until {_TIME} NOT NULL DEFAULT 0,
+        ceiling DOUBLE PRECISION NOT NULL DEFAULT 0,
+        declared_cap BIGINT NOT NULL DEFAULT 0,
+        cap BIGINT NOT NULL DEFAULT 0,
+        cut_until {_TIME} NOT NULL DEFAULT 0,
+        cap_cut_until {_TIME} NOT NULL DEFAULT 0,
+        noise_until {_TIME} NOT NULL DEFAULT 0,
+        last_rate DOUBLE PRECISION NOT NULL DEFAULT 0,
+        last_share DOUBLE PRECISION NOT NULL DEFAULT 0,
+        granted BIGINT NOT NULL DEFAULT 0
+    )""",
+    f"""CREATE TABLE gate_slots (
+        key {_T} NOT NULL,
+        holder {_T} NOT NULL,
+        calls BIGINT NOT NULL,
+        lease_until {_TIME} NOT NULL,
+        PRIMARY KEY (key, holder)
+    )""",
+    "CREATE INDEX gate_slots_holder ON gate_slots (holder)",
+)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1,)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

@@ -141,7 +141,37 @@ _V4 = (
         SELECT 'event_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM events""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+# v5: rate gates shared by every process on the store (``store/_gates.py``): a token bucket
+# and what was learned per tool and provider account, and the calls each holder has in flight.
+_V5 = (
+    """CREATE TABLE rate_gates (
+        key TEXT PRIMARY KEY,
+        rate REAL NOT NULL,
+        burst INTEGER NOT NULL,
+        tokens REAL NOT NULL,
+        stamp REAL NOT NULL,
+        paused_until REAL NOT NULL DEFAULT 0,
+        ceiling REAL NOT NULL DEFAULT 0,
+        declared_cap INTEGER NOT NULL DEFAULT 0,
+        cap INTEGER NOT NULL DEFAULT 0,
+        cut_until REAL NOT NULL DEFAULT 0,
+        cap_cut_until REAL NOT NULL DEFAULT 0,
+        noise_until REAL NOT NULL DEFAULT 0,
+        last_rate REAL NOT NULL DEFAULT 0,
+        last_share REAL NOT NULL DEFAULT 0,
+        granted INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE gate_slots (
+        key TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        lease_until REAL NOT NULL,
+        PRIMARY KEY (key, holder)
+    )""",
+    "CREATE INDEX gate_slots_holder ON gate_slots (holder)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(
@@ -155,6 +185,8 @@ _OURS = frozenset(
         "ledger",
         "boundaries",
         "inbox",
+        "rate_gates",
+        "gate_slots",
         "sqlite_sequence",
     }
 )

@@ -1,0 +1,144 @@
+"""Shared rate gates: a tool's budget per provider account, kept in the store, so that every
+process on one store spends one rate limit and one concurrency cap.
+
+A gate is one row per key (the tool id and the provider account it is called with):
+
+- a **token bucket**: ``rate`` tokens a second, at most ``burst`` saved up, ``tokens`` left at
+  ``stamp``, none earned before ``paused_until`` (a 429's Retry-After holds every process);
+- **what the gates learned** (``tools/_gates.py`` says how): the rate now, when the next cut may
+  come (``cut_until``), the rate before the last cut and the share of 429s then (to undo a cut
+  that did not help), a rest from cuts (``noise_until``), the concurrency cap now;
+- when the tool declares a concurrency cap (``cap > 0``), the **calls in flight** of each holder
+  (a process's gate) under a lease: a holder that died stops counting when its lease runs out,
+  or at once on its own host (its pid is gone).
+
+Processes take tokens in **leases**: one statement grants up to N at once (a wave of requests),
+never one per call. Times are wall-clock seconds (``Clock.now()``), which every process shares.
+
+``GateState.take`` is the reference for a lease; the SQL stores compute the same in one
+``UPDATE ... RETURNING`` (``sql/_gate_tables.py``), and the conformance suite holds them to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from ._claims import lease_live
+
+__all__ = ["GateConfig", "GateGrant", "GateState", "count_in_flight"]
+
+# Wall-clock time at epoch scale is coarse (a float holds it to about 2e-7 s), and so is a
+# refill computed from it: a token this much short counts as whole.
+EPSILON = 1e-4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateConfig:
+    """What a process declares of a gate. A new gate starts from it; a gate that was declared
+    otherwise (another ceiling, burst or cap: the provider changed its limits) starts again
+    from it, forgetting what was learned.
+
+    A new gate's bucket starts half full: the provider's may not be full (the account was
+    used a moment ago, from elsewhere), and processes starting together send their first
+    requests with uneven delays. Measured with three processes against a bucket of 20 at
+    20/s: starting full drew one or two 429s per run; half full, none."""
+
+    ceiling: float = 0.0  # requests/s the rate may climb to; 0: none declared (learned on a 429)
+    burst: int = 1
+    cap: int = 0  # calls in flight shared by every holder; 0: each process keeps its own cap
+
+    def fresh(self, key: str, now: float) -> GateState:
+        return GateState(
+            key=key,
+            rate=self.ceiling,
+            burst=self.burst,
+            tokens=self.burst / 2,
+            stamp=now,
+            ceiling=self.ceiling,
+            declared_cap=self.cap,
+            cap=self.cap,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateState:
+    """A gate as the store keeps it (a snapshot)."""
+
+    key: str
+    rate: float  # tokens a second now; 0: not limited (nothing declared or learned yet)
+    burst: int
+    tokens: float
+    stamp: float  # when ``tokens`` was counted (never earlier than the end of a pause)
+    paused_until: float = 0.0
+    ceiling: float = 0.0  # declared
+    declared_cap: int = 0  # declared
+    cap: int = 0  # the shared concurrency cap now (learned: at most ``declared_cap``)
+    cut_until: float = 0.0  # no rate cut before this
+    cap_cut_until: float = 0.0  # no cap cut before this
+    noise_until: float = 0.0  # 429s proved not to be about the rate: no cuts before this
+    last_rate: float = 0.0  # the rate before the last cut, while that cut is judged; 0: none
+    last_share: float = 0.0  # the share of 429s when it was made
+    in_flight: int = 0  # (in a lease's answer) calls in flight of every live holder
+
+    def declared_as(self, config: GateConfig) -> bool:
+        return (self.ceiling, self.burst if self.ceiling else 1, self.declared_cap) == (
+            config.ceiling,
+            config.burst if config.ceiling else 1,
+            config.cap,
+        )
+
+    def available(self, now: float) -> float:
+        """Tokens in the bucket at ``now`` (none while paused)."""
+        if self.rate <= 0:
+            return float(self.burst)
+        return min(self.burst, self.tokens + max(0.0, now - self.stamp) * self.rate)
+
+    def wait(self, now: float) -> float:
+        """Seconds until a lease would get a token (0 when it would; slots not counted)."""
+        paused = max(0.0, self.paused_until - now)
+        if self.rate <= 0:
+            return paused
+        tokens = self.available(now)
+        if tokens >= 1 - EPSILON and not paused:
+            return 0.0
+        ahead = max(0.0, self.stamp - now)  # a pause (or another clock) put the stamp ahead
+        return max(paused, ahead + max(0.0, 1 - tokens) / self.rate)
+
+    def take(self, wanted: int, now: float, in_use: int = 0) -> tuple[int, GateState]:
+        """A lease of up to ``wanted`` tokens at ``now``, with ``in_use`` calls in flight
+        (counted only under a shared cap): how many were granted, and the gate after it."""
+        ask = min(wanted, max(0, self.cap - in_use)) if self.cap > 0 else wanted
+        if self.rate <= 0:
+            granted, tokens = (0 if self.paused_until > now else ask), self.tokens
+        else:
+            refill = self.available(now)
+            granted = 0
+            if self.paused_until <= now and refill >= 1 - EPSILON:
+                granted = min(ask, math.floor(refill + EPSILON))
+            tokens = max(0.0, refill - granted)
+        return granted, replace(self, tokens=tokens, stamp=max(self.stamp, now))
+
+
+@dataclass(frozen=True, slots=True)
+class GateGrant:
+    """A lease's answer: ``granted`` tokens (and slots, under a shared cap), and the gate."""
+
+    granted: int
+    state: GateState
+
+
+def count_in_flight(
+    holders: Iterable[tuple[str, int, float]], holder: str, now: float
+) -> tuple[int, list[str]]:
+    """The calls in flight under a shared cap, from ``(holder, calls, lease_until)`` rows: those
+    of live holders (``holder``, the one asking, counts whatever its lease says); and the
+    holders that are gone, whose rows can be dropped."""
+    in_use, gone = 0, []
+    for other, calls, lease_until in holders:
+        if other == holder or lease_live(other, lease_until, now):
+            in_use += calls
+        else:
+            gone.append(other)
+    return in_use, gone

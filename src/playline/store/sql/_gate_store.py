@@ -1,0 +1,146 @@
+"""The shared rate gates on SQL (the ``GateStore`` role), for both dialects.
+
+A lease is one transaction: under a shared cap, the gate's key is locked (an advisory lock on
+PostgreSQL; SQLite's write lock), the live holders' calls in flight are counted (the rows of
+holders that are gone are dropped), and the lease's ``UPDATE ... RETURNING`` takes the tokens;
+without a shared cap the ``UPDATE`` is the whole transaction (the row's lock serialises it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .._gates import GateConfig, GateGrant, GateState, count_in_flight
+from ._cursor import Cursor
+from ._gate_tables import (
+    GATE_COLUMNS,
+    SQLITE,
+    UPSERT_GATE,
+    Functions,
+    gate_from,
+    gate_params,
+    lease_sql,
+)
+
+__all__ = ["GateRows"]
+
+_UPDATE_GATE = (
+    "UPDATE rate_gates SET rate = ?, burst = ?, tokens = ?, stamp = ?, paused_until = ?, "
+    "ceiling = ?, declared_cap = ?, cap = ?, cut_until = ?, cap_cut_until = ?, noise_until = ?, "
+    "last_rate = ?, last_share = ? WHERE key = ?"
+)
+
+
+class GateRows:
+    """The gate methods of ``SQLStore``; the dialect supplies what is declared here."""
+
+    _functions: Functions = SQLITE
+    _for_update = ""  # how a read locks the row it will write (PostgreSQL: " FOR UPDATE")
+
+    if TYPE_CHECKING:  # the dialect's (see SQLStore)
+
+        def _transaction(self, what: str, *, write: bool) -> AbstractContextManager[Cursor]: ...
+        def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None: ...
+
+    def lease_gate(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        shared_cap = config.cap > 0
+        with self._transaction(f"take tokens from the rate gate {key}", write=True) as cur:
+            in_use = 0
+            if shared_cap:
+                self._lock_keys(cur, [f"gate:{key}"])
+                in_use = self._in_flight(cur, key, holder, now)
+            row = cur.execute(lease_sql(self._functions), (now, wanted, in_use, key)).fetchone()
+            if row is None and not shared_cap:
+                # A new gate: made once, whoever comes first (the others wait for the lock).
+                self._lock_keys(cur, [f"gate:{key}"])
+                row = cur.execute(lease_sql(self._functions), (now, wanted, 0, key)).fetchone()
+            if row is not None and (state := gate_from(row)).declared_as(config):
+                granted = int(row[-1])
+            else:  # new, or declared otherwise: start again from what this process declares
+                granted, state = config.fresh(key, now).take(wanted, now, in_use)
+                cur.execute(UPSERT_GATE, gate_params(state, granted))
+            if granted and state.cap > 0:
+                cur.execute(
+                    "INSERT INTO gate_slots (key, holder, calls, lease_until) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (key, holder) DO UPDATE SET "
+                    "calls = gate_slots.calls + excluded.calls, lease_until = excluded.lease_until",
+                    (key, holder, granted, lease_until),
+                )
+        return GateGrant(granted, replace(state, in_flight=in_use + granted))
+
+    @staticmethod
+    def _in_flight(cur: Cursor, key: str, holder: str, now: float) -> int:
+        rows = cur.execute(
+            "SELECT holder, calls, lease_until FROM gate_slots WHERE key = ?", (key,)
+        ).fetchall()
+        in_use, gone = count_in_flight(rows, holder, now)
+        if gone:
+            cur.executemany(
+                "DELETE FROM gate_slots WHERE key = ? AND holder = ?", [(key, h) for h in gone]
+            )
+        return in_use
+
+    def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:
+        with self._transaction(f"release calls of the rate gate {key}", write=True) as cur:
+            cur.execute(
+                "UPDATE gate_slots SET calls = calls - ?, lease_until = ? "
+                "WHERE key = ? AND holder = ?",
+                (count, lease_until, key, holder),
+            )
+            cur.execute(
+                "DELETE FROM gate_slots WHERE key = ? AND holder = ? AND calls <= 0",
+                (key, holder),
+            )
+
+    def renew_gates(self, holder: str, *, lease_until: float) -> int:
+        with self._transaction("renew rate gate leases", write=True) as cur:
+            cur.execute(
+                "UPDATE gate_slots SET lease_until = ? WHERE holder = ?", (lease_until, holder)
+            )
+            return int(cur.rowcount)
+
+    def tune_gate(
+        self, key: str, change: Callable[[GateState], GateState | None]
+    ) -> GateState | None:
+        with self._transaction(f"tune the rate gate {key}", write=True) as cur:
+            self._lock_keys(cur, [f"gate:{key}"])
+            row = cur.execute(
+                f"SELECT {GATE_COLUMNS} FROM rate_gates WHERE key = ?{self._for_update}", (key,)
+            ).fetchone()
+            if row is None:
+                return None
+            state = gate_from(row)
+            changed = change(state)
+            if changed is None or changed == state:
+                return state
+            cur.execute(_UPDATE_GATE, (*gate_params(changed)[1:-1], key))
+            return replace(changed, key=key, in_flight=0)
+
+    def read_gates(self, *, now: float) -> list[GateState]:
+        with self._transaction("read the rate gates", write=False) as cur:
+            states = [
+                gate_from(row)
+                for row in cur.execute(
+                    f"SELECT {GATE_COLUMNS} FROM rate_gates ORDER BY key"
+                ).fetchall()
+            ]
+            slots: dict[str, list[tuple[str, int, float]]] = {}
+            for key, holder, calls, lease_until in cur.execute(
+                "SELECT key, holder, calls, lease_until FROM gate_slots"
+            ).fetchall():
+                slots.setdefault(key, []).append((holder, int(calls), float(lease_until)))
+        return [
+            replace(s, in_flight=count_in_flight(slots.get(s.key, []), "", now)[0]) for s in states
+        ]

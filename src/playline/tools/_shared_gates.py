@@ -1,0 +1,385 @@
+"""A tool's gate shared by every process on one store (a SQLite file, a PostgreSQL database).
+
+It keeps the local gate's rules (``_gates.py``, ``_learning.py``) with the state every process
+must agree on in the store's rate gate (``store/_gates.py``), keyed by the tool and its
+provider account:
+
+- **Tokens in leases.** A wave of requests asks the store for as many tokens as it has
+  requests, in one statement; the answer says how long until the next token when there is
+  none, and this process waits that long (its own waiters queue behind one lock, first come,
+  first served), then asks again.
+- **One rate, learned once.** A 429 cuts the store's rate (at most once per Retry-After
+  window, whichever process heard it) and pauses its bucket: every process holds. A clean
+  stretch raises it for all. The process that heard the 429 holds at once, before the store
+  has answered.
+- **Calls in flight** of a tool that declares a concurrency cap are counted in the store per
+  holder (this process's gates), under a lease renewed while calls are out: a process that
+  dies stops counting when its lease runs out (at once on its own machine).
+- A cap the tool does not declare, and the breaker, stay with each process: they are about
+  this process's calls as much as about the provider.
+
+``throttled``, ``succeeded`` and ``release`` are synchronous (the engine calls them in the
+middle of its bookkeeping): what they tell the store goes in small background writes. A gate
+whose tool has no rate (declared or learned) and no shared cap reads the store at most once a
+``REFRESH``, to learn of a rate another process learned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+from .._clock import Clock
+from ..errors import PlaylineError
+from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
+from ._breaker import Breaker
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key
+from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._slots import Slots
+from ._spec import ToolSpec
+
+__all__ = ["SharedToolGate"]
+
+SLOT_LEASE = 60.0  # seconds a holder's calls in flight count without it renewing them
+REFRESH = 1.0  # seconds an unlimited gate trusts what it last read
+SLOT_POLL, SLOT_POLL_MAX = 0.02, 0.5  # seconds between looks at a cap that other calls fill
+MIN_WAIT = 1e-3  # seconds: a shorter wait would not move a wall clock at epoch scale
+
+
+class SharedToolGate:
+    """The gate of one tool and provider account for every process on a shared store."""
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        clock: Clock,
+        store: Callable[[], Store],
+        holder: str,
+        *,
+        min_rate: float = MIN_RATE,
+        lease: float = SLOT_LEASE,
+    ) -> None:
+        rate = spec.rate
+        self.key = gate_key(spec)
+        self._clock = clock
+        self._store = store  # the store to use now (its object may change, its URL not)
+        self._holder = holder
+        self._lease = lease
+        self.min_rate = min_rate
+        ceiling = rate.per_second * PACE if rate.per_second else 0.0
+        self._config = GateConfig(
+            ceiling=ceiling,
+            burst=(rate.burst or max(1, int(ceiling))) if ceiling else 1,
+            # a provider's cap is its account's; a local function's is this process's
+            cap=(rate.concurrency or 0) if spec.auth_scope != "local" else 0,
+        )
+        self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
+        self._slots = Slots(self.declared_concurrency)
+        self._cap_cut_until = 0.0  # of the local cap
+        self._lock = asyncio.Lock()
+        self._state: GateState | None = None  # as last read
+        self._read_at = -math.inf
+        self._paused_until = 0.0  # this process heard a 429: it holds before the store says
+        self._behind = 0.0  # how far this process's clock was seen behind another's (seconds)
+        self._seen = Observations(clock.now())
+        self._breaker = Breaker(clock.monotonic)
+        self._tasks: set[asyncio.Task[Any]] = set()  # background writes, leases given back
+        self._to_release = 0
+        self._flushing: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
+        self._leasing = 0
+        self.in_flight = 0
+
+    # statistics
+    @property
+    def waiting(self) -> int:
+        return self._slots.waiting + self._leasing
+
+    @property
+    def rate(self) -> float | None:
+        state = self._state
+        return state.rate if state is not None and state.rate > 0 else None
+
+    @property
+    def concurrency(self) -> int:
+        return self._slots.cap
+
+    def _now(self) -> float:
+        """The gate's time: this process's clock, moved up to the latest clock seen in the
+        store (a clock running late would otherwise wait for the stamps of the others)."""
+        return self._clock.now() + self._behind
+
+    def wait_time(self) -> float:
+        """Seconds until the gate would let a call through, as this process last saw it."""
+        now = self._now()
+        state = self._state
+        return max(self._paused_until - now, state.wait(now) if state is not None else 0.0, 0.0)
+
+    # passing
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """One call through: a concurrency slot and a token."""
+        await self.acquire(1)
+        try:
+            yield
+        finally:
+            self.release(1)
+
+    async def acquire(self, wanted: int) -> int:
+        """Let up to ``wanted`` calls through (at least one: it waits for that one); returns
+        how many may go. ``release`` them when they are done."""
+        granted = await self._slots.acquire(wanted)
+        try:
+            leased = await self._take(granted)
+        except BaseException:
+            self._slots.release(granted)
+            raise
+        if leased < granted:
+            self._slots.release(granted - leased)
+        self.in_flight += leased
+        if self._config.cap and (self._renewing is None or self._renewing.done()):
+            self._renewing = asyncio.get_running_loop().create_task(self._renew())
+        return leased
+
+    def release(self, count: int) -> None:
+        self.in_flight -= count
+        self._slots.release(count)
+        self._slots_done(count)
+        if not self.in_flight and self._renewing is not None:
+            self._renewing.cancel()
+
+    def _slots_done(self, count: int) -> None:
+        """``count`` calls under the shared cap no longer count (written in the background)."""
+        if self._config.cap and count:
+            self._to_release += count
+            if self._flushing is None or self._flushing.done():
+                self._flushing = self._spawn(self._flush())
+
+    async def _take(self, wanted: int) -> int:
+        """Tokens (and shared slots) for ``wanted`` calls, at least one: waits for it."""
+        self._leasing += 1
+        try:
+            async with self._lock:
+                poll = SLOT_POLL
+                while True:
+                    now = self._now()
+                    if self._paused_until > now:
+                        await self._clock.sleep(self._paused_until - now)
+                        continue
+                    if self._unlimited(now):
+                        return wanted
+                    await self._flush()  # calls this process finished no longer count
+                    grant = await self._lease_from_store(wanted, now)
+                    self._saw(grant.state, now)
+                    if grant.granted:
+                        return grant.granted
+                    wait = grant.state.wait(self._now())
+                    if wait <= 0:  # tokens there, the cap full of other processes' calls
+                        wait, poll = poll, min(poll * 2, SLOT_POLL_MAX)
+                    await self._clock.sleep(max(wait, MIN_WAIT))
+        finally:
+            self._leasing -= 1
+
+    async def _lease_from_store(self, wanted: int, now: float) -> GateGrant:
+        store = self._store()
+        leasing = asyncio.ensure_future(
+            StoreIO(store)(
+                store.lease_gate,
+                self.key,
+                wanted,
+                config=self._config,
+                holder=self._holder,
+                lease_until=now + self._lease,
+                now=now,
+            )
+        )
+        try:
+            return await asyncio.shield(leasing)
+        except asyncio.CancelledError:
+            # Cancelled while the store was granting: what it grants is given back (the
+            # slots; tokens are spent), or this process's calls would count forever.
+            leasing.add_done_callback(self._give_back)
+            self._tasks.add(leasing)
+            leasing.add_done_callback(self._tasks.discard)
+            raise
+
+    def _give_back(self, leasing: asyncio.Future[GateGrant]) -> None:
+        if not leasing.cancelled() and leasing.exception() is None:
+            self._slots_done(leasing.result().granted)
+
+    def _unlimited(self, now: float) -> bool:
+        state = self._state
+        return (
+            state is not None
+            and not self._config.cap
+            and state.rate <= 0
+            and state.paused_until <= now
+            and now - self._read_at < REFRESH
+        )
+
+    def _saw(self, state: GateState, now: float) -> None:
+        # A stamp ahead of this clock read after the store answered, and not a pause's end, was
+        # written by a clock ahead of this one: this gate's time catches up with it.
+        if state.stamp > max(self._now(), state.paused_until):
+            self._behind = state.stamp - self._clock.now()
+        last = self._state
+        if last is not None and state.cut_until != last.cut_until:
+            self._seen.cut()  # a cut was made (here or elsewhere): judge it from here on
+        self._state, self._read_at = state, now
+        if self._config.cap and state.cap != self._slots.cap:
+            self._slots.cap = max(1, state.cap)
+            self._slots.wake()
+
+    async def _flush(self) -> None:
+        while self._to_release:
+            count, self._to_release = self._to_release, 0
+            store = self._store()
+            try:
+                await StoreIO(store)(
+                    store.release_gate,
+                    self.key,
+                    count,
+                    holder=self._holder,
+                    lease_until=self._now() + self._lease,
+                )
+            except PlaylineError:
+                return  # the store is unreachable: the calls stop counting when the lease ends
+
+    async def _renew(self) -> None:
+        # Real time, like the attempt's own leases: renewing is I/O, not play.
+        while self.in_flight:
+            await asyncio.sleep(self._lease / 3)
+            store = self._store()
+            try:
+                await StoreIO(store)(
+                    store.renew_gates,
+                    self._holder,
+                    lease_until=self._now() + self._lease,
+                )
+            except PlaylineError:
+                continue
+
+    # learning from answers (the rules: _learning.py), decided in the store for everyone
+    def throttled(self, retry_after: float | None) -> float:
+        """The provider answered 429; returns how long the throttled call should wait."""
+        now = self._now()
+        self._seen.throttled()
+        wait = 1.0 if retry_after is None else max(0.0, retry_after)
+        if retry_after is None and self._slots.cap > 1:  # first a concurrency signal
+            if self._config.cap:
+                self._tune(lambda s: _learned(s, cut_cap(_tuning(s), now)))
+            elif now >= self._cap_cut_until:
+                self._slots.cap = max(1, self._slots.cap // 2)
+                self._cap_cut_until = now + 1.0
+            return wait
+        seen, local_cap = self._seen.seen(now), self._slots.cap
+        state = self._state
+        if state is None or (now >= state.cut_until and now >= state.noise_until):
+            self._paused_until = max(self._paused_until, now + wait)
+
+        def cut(gate: GateState) -> GateState:
+            tuning, made = cut_rate(
+                _tuning(gate, local_cap),
+                seen,
+                now,
+                window=wait,
+                declared=gate.ceiling > 0,
+                min_rate=self.min_rate,
+            )
+            after = _learned(gate, tuning)
+            if not made:
+                return after
+            # The provider's bucket is empty: every process holds for Retry-After, and starts
+            # again from an empty bucket (a learned rate with a burst of one).
+            return replace(
+                after,
+                burst=gate.burst if gate.rate > 0 else 1,
+                tokens=0.0,
+                paused_until=max(gate.paused_until, now + wait),
+                stamp=max(gate.stamp, now + wait),
+            )
+
+        self._tune(cut)
+        return wait
+
+    def succeeded(self) -> None:
+        self._breaker.succeeded()
+        if not self._seen.succeeded(self._now()):
+            return
+        if not self._config.cap and self._slots.cap < self.declared_concurrency:
+            self._slots.cap += 1
+            self._slots.wake()
+        local_cap = self._slots.cap
+
+        def raised(gate: GateState) -> GateState:
+            return _learned(gate, climb(_tuning(gate, local_cap), **_bounds(gate)))
+
+        state = self._state
+        if state is not None and raised(state) != state:  # else at the ceiling: nothing to write
+            self._tune(raised)
+
+    def _tune(self, change: Callable[[GateState], GateState | None]) -> None:
+        self._spawn(self._tuned(change))
+
+    async def _tuned(self, change: Callable[[GateState], GateState | None]) -> None:
+        store = self._store()
+        try:
+            state = await StoreIO(store)(store.tune_gate, self.key, change)
+        except PlaylineError:
+            return  # learning waits for the next answer; the store says what went wrong there
+        if state is not None:
+            self._saw(state, self._now())
+
+    async def flush(self) -> None:
+        """Wait until what this gate has told the store (a cut, a climb, calls that finished)
+        is written."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # the breaker (_breaker.py): this process's
+    def failed(self, cause: str) -> None:
+        """A call failed for the provider's reasons (after its retries)."""
+        self._breaker.failed(cause)
+
+    def open_cause(self) -> str | None:
+        """Why calls to this tool fail at once now (its breaker is open), else None."""
+        return self._breaker.open_cause()
+
+
+def _tuning(gate: GateState, local_cap: int = 0) -> Tuning:
+    return Tuning(
+        rate=gate.rate,
+        cap=gate.cap if gate.declared_cap else local_cap,
+        cut_until=gate.cut_until,
+        cap_cut_until=gate.cap_cut_until,
+        noise_until=gate.noise_until,
+        last_rate=gate.last_rate,
+        last_share=gate.last_share,
+    )
+
+
+def _learned(gate: GateState, tuning: Tuning) -> GateState:
+    return replace(
+        gate,
+        rate=tuning.rate,
+        cap=tuning.cap if gate.declared_cap else gate.cap,
+        cut_until=tuning.cut_until,
+        cap_cut_until=tuning.cap_cut_until,
+        noise_until=tuning.noise_until,
+        last_rate=tuning.last_rate,
+        last_share=tuning.last_share,
+    )
+
+
+def _bounds(gate: GateState) -> dict[str, Any]:
+    return {"ceiling": gate.ceiling, "declared_cap": gate.declared_cap}

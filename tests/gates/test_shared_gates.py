@@ -1,0 +1,271 @@
+"""SharedToolGate: processes on one store share a tool's rate, what is learned of it, and a
+declared concurrency cap. Each ``ToolGates(clock, store=...)`` over its own store object
+stands for a process; time is a ManualClock, so waits cost nothing and nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import playline as pl
+from playline.store import Store, open_store
+from playline.tools import Rate, ToolSpec
+from playline.tools._gates import ToolGate, ToolGates, gate_key, shares_gate
+from playline.tools._shared_gates import SharedToolGate
+
+
+def spec(rate: Rate, *, tool: str = "t.mail", account: str = "acct") -> ToolSpec:
+    return ToolSpec(id=tool, transport=None, rate=rate, auth_scope=account)  # type: ignore[arg-type]
+
+
+DECLARED = spec(Rate(per_second=20, burst=5))  # paced to 19/s
+
+
+def processes(url: str, clock: pl.ManualClock, n: int = 2) -> list[ToolGates]:
+    return [ToolGates(clock, store=open_store(url)) for _ in range(n)]
+
+
+def shared(gates: ToolGates, tool: ToolSpec) -> SharedToolGate:
+    gate = gates[tool]
+    assert isinstance(gate, SharedToolGate)
+    return gate
+
+
+def store_of(gates: ToolGates) -> Store:
+    assert gates.store is not None
+    return gates.store
+
+
+def run(make: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(make())  # type: ignore[arg-type]
+
+
+async def take(gate: Any, calls: int, clock: pl.ManualClock, log: list[float]) -> None:
+    for _ in range(calls):
+        got = await gate.acquire(1)
+        log.extend([clock.now()] * got)
+        gate.release(got)
+
+
+def most_in_any_window(log: list[float], start: float) -> float:
+    """The largest number of calls by time t, less what the rate allowed by then."""
+    return max(i + 1 - 19 * (t - start) for i, t in enumerate(sorted(log)))
+
+
+def test_which_tools_share_a_gate() -> None:
+    assert shares_gate(spec(Rate()))  # at a provider: its limit, declared or learned
+    assert shares_gate(spec(Rate(per_second=2), account="local"))
+    assert not shares_gate(spec(Rate(concurrency=2), account="local"))
+    assert gate_key(spec(Rate(), account="a1")) != gate_key(spec(Rate(), account="a2"))
+
+
+def test_two_processes_together_stay_within_one_bucket(gate_url: str) -> None:
+    clock = pl.ManualClock()
+    start = clock.now()
+    log: list[float] = []
+
+    async def both() -> None:
+        a, b = processes(gate_url, clock)
+        await asyncio.gather(take(a[DECLARED], 60, clock, log), take(b[DECLARED], 60, clock, log))
+
+    run(both)
+    assert len(log) == 120
+    assert most_in_any_window(log, start) < 5.1  # the burst, and never a call more
+
+
+def test_a_process_whose_clock_is_late_does_not_wait_for_the_others_stamps(
+    gate_url: str,
+) -> None:
+    """Machines' clocks differ: the bucket's stamp is written by whichever process took last.
+    A process a minute behind goes on at the shared rate, not a minute later."""
+    ahead, late = pl.ManualClock(), pl.ManualClock()
+    ahead.advance(60)
+    log: list[float] = []
+
+    async def both() -> None:
+        first = ToolGates(ahead, store=open_store(gate_url))
+        await take(first[DECLARED], 20, ahead, [])  # stamps the bucket a minute ahead
+        second = ToolGates(late, store=open_store(gate_url))
+        await take(second[DECLARED], 19, late, log)
+
+    start = late.now()
+    run(both)
+    assert late.now() - start < 2  # 19 calls at 19/s, not 60 s of waiting for the stamp
+    assert most_in_any_window(log, log[0]) < 5.1
+
+
+def test_local_gates_would_each_spend_the_whole_rate() -> None:
+    """The contrast: two processes with a gate of their own send at twice the rate."""
+    clock = pl.ManualClock()
+    start = clock.now()
+    log: list[float] = []
+
+    async def both() -> None:
+        a, b = ToolGate(DECLARED, clock), ToolGate(DECLARED, clock)
+        await asyncio.gather(take(a, 60, clock, log), take(b, 60, clock, log))
+
+    run(both)
+    assert most_in_any_window(log, start) > 10
+
+
+def test_a_429_heard_by_one_process_holds_the_other(gate_url: str) -> None:
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[float, float, float | None]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, DECLARED), shared(b, DECLARED)
+        ga.release(await ga.acquire(1))
+        assert ga.throttled(2.0) == 2.0
+        await ga.flush()
+        heard = clock.now()
+        gb.release(await gb.acquire(1))  # b never heard the 429
+        return heard, clock.now(), gb.rate
+
+    heard, passed, rate = run(go)
+    assert passed >= heard + 2.0
+    assert rate == pytest.approx(19 * 0.8)  # cut once, for both
+
+
+def test_a_rate_is_learned_once_for_every_process(gate_url: str) -> None:
+    undeclared = spec(Rate())
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[float | None, float | None, list[Any]]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, undeclared), shared(b, undeclared)
+        gb.release(await gb.acquire(3))  # unlimited: b trusts that for a while
+        ga.release(await ga.acquire(1))
+        ga.throttled(1.0)
+        await ga.flush()
+        clock.advance(5)  # past b's refresh and the pause
+        gb.release(await gb.acquire(1))
+        return ga.rate, gb.rate, store_of(a).read_gates(now=clock.now())
+
+    rate_a, rate_b, gates = run(go)
+    assert rate_a == rate_b == pytest.approx(50 * 0.7)
+    [gate] = gates
+    assert (gate.key, gate.rate, gate.burst) == ("t.mail@acct", pytest.approx(35.0), 1)
+
+
+def test_a_declared_cap_is_shared_by_every_process(gate_url: str) -> None:
+    capped = spec(Rate(concurrency=2))
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[int, int, int]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, capped), shared(b, capped)
+        assert await ga.acquire(5) == 2
+        waiting = asyncio.get_running_loop().create_task(gb.acquire(1))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # both slots are a's
+        ga.release(2)
+        await ga.flush()
+        got = await waiting
+        [gate] = store_of(a).read_gates(now=clock.now())
+        gb.release(got)
+        await gb.flush()
+        [after] = store_of(a).read_gates(now=clock.now())
+        return got, gate.in_flight, after.in_flight
+
+    assert run(go) == (1, 1, 0)
+
+
+class HeldStore:
+    """A store whose leases wait until the test lets them go (the store is one of our own
+    pluggable edges); everything else is the real store's."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.leasing, self.go = threading.Event(), threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def lease_gate(self, *args: Any, **kwargs: Any) -> Any:
+        self.leasing.set()
+        assert self.go.wait(30)
+        return self._store.lease_gate(*args, **kwargs)
+
+
+def test_a_lease_cancelled_while_the_store_grants_it_gives_its_slots_back(tmp_path: Any) -> None:
+    capped = spec(Rate(concurrency=4))
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    held = HeldStore(store)
+    clock = pl.ManualClock()
+
+    async def go() -> None:
+        gate = shared(ToolGates(clock, store=held), capped)  # type: ignore[arg-type]
+        asking = asyncio.ensure_future(gate.acquire(3))
+        assert await asyncio.to_thread(held.leasing.wait, 30)
+        asking.cancel()  # while the store is granting
+        held.go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        await gate.flush()
+
+    run(go)
+    [gate] = store.read_gates(now=clock.now())
+    assert gate.in_flight == 0
+
+
+def test_a_429_naming_no_wait_halves_a_shared_cap_for_everyone(gate_url: str) -> None:
+    capped = spec(Rate(per_second=50, concurrency=8))
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[int, int]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, capped), shared(b, capped)
+        ga.release(await ga.acquire(1))
+        ga.throttled(None)
+        await ga.flush()
+        gb.release(await gb.acquire(1))
+        return ga.concurrency, gb.concurrency
+
+    assert run(go) == (4, 4)
+
+
+def test_a_clean_stretch_raises_a_cut_rate_for_everyone(gate_url: str) -> None:
+    clock = pl.ManualClock()
+
+    async def go() -> float | None:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, DECLARED), shared(b, DECLARED)
+        ga.release(await ga.acquire(1))
+        ga.throttled(1.0)
+        await ga.flush()
+        for _ in range(10):
+            ga.succeeded()
+        await ga.flush()
+        clock.advance(2)
+        gb.release(await gb.acquire(1))
+        return gb.rate
+
+    assert run(go) == pytest.approx(min(19.0, 19 * 0.8 * 1.15))
+
+
+def test_the_runner_shares_gates_through_durable_stores_only(tmp_path: Any) -> None:
+    registry = pl.ToolRegistry()
+
+    @registry.tool("t.rated", rate=pl.Rate(per_second=100))
+    def rated(input: dict[str, Any]) -> dict[str, Any]:
+        return input
+
+    @registry.tool("t.free")
+    def free(input: dict[str, Any]) -> dict[str, Any]:
+        return input
+
+    @pl.play(name="gated")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        await ctx.tool("t.rated", {"x": 1})
+        await ctx.tool("t.free", {"x": 1})
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    memory = open_store("memory://")
+    assert pl.run(play, store=url, tools=[registry]).ok
+    assert pl.run(play, store=memory, tools=[registry]).ok
+    assert [g.key for g in open_store(url).read_gates(now=0)] == ["t.rated@local"]
+    assert memory.read_gates(now=0) == []
