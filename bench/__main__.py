@@ -15,6 +15,7 @@ BENCHMARKS = [
     "bulk",
     "waterfall_coverage",
     "store",
+    "temporal",
 ]
 
 
