@@ -59,7 +59,7 @@ RATES = {  # the simulator's documented limits (requests/s), scaled below
 BASES = {"sim.email.beta.bulk": "sim.email.beta", "sim.company.enrich.bulk": "sim.company.enrich",
          "sim.email.verify.bulk": "sim.email.verify"}  # fmt: skip
 
-PLAY = '''
+PLAY = """
 import playline as pl
 
 
@@ -89,7 +89,7 @@ async def people(ctx, input):
 @pl.play(name="bench-temporal-nothing")
 async def nothing(ctx, input):
     return input
-'''
+"""
 
 
 @contextlib.contextmanager

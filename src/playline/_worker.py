@@ -39,9 +39,9 @@ def _ring_temporal(db: Store, key: str) -> None:
         for run in db.due_runs(now=0.0, limit=_RING_LOOK)  # 0: only runs an event made due
     ):
         return
-    from .backends.temporal import ring  # such runs were started with the temporal extra
-
     try:
+        from .backends.temporal import ring  # needs the temporal extra, as those runs did
+
         ring(db, key)
     except Exception as exc:
         raise PlaylineError(

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from playline.store import RunStatus, open_store
-
-from clihelp import LOCAL_PLAY, Cli, one_error_line
 from services import TemporalServer
+
+from clihelp import Cli, one_error_line
 
 WAITING_PLAY = """
 import playline as pl
@@ -127,7 +127,8 @@ def test_misused_run_flags_are_one_line_errors(
 
 
 def test_a_memory_store_cannot_serve_workers(cli: Cli, local_play: str) -> None:
-    ran = cli("run", local_play, "--temporal", "127.0.0.1:7233", "--store", "memory://", store=False)
+    args = ["run", local_play, "--temporal", "127.0.0.1:7233", "--store", "memory://"]
+    ran = cli(*args, store=False)
     assert "not a memory store" in one_error_line(ran, 2)
 
 

@@ -67,3 +67,10 @@ def test_loading_the_workflow_loads_no_store_and_no_playline() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_the_facade_exports_a_sorted_all_of_names_it_has() -> None:
+    from playline.backends import temporal
+
+    assert temporal.__all__ == sorted(temporal.__all__)
+    assert all(hasattr(temporal, name) for name in temporal.__all__)

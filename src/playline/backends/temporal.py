@@ -23,6 +23,7 @@ embedded: they share its budget, its limits and its drain.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,27 +40,20 @@ from .._play import Play, PlayFn
 from .._runner import RunResult
 from ..errors import PlayDefinitionError
 from ..store import Store
-from ._temporal._activity import AttemptSettings, Ended
-from ._temporal._connect import DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE, Endpoint
-from ._temporal._doorbell import ring, ring_async, waiting_on_temporal
+from ._temporal._activity import Ended
+from ._temporal._doorbell import ring
 from ._temporal._submit import follow, start
 from ._temporal._worker import TemporalWorker, WorkerSettings
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
-    "DEFAULT_TASK_QUEUE",
-    "AttemptSettings",
     "Ended",
-    "Endpoint",
     "TemporalWorker",
     "WorkerSettings",
     "arun",
     "follow",
     "ring",
-    "ring_async",
     "run",
     "start",
-    "waiting_on_temporal",
 ]
 
 
@@ -106,7 +100,12 @@ def run(play: Play | PlayFn | str, input: Any = None, **options: Any) -> RunResu
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(play, input, **options))
+        try:
+            return asyncio.run(arun(play, input, **options))
+        finally:
+            # The SDK's clients hold native objects: free them while the interpreter is whole
+            # (left to interpreter exit, the SDK's threads can crash the process).
+            gc.collect()
     raise PlayDefinitionError(
         "temporal.run() was called inside a running event loop; use `await temporal.arun(...)`."
     )
