@@ -163,6 +163,31 @@ async def test_a_worker_shutdown_yields_after_the_calls_in_flight(store: Store) 
     assert sorted(gate.inputs) == list(range(20))
 
 
+async def test_a_cancel_while_it_drains_stops_the_attempt_at_once(store: Store) -> None:
+    """The worker's grace period ran out: the attempt ends without waiting for its call in
+    flight, which stays in doubt until it is recorded or sent again."""
+    gate = Gate()
+    registry = pl.ToolRegistry()
+    registry.tool("t0.gated", batch=pl.Batch(max_size=5), rate=pl.Rate(concurrency=1))(gate)
+    activity = activity_for(store, [gated], [registry])
+    await submitted(store, gated, "t0-abort")
+    env = environment()
+    running = asyncio.ensure_future(attempt(env, activity, "t0-abort"))
+    await asyncio.wait_for(gate.entered.wait(), 30)
+    env.worker_shutdown()
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    record = store.get_run("t0-abort")
+    assert record is not None and (record.waiting or {}).get("stop") == "yield"
+    assert store.receipt_stats()["t0.gated"]["running"] == 5  # in doubt
+
+    gate.release.set()
+    assert (await attempt(environment(), activity, "t0-abort", 2)).status == "completed"
+    # Only the batch that was in doubt may have run twice.
+    assert sorted(set(gate.inputs)) == list(range(20)) and len(gate.inputs) <= 25
+
+
 async def test_a_cancelled_activity_stops_the_run_cleanly(store: Store) -> None:
     gate = Gate()
     registry = pl.ToolRegistry()

@@ -228,9 +228,9 @@ def run(
     Ctrl-C, SIGTERM or SIGHUP stop it cleanly (the calls already sent finish and are
     recorded) and it exits 3; `playline resume RUN_ID` continues it.
 
-    With --temporal the run is a workflow that `playline worker --temporal` processes run;
-    this command follows it (exiting 3 when it waits for a time or an event, which the
-    workflow resumes by itself), or with --detach only submits it.
+    With --temporal the run becomes a Temporal workflow, which `playline worker --temporal`
+    processes run; this command follows it (and exits 3 when it waits for a time or an event:
+    its workflow resumes it then), or with --detach only submits it.
     """
     input = parse_inputs(inputs or [], input_json)
     if temporal is None:

@@ -206,7 +206,7 @@ async def _serve(worker: Any, json_mode: bool) -> None:
 
     def signalled(signum: int) -> None:
         if stopping:
-            serving.cancel()  # a second signal: stop at once (calls in flight stay in doubt)
+            worker.abort()  # a second signal: stop at once (calls in flight stay in doubt)
             return
         stopping.append(loop.create_task(worker.shutdown()))
         _say(

@@ -59,6 +59,7 @@ __all__ = ["AttemptActivity", "AttemptSettings", "Ended", "Resolve"]
 
 Resolve = Callable[[RunRecord], tuple[Play, Iterable[Any] | None]]
 _MAX_TICK = 10.0  # seconds between heartbeats while nothing else sends one
+_CANCEL_AGAIN = 0.2  # seconds an attempt being stopped at once gets before the next cancel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +135,8 @@ class AttemptActivity:
         self._identity = identity
         self._on_end = on_end
         self._drains: set[Drain] = set()
+        self._tasks: dict[Drain, asyncio.Task[AttemptOutcome]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> int:
@@ -145,6 +148,15 @@ class AttemptActivity:
         finish and are recorded, each attempt ends suspended with ``reason``."""
         for drain in list(self._drains):
             drain.stop(reason)
+
+    def abort(self) -> None:
+        """Stop every attempt in progress at once: its calls in flight stay in doubt (a
+        resume sends them again with their idempotency keys)."""
+        loop = asyncio.get_running_loop()
+        for task in list(self._tasks.values()):
+            stopping = loop.create_task(_stop_now(task))
+            self._stopping.add(stopping)  # kept until done (the loop holds tasks weakly)
+            stopping.add_done_callback(self._stopping.discard)
 
     @activity.defn(name=ACTIVITY)
     async def attempt(self, inp: AttemptInput) -> AttemptResult:
@@ -239,11 +251,16 @@ class AttemptActivity:
         heartbeats: Heartbeats,
         info: activity.Info,
     ) -> AttemptOutcome:
-        """Run the attempt beside its heartbeat timer and its shutdown watch; a cancelled
-        activity drains its attempt (a second cancel stops it at once)."""
+        """Run the attempt beside its heartbeat timer and its shutdown watch.
+
+        A cancelled activity drains its attempt: the workflow was cancelled (a person stopped
+        the run: ``stopped``), or the worker is shutting down (``yield``). A cancel that comes
+        while it drains already (the worker's grace period ran out), or a second one, stops
+        it at once: its calls in flight stay in doubt, to be sent again with their keys."""
         loop = asyncio.get_running_loop()
         holder = owner_id(secrets.token_hex(6))
         running = loop.create_task(run_attempt(services, run_id, play, holder=holder, drain=drain))
+        self._tasks[drain] = running
         helpers = [
             loop.create_task(_tick(heartbeats, info.heartbeat_timeout)),
             loop.create_task(_on_shutdown(drain)),
@@ -254,17 +271,14 @@ class AttemptActivity:
             except asyncio.CancelledError:
                 if running.done():
                     raise
-                # The worker's grace period ran out (it hands the run over), or the workflow
-                # was cancelled (a person stopped the run).
-                drain.stop(YIELD if activity.is_worker_shutdown() else STOPPED)
-                try:
-                    await asyncio.shield(running)
-                except asyncio.CancelledError:
-                    running.cancel()
-                    with contextlib.suppress(BaseException):
-                        await running
+                if not drain.stopping:
+                    drain.stop(YIELD if activity.is_worker_shutdown() else STOPPED)
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.shield(running)
+                await _stop_now(running)
                 raise
         finally:
+            self._tasks.pop(drain, None)
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -299,6 +313,14 @@ async def _tick(heartbeats: Heartbeats, heartbeat_timeout: timedelta | None) -> 
     while True:
         heartbeats.beat()
         await asyncio.sleep(every)
+
+
+async def _stop_now(running: asyncio.Task[AttemptOutcome]) -> None:
+    """Cancel an attempt until it ends. A stopping attempt waits for its calls in flight
+    (each cancel ends one such wait), then records how it ended."""
+    while not running.done():
+        running.cancel()
+        await asyncio.wait({running}, timeout=_CANCEL_AGAIN)
 
 
 async def _on_shutdown(drain: Drain) -> None:

@@ -65,9 +65,10 @@ async def ring_async(
 
 
 def ring(store: Store, key: str) -> list[str]:
-    """``ring_async`` for code that is not async (``pl.send_event``): the signals go out on a
-    loop of their own in a short-lived thread, so it works whether or not the caller runs an
-    event loop."""
+    """Signal the workflows of the runs on Temporal that wait for the event ``key`` (sent,
+    not yet delivered); returns the run ids signalled. ``pl.send_event`` calls it after
+    recording the event. The signals go out on a loop of their own in a short-lived thread,
+    so it works whether or not the caller runs an event loop."""
     runs = waiting_on_temporal(store, key)
     if not runs:
         return []

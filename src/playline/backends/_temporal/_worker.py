@@ -152,6 +152,12 @@ class TemporalWorker:
         if self._activity is not None:
             self._activity.drain(YIELD)
 
+    def abort(self) -> None:
+        """Stop every attempt in progress at once (a second SIGTERM): calls in flight stay
+        in doubt, and the attempts' workflows retry them on another worker."""
+        if self._activity is not None:
+            self._activity.abort()
+
     async def __aenter__(self) -> TemporalWorker:
         await self.start()
         return self
