@@ -15,21 +15,21 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from ..._clock import SystemClock
 from ..._dataset import revive
-from ..._engine.attempt import RunStats, open_run
+from ..._engine.attempt import RunStats, Status, open_run
 from ..._engine.events import Listener
 from ..._play import Play, PlayFn, get_play
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
 from ...errors import PlayDefinitionError, PlaylineError
 from ...store import Event, RunRecord, RunStatus, Store, StoreIO, open_store
-from ._clock import TemporalClock
 from ._connect import Endpoint, connect, endpoint
 from ._messages import WORKFLOW, RunInput
 
@@ -70,7 +70,7 @@ async def start(
     db = open_store(store)
     io = StoreIO(db)
     client = await connect(temporal, where)  # an unreachable server fails before any record
-    clock = TemporalClock(time.time())
+    clock = SystemClock()
     run_id = run_id or f"run_{int(clock.now() * 1000):012x}{secrets.token_hex(4)}"
     existing = await io(db.get_run, run_id)
     if existing is not None:
@@ -211,7 +211,7 @@ def result_of(
             error=failure or f"Run {run_id} is not in the store {store.url}.",
         )
     stats = RunStats(**{k: v for k, v in record.stats.items() if k in _STAT_FIELDS})
-    status = record.status.value
+    status = cast(Status, record.status.value)
     error = record.error
     if failure is not None or status not in _STATUSES:
         status = "failed"
@@ -219,7 +219,7 @@ def result_of(
     ok = status in ("completed", "completed_with_errors")
     return RunResult(
         run_id=record.run_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         output=revive(store, record.output) if ok else None,
         stats=stats,
         error=error,
