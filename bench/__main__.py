@@ -19,6 +19,7 @@ BENCHMARKS = [
     "single_call",
     "ui",
     "crash",
+    "temporal",
 ]
 
 

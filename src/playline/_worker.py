@@ -17,6 +17,7 @@ from .store._changes import EVENTS, Watch, watch
 __all__ = ["Worker", "send_event"]
 
 _BATCH = 100  # due runs taken per look
+_RING_LOOK = 1000  # runs an event made due, looked at for runs on Temporal
 
 
 def send_event(key: str, payload: Any = None, *, store: str | Store | None = None) -> bool:
@@ -26,7 +27,29 @@ def send_event(key: str, payload: Any = None, *, store: str | Store | None = Non
     if not isinstance(key, str) or not key:
         raise PlayDefinitionError("send_event needs a non-empty event key.")
     db = open_store(store)
-    return db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
+    fresh = db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
+    _ring_temporal(db, key)
+    return fresh
+
+
+def _ring_temporal(db: Store, key: str) -> None:
+    """Runs on Temporal wait in their workflow, not for a worker polling the store: signal
+    theirs (the event is in the store already, and is delivered from there)."""
+    if not any(
+        "temporal" in run.options and key in run.awaited_events
+        for run in db.due_runs(now=0.0, limit=_RING_LOOK)  # 0: only runs an event made due
+    ):
+        return
+    try:
+        from .backends.temporal import ring  # needs the temporal extra, as those runs did
+
+        ring(db, key)
+    except Exception as exc:
+        raise PlaylineError(
+            f"Event {key!r} is recorded, but the Temporal workflow of a run waiting for it "
+            f"could not be signalled ({type(exc).__name__}: {exc}). Send it again once the "
+            "Temporal server is reachable: the run takes the event once, whenever it wakes."
+        ) from None
 
 
 def _now() -> float:
@@ -72,6 +95,12 @@ class Worker:
     def due(self) -> list[RunRecord]:
         """Suspended root runs that can go on now (an indexed query of the store)."""
         due = self.store.due_runs(now=self._clock.now(), limit=_BATCH + len(self.skipped))
+        for run in due:
+            temporal = run.options.get("temporal")
+            if temporal and run.run_id not in self.skipped:
+                self.skipped[run.run_id] = (
+                    f"it runs on Temporal ({temporal.get('target')}), whose workflow resumes it"
+                )
         return [run for run in due if run.run_id not in self.skipped][:_BATCH]
 
     async def run(self, *, burst: bool = False) -> list[RunResult]:

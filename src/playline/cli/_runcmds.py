@@ -47,6 +47,17 @@ from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     require_run,
 )
+from ._temporal import (
+    ConcurrencyOpt,
+    DetachOpt,
+    NamespaceOpt,
+    TaskQueueOpt,
+    TemporalOpt,
+    follow_run,
+    recorded_endpoint,
+    serve,
+    submit,
+)
 
 
 class _RecordSource:
@@ -253,14 +264,44 @@ def run(
             "used); the other columns reuse theirs. COLUMN or DATASET.COLUMN; repeatable.",
         ),
     ] = None,
+    temporal: TemporalOpt = None,
+    namespace: NamespaceOpt = None,
+    task_queue: TaskQueueOpt = None,
+    detach: DetachOpt = False,
 ) -> None:
     """Run a play from a Python file, with live progress; exit 0/1/3 by its status.
 
     Ctrl-C, SIGTERM or SIGHUP stop it cleanly (the calls already sent finish and are
     recorded) and it exits 3; `playline resume RUN_ID` continues it.
+
+    With --temporal the run becomes a Temporal workflow, which `playline worker --temporal`
+    processes run; this command follows it (and exits 3 when it waits for a time or an event:
+    its workflow resumes it then), or with --detach only submits it.
     """
     input = parse_inputs(inputs or [], input_json)
+    if temporal is None:
+        _only_with_temporal(namespace=namespace, task_queue=task_queue, detach=detach)
+    else:
+        _not_with_temporal(gateway=gateway, retry_in_doubt=retry_in_doubt, ui=ui, refresh=refresh)
+        if detach and out is not None:
+            raise CliError("--out needs the run to finish: leave out --detach.")
     loaded = load_play(play)
+    if temporal is not None:
+        _on_temporal(
+            loaded,
+            input,
+            temporal=temporal,
+            namespace=namespace,
+            task_queue=task_queue,
+            detach=detach,
+            run_id=run_id,
+            store=store,
+            max_credits=max_credits,
+            json_mode=json_mode,
+            out=out,
+            force=force,
+            raw=raw,
+        )
     result = _execute(
         loaded,
         input,
@@ -305,10 +346,30 @@ def resume(
     failed rows are tried again."""
     check_out(out, force=force)
     db = store_at(store)
-    require_run(db, run_id)
+    record = require_run(db, run_id)
     loaded, source = _source_play(db, run_id)
     if max_credits is None:
         max_credits = source.get("max_credits")
+    where = recorded_endpoint(record)
+    if where is not None:  # it runs on Temporal: resume it there
+        _not_with_temporal(
+            gateway=gateway, retry_in_doubt=retry_in_doubt, retry_failed=retry_failed
+        )
+        _on_temporal(
+            loaded,
+            None,
+            temporal=where["target"],
+            namespace=where.get("namespace"),
+            task_queue=where.get("task_queue"),
+            detach=False,
+            run_id=run_id,
+            store=store,
+            max_credits=max_credits,
+            json_mode=json_mode,
+            out=out,
+            force=force,
+            raw=raw,
+        )
     result = _execute(
         loaded,
         None,
@@ -341,6 +402,89 @@ def _check_refreshed(store: str | None, run_id: str, refresh: list[str] | None) 
                 "was bought again for it.",
                 err=True,
             )
+
+
+def _only_with_temporal(**given: Any) -> None:
+    for name, value in given.items():
+        if value:
+            raise CliError(f"--{name.replace('_', '-')} goes with --temporal HOST:PORT.")
+
+
+def _not_with_temporal(*, gateway: str | None, **embedded_only: Any) -> None:
+    if gateway is not None:
+        raise CliError(
+            "--gateway belongs to the workers with --temporal: start them with `playline "
+            "worker --temporal HOST:PORT --gateway URL` (or PLAYLINE_GATEWAY_URL)."
+        )
+    for name, value in embedded_only.items():
+        if value:
+            raise CliError(
+                f"--{name.replace('_', '-')} is not available with --temporal: run the play "
+                "without --temporal to use it."
+            )
+
+
+def _on_temporal(
+    loaded: LoadedPlay,
+    input: Any,
+    *,
+    temporal: str,
+    namespace: str | None,
+    task_queue: str | None,
+    detach: bool,
+    run_id: str | None,
+    store: str | None,
+    max_credits: float | None,
+    json_mode: bool,
+    out: Path | None,
+    force: bool,
+    raw: bool,
+) -> None:
+    """Submit (or resume) the run on Temporal, follow it unless detached, and exit."""
+    check_out(out, force=force)
+    db = store_at(store)
+    if input is None and (run_id is None or db.get_run(run_id) is None):
+        input = {}
+    submitted = submit(
+        loaded,
+        input,
+        db=db,
+        temporal=temporal,
+        namespace=namespace,
+        task_queue=task_queue,
+        run_id=run_id,
+        max_credits=max_credits,
+    )
+    if detach:
+        if json_mode:
+            typer.echo(json.dumps({"run_id": submitted, "status": "submitted"}))
+        else:
+            console.print(
+                f"submitted run [bold]{submitted}[/] to Temporal at {temporal}; see it with "
+                f"`playline show {submitted}`",
+                highlight=False,
+            )
+        raise typer.Exit(0)
+    result, jsonl = follow_run(
+        submitted, db=db, temporal=temporal, namespace=namespace, json_mode=json_mode
+    )
+    written = (
+        _write_output(db, result, out, force=force, raw=raw)
+        if out is not None and result.ok
+        else None
+    )
+    if jsonl is not None:
+        jsonl.result(result)
+    else:
+        _print_result(result, db)
+        if result.status == "suspended" and not (result.waiting or {}).get("stop"):
+            console.print(
+                "  its workflow resumes it when that comes; nothing more to do here.",
+                highlight=False,
+            )
+        if written is not None:
+            console.print(f"Wrote {written[1]} rows of dataset {written[0]!r} to {out}")
+    raise typer.Exit(EXIT_CODES[result.status])
 
 
 def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
@@ -377,8 +521,21 @@ def worker(
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     json_mode: JsonOpt = False,
+    temporal: TemporalOpt = None,
+    namespace: NamespaceOpt = None,
+    task_queue: TaskQueueOpt = None,
+    concurrency: ConcurrencyOpt = None,
 ) -> None:
-    """Resume suspended runs when they are due: sleeps that ended, events that arrived."""
+    """Resume suspended runs when they are due: sleeps that ended, events that arrived.
+
+    With --temporal: serve runs submitted with `playline run --temporal` (their attempts,
+    timers and events) until SIGTERM or Ctrl-C, which hand the runs in progress to the other
+    workers without paying twice.
+    """
+    if temporal is None:
+        _only_with_temporal(namespace=namespace, task_queue=task_queue, concurrency=concurrency)
+    elif burst:
+        raise CliError("--burst is for the local worker; a Temporal worker serves until stopped.")
     db = store_at(store)
     gw = gateway_from(gateway)
     if gw is not None:
@@ -396,6 +553,17 @@ def worker(
             play, sources = found.play, found.sources
         return play, [*sources, *([gw] if gw else [])]
 
+    if temporal is not None:
+        serve(
+            db=db,
+            temporal=temporal,
+            namespace=namespace,
+            task_queue=task_queue,
+            concurrency=concurrency,
+            resolve=resolve,
+            json_mode=json_mode,
+        )
+        return
     runner = pl.Worker(store=db, interval=interval, resolve=resolve)
     try:
         results = asyncio.run(runner.run(burst=burst))

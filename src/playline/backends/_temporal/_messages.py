@@ -1,0 +1,60 @@
+"""What crosses into Temporal's history: ids, counts, keys and times, never rows or payloads.
+
+Plain dataclasses only (the workflow sandbox imports this module): rows, results and event
+payloads stay in the store, where the attempt reads them. Temporal's history has size limits
+(2 MB a payload, 50 MB a history) that a dataset would blow; ids never do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WORKFLOW = "playline.run"
+ACTIVITY = "playline.attempt"
+EVENT_SIGNAL = "playline.event"
+
+# Error types the attempt activity raises (``ApplicationError.type``).
+RUN_HELD = "RunHeld"  # another live attempt holds the run: retried once its lease may be gone
+LEASE_LOST = "LeaseLost"  # this attempt lost the run to another one: retried (it will be held)
+UNRUNNABLE = "Unrunnable"  # the run or its play cannot be found by this worker: not retried
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInput:
+    """The workflow's input; ``attempts`` and ``rang`` carry state across continue-as-new."""
+
+    run_id: str
+    heartbeat_timeout: float = 30.0  # seconds without a heartbeat before a worker is dead
+    attempt_timeout: float = 86_400.0  # seconds one attempt may take before it is retried
+    attempts: int = 0  # attempts made by earlier runs of this workflow (continue-as-new)
+    rang: list[str] = field(default_factory=list)  # event keys signalled, not yet looked at
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptInput:
+    run_id: str
+    attempt: int  # 1, 2, ... within this workflow (continue-as-new included)
+    now: float  # the workflow's time when it scheduled the attempt: the attempt's clock
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptResult:
+    """How an attempt ended; a suspended one says for what (``ready``: already due again)."""
+
+    status: str  # completed, completed_with_errors, failed, suspended
+    error: str | None = None
+    wake_at: float | None = None
+    events: list[str] = field(default_factory=list)
+    stop: str | None = None  # "yield" (a worker shutting down) or "stopped" (a person)
+    ready: bool = False  # an awaited event is already in the store, or the wake time passed
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnded:
+    """The workflow's result: how the run's last attempt ended."""
+
+    run_id: str
+    status: str
+    error: str | None = None
+    stop: str | None = None
+    attempts: int = 0

@@ -1,0 +1,114 @@
+"""The workflow of one run: attempts in a loop, and the waits between them as Temporal's.
+
+This is all the deterministic code there is: no play code, no store, no I/O. Each attempt is
+one activity (``_activity.py``) that runs the play from its start against the store and
+returns how it ended as a value. A suspended attempt says what it waits for, and the workflow
+waits for it durably: a wake time becomes a Temporal timer, an event becomes a signal (the
+event itself is in the store first; the signal only rings the doorbell). A worker shutting
+down ends its attempt with ``yield``, and the next attempt starts at once on another worker.
+
+Changing this file changes the workflow's commands, which running workflows replay: keep it
+small and stable (a change needs ``workflow.patched`` or a new worker build). Play code can
+change freely: it runs in activities.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from ._messages import (
+        ACTIVITY,
+        EVENT_SIGNAL,
+        UNRUNNABLE,
+        WORKFLOW,
+        AttemptInput,
+        AttemptResult,
+        RunEnded,
+        RunInput,
+    )
+
+# A failed attempt *activity* (the store unreachable, the run held by a live attempt, a worker
+# killed) is retried for as long as it takes, backing off to a minute; a play's own errors are
+# not activity failures: they come back as a ``failed`` result and end the run.
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=0,
+    non_retryable_error_types=[UNRUNNABLE],
+)
+
+
+@workflow.defn(name=WORKFLOW)
+class PlayRun:
+    def __init__(self) -> None:
+        self._rang: set[str] = set()
+
+    @workflow.signal(name=EVENT_SIGNAL)
+    def event(self, key: str) -> None:
+        """An event the run may wait for was sent (and recorded in the store before)."""
+        self._rang.add(key)
+
+    @workflow.run
+    async def run(self, run: RunInput) -> RunEnded:
+        attempt = run.attempts
+        self._rang.update(run.rang)
+        while True:
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    RunInput(
+                        run_id=run.run_id,
+                        heartbeat_timeout=run.heartbeat_timeout,
+                        attempt_timeout=run.attempt_timeout,
+                        attempts=attempt,
+                        rang=sorted(self._rang),
+                    )
+                )
+            attempt += 1
+            self._rang.clear()  # the attempt reads every event sent so far from the store
+            result = await workflow.execute_activity(
+                ACTIVITY,
+                AttemptInput(run_id=run.run_id, attempt=attempt, now=workflow.now().timestamp()),
+                result_type=AttemptResult,
+                start_to_close_timeout=timedelta(seconds=run.attempt_timeout),
+                heartbeat_timeout=timedelta(seconds=run.heartbeat_timeout),
+                retry_policy=_RETRY,
+            )
+            if result.status != "suspended" or result.stop not in (None, "yield"):
+                return RunEnded(
+                    run_id=run.run_id,
+                    status=result.status,
+                    error=result.error,
+                    stop=result.stop,
+                    attempts=attempt,
+                )
+            if result.stop == "yield" or result.ready:
+                continue  # a worker shut down, or what the run waits for is already there
+            if not await self._wait(result):
+                return RunEnded(
+                    run_id=run.run_id,
+                    status="suspended",
+                    error="The run suspended without a wake time or an event to wait for.",
+                    attempts=attempt,
+                )
+
+    async def _wait(self, result: AttemptResult) -> bool:
+        """Wait until the wake time or until an awaited event rings; False if neither."""
+        awaited = set(result.events)
+        timeout: float | None = None
+        if result.wake_at is not None:
+            timeout = result.wake_at - workflow.now().timestamp()
+            if timeout <= 0:
+                return True
+        elif not awaited:
+            return False
+        # At the wake time the next attempt goes on (or times the event wait out).
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: bool(self._rang & awaited), timeout=timeout)
+        return True
