@@ -15,6 +15,7 @@ import playline as pl
 from playline.store import Store, open_store
 from playline.tools import Rate, ToolSpec
 from playline.tools._gates import ToolGate, ToolGates, gate_key, shares_gate
+from playline.tools._learning import CAP_REST, JUDGE, SERIES_END
 from playline.tools._shared_gates import SharedToolGate
 
 
@@ -49,6 +50,21 @@ async def take(gate: Any, calls: int, clock: pl.ManualClock, log: list[float]) -
         got = await gate.acquire(1)
         log.extend([clock.now()] * got)
         gate.release(got)
+
+
+async def series_cut(
+    gate: SharedToolGate, clock: pl.ManualClock, retry_after: float | None
+) -> None:
+    """A 429 starts a series of cuts; the answers after it, then a 429, make its first cut
+    (``tools/_learning.py``)."""
+    gate.release(await gate.acquire(1))
+    gate.throttled(retry_after)
+    await gate.flush()
+    clock.advance(max(retry_after or 0.0, CAP_REST))
+    for _ in range(JUDGE - 1):
+        gate.succeeded()
+    gate.throttled(retry_after)
+    await gate.flush()
 
 
 def most_in_any_window(log: list[float], start: float) -> float:
@@ -127,7 +143,23 @@ def test_a_429_heard_by_one_process_holds_the_other(gate_url: str) -> None:
 
     heard, passed, rate = run(go)
     assert passed >= heard + 2.0
-    assert rate == pytest.approx(19 * 0.8)  # cut once, for both
+    assert rate == pytest.approx(19)  # a series starts: nothing is cut before it is judged
+
+
+def test_a_cut_is_made_once_for_every_process(gate_url: str) -> None:
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[float | None, float | None]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, DECLARED), shared(b, DECLARED)
+        await series_cut(ga, clock, 1.0)
+        clock.advance(2)
+        gb.release(await gb.acquire(1))  # b never heard a 429
+        return ga.rate, gb.rate
+
+    rate_a, rate_b = run(go)
+    assert rate_a is not None and rate_a < 19
+    assert rate_b == pytest.approx(rate_a)
 
 
 def test_a_rate_is_learned_once_for_every_process(gate_url: str) -> None:
@@ -146,9 +178,9 @@ def test_a_rate_is_learned_once_for_every_process(gate_url: str) -> None:
         return ga.rate, gb.rate, store_of(a).read_gates(now=clock.now())
 
     rate_a, rate_b, gates = run(go)
-    assert rate_a == rate_b == pytest.approx(50 * 0.7)
+    assert rate_a == rate_b == pytest.approx(50)  # LEARN_START: a series starts from it
     [gate] = gates
-    assert (gate.key, gate.rate, gate.burst) == ("t.mail@acct", pytest.approx(35.0), 1)
+    assert (gate.key, gate.rate, gate.burst) == ("t.mail@acct", pytest.approx(50.0), 1)
 
 
 def test_a_declared_cap_is_shared_by_every_process(gate_url: str) -> None:
@@ -220,8 +252,7 @@ def test_a_429_naming_no_wait_halves_a_shared_cap_for_everyone(gate_url: str) ->
         a, b = processes(gate_url, clock)
         ga, gb = shared(a, capped), shared(b, capped)
         ga.release(await ga.acquire(1))
-        ga.throttled(None)
-        await ga.flush()
+        await series_cut(ga, clock, None)
         gb.release(await gb.acquire(1))
         return ga.concurrency, gb.concurrency
 
@@ -231,20 +262,22 @@ def test_a_429_naming_no_wait_halves_a_shared_cap_for_everyone(gate_url: str) ->
 def test_a_clean_stretch_raises_a_cut_rate_for_everyone(gate_url: str) -> None:
     clock = pl.ManualClock()
 
-    async def go() -> float | None:
+    async def go() -> tuple[float | None, float | None]:
         a, b = processes(gate_url, clock)
         ga, gb = shared(a, DECLARED), shared(b, DECLARED)
         ga.release(await ga.acquire(1))
-        ga.throttled(1.0)
-        await ga.flush()
-        for _ in range(10):
+        await series_cut(ga, clock, 1.0)
+        cut = ga.rate
+        for _ in range(SERIES_END):  # a clean stretch long enough to end the series
             ga.succeeded()
         await ga.flush()
         clock.advance(2)
         gb.release(await gb.acquire(1))
-        return gb.rate
+        return cut, gb.rate
 
-    assert run(go) == pytest.approx(min(19.0, 19 * 0.8 * 1.15))
+    cut, raised = run(go)
+    assert cut is not None and cut < 19
+    assert raised == pytest.approx(min(19.0, cut * 1.15))
 
 
 def test_the_runner_shares_gates_through_durable_stores_only(tmp_path: Any) -> None:

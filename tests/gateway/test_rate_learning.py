@@ -81,18 +81,6 @@ def test_without_429s_the_tool_is_paced_at_its_published_rate(sim: Simulator) ->
     assert took == pytest.approx((CALLS - 20) / (0.95 * 20), rel=0.05)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "tools/_gates.py _cut_rate(): the noise check (undo the cut, rest cuts for a minute) "
-        "needs `_since_cut >= _HISTORY // 2` (16) outcomes since the last cut, but at a 30% "
-        "share a 429 past the 1 s window comes every ~3 outcomes and cuts again (resetting "
-        "_since_cut), so it never runs; the floor `min(self._achieved(now), per_second)` is the "
-        "achieved rate, which the cuts and the 1 s pause of every caller on each cut "
-        "(limiter.pause) drag down with it: 19/s falls to ~1.5/s (about 20x the time; a wall "
-        "clock shows the same, 42 s against 2.2 s)"
-    ),
-)
 def test_random_429s_with_retry_after_cost_at_most_3x_the_time(sim: Simulator) -> None:
     people = world_people(sim, CALLS)
     baseline = _baseline(sim, people)
@@ -104,18 +92,6 @@ def test_random_429s_with_retry_after_cost_at_most_3x_the_time(sim: Simulator) -
     assert took <= 3 * baseline, f"{took:.1f} s virtual against {baseline:.1f} s without 429s"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "tools/_gateway.py execute() passes parse_retry_after(None) == 1.0 as the 429's "
-        "retry_after, so ToolGate.throttled() never sees a 429 that names no wait and its "
-        "'concurrency signal first' branch (retry_after is None) never runs; every such 429 "
-        "is a rate cut, and tools/_gates.py _cut_rate()'s floor (the achieved rate, dragged "
-        "down by the cuts) lets 19/s fall to MIN_RATE (0.2/s). Afterwards the rate climbs back "
-        "only 15% per 10 clean calls (LEARN_STEP, LEARN_STRETCH): 60 clean calls go out at "
-        "well under 1/s"
-    ),
-)
 def test_half_429s_without_retry_after_never_sink_the_rate_and_it_recovers(
     sim: Simulator,
 ) -> None:

@@ -78,8 +78,9 @@ class GateState:
     cut_until: float = 0.0  # no rate cut before this
     cap_cut_until: float = 0.0  # no cap cut before this
     noise_until: float = 0.0  # 429s proved not to be about the rate: no cuts before this
-    last_rate: float = 0.0  # the rate before the last cut, while that cut is judged; 0: none
-    last_share: float = 0.0  # the share of 429s when it was made
+    last_rate: float = 0.0  # the rate before the series of cuts under way
+    last_cap: int = 0  # the cap before it; 0: no series under way (``tools/_learning.py``)
+    last_share: float = 0.0  # the share of 429s after the series' previous step
     in_flight: int = 0  # (in a lease's answer) calls in flight of every live holder
 
     def declared_as(self, config: GateConfig) -> bool:

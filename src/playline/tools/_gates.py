@@ -3,14 +3,12 @@
 One ``ToolGate`` per tool (per provider account), shared by every row, dataset and run that
 uses it. The gate learns from what the provider answers:
 
-- A **429 with Retry-After** is a rate signal: the call that got it waits that long, and the
-  tool's rate drops (x0.7 learned, x0.8 declared; every caller pausing for the Retry-After)
-  at most once per Retry-After window, never below the rate the tool actually achieved over
-  the last minute (nor ``min_rate``). When a cut does not lower the share of 429s, they are
-  not about our rate (shared quotas, random throttling): the cut is undone and cuts rest for
-  a minute, so random 429s cannot collapse the rate.
-- A **429 naming no cause** (no Retry-After) is first a concurrency signal: the cap on calls
-  in flight halves (once a second, down to 1); only then is it taken as a rate signal.
+- A **429** is first tested: the first of an episode holds every caller for its Retry-After,
+  the next cuts the rate in half (or the cap on calls in flight, when it names no wait),
+  and the answers after the cut judge it; a cut that does not lower the share of 429s as a
+  pace would is undone and cuts rest a minute, so random 429s cannot collapse the rate
+  (the rules: ``_learning.py``). The rate never falls below the rate the tool achieved over
+  the last minute (nor ``min_rate``).
 - After a clean stretch (``LEARN_STRETCH`` successes without a 429) the rate climbs back by
   15% and the cap by one, up to what the tool declares.
 - A tool that keeps **failing** (5xx, timeouts, refused connections, after retries) trips a
@@ -201,6 +199,8 @@ class ToolGate:
             if self.limiter is None:
                 self.limiter = RateLimiter(self._clock, tuning.rate, 1)
             self.limiter.per_second = tuning.rate
+        elif self.ceiling is None:  # a series undone: the tool is not limited again
+            self.limiter = None
         if tuning.cap != self._slots.cap:
             self._slots.cap = tuning.cap
             self._slots.wake()
@@ -210,32 +210,40 @@ class ToolGate:
         now = self._clock.monotonic()
         self._seen.throttled()
         wait = 1.0 if retry_after is None else max(0.0, retry_after)
-        tuning = replace(self._tuning, rate=self.rate or 0.0, cap=self._slots.cap)
-        if retry_after is None and tuning.cap > 1:  # first a concurrency signal
-            self._learned(cut_cap(tuning, now))
-            return wait
-        tuning, cut = cut_rate(
-            tuning,
-            self._seen.seen(now),
-            now,
-            window=wait,
-            declared=self.ceiling is not None,
-            min_rate=self.min_rate,
-        )
+        before = replace(self._tuning, rate=self.rate or 0.0, cap=self._slots.cap)
+        seen = self._seen.seen(now)
+        if retry_after is None and before.cap > 1:  # first a concurrency signal
+            tuning, step = cut_cap(before, seen, now)
+        else:
+            tuning, step = cut_rate(
+                before,
+                seen,
+                now,
+                window=wait,
+                min_rate=self.min_rate,
+            )
+            if step and not before.last_cap and self.limiter is not None:
+                # A series starts: the provider's bucket is empty, everyone holds for
+                # Retry-After, not only the call that heard it (the others would draw 429s
+                # of their own).
+                self.limiter.pause(wait)
         self._learned(tuning)
-        if cut and self.limiter is not None:
-            self._seen.cut()
-            # The provider's bucket is empty: everyone holds for Retry-After, not only the
-            # call that heard it (the others would draw 429s of their own).
-            self.limiter.pause(wait)
+        if step:
+            self._seen.cut(self.in_flight)
         return wait
 
     def succeeded(self) -> None:
         self._breaker.succeeded()
         if self._seen.succeeded(self._clock.monotonic()):
             tuning = replace(self._tuning, rate=self.rate or 0.0, cap=self._slots.cap)
+            seen = self._seen.seen(self._clock.monotonic())
             self._learned(
-                climb(tuning, ceiling=self.ceiling or 0.0, declared_cap=self.declared_concurrency)
+                climb(
+                    tuning,
+                    seen,
+                    ceiling=self.ceiling or 0.0,
+                    declared_cap=self.declared_concurrency,
+                )
             )
 
     # the breaker (_breaker.py)

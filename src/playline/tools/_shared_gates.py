@@ -79,7 +79,6 @@ class SharedToolGate:
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)
-        self._cap_cut_until = 0.0  # of the local cap
         self._lock = asyncio.Lock()
         self._state: GateState | None = None  # as last read
         self._read_at = -math.inf
@@ -227,8 +226,11 @@ class SharedToolGate:
         if state.stamp > max(self._now(), state.paused_until):
             self._behind = state.stamp - self._clock.now()
         last = self._state
-        if last is not None and state.cut_until != last.cut_until:
-            self._seen.cut()  # a cut was made (here or elsewhere): judge it from here on
+        if last is not None and (state.cut_until, state.cap_cut_until) != (
+            last.cut_until,
+            last.cap_cut_until,
+        ):  # a step was taken (here or elsewhere): the answers from here on judge it
+            self._seen.cut(self.in_flight)
         self._state, self._read_at = state, now
         if self._config.cap and state.cap != self._slots.cap:
             self._slots.cap = max(1, state.cap)
@@ -269,32 +271,28 @@ class SharedToolGate:
         now = self._now()
         self._seen.throttled()
         wait = 1.0 if retry_after is None else max(0.0, retry_after)
-        if retry_after is None and self._slots.cap > 1:  # first a concurrency signal
-            if self._config.cap:
-                self._tune(lambda s: _learned(s, cut_cap(_tuning(s), now)))
-            elif now >= self._cap_cut_until:
-                self._slots.cap = max(1, self._slots.cap // 2)
-                self._cap_cut_until = now + 1.0
-            return wait
         seen, local_cap = self._seen.seen(now), self._slots.cap
+        concurrency = retry_after is None and local_cap > 1  # first a concurrency signal
         state = self._state
-        if state is None or (now >= state.cut_until and now >= state.noise_until):
-            self._paused_until = max(self._paused_until, now + wait)
+        if not concurrency and (
+            state is None
+            or (not state.last_cap and now >= state.cut_until and now >= state.noise_until)
+        ):
+            self._paused_until = max(self._paused_until, now + wait)  # before the store says
+
+        def step(gate: GateState) -> Tuning:
+            before = _tuning(gate, local_cap)
+            if concurrency:
+                return cut_cap(before, seen, now)[0]
+            return cut_rate(before, seen, now, window=wait, min_rate=self.min_rate)[0]
 
         def cut(gate: GateState) -> GateState:
-            tuning, made = cut_rate(
-                _tuning(gate, local_cap),
-                seen,
-                now,
-                window=wait,
-                declared=gate.ceiling > 0,
-                min_rate=self.min_rate,
-            )
-            after = _learned(gate, tuning)
-            if not made:
+            after = _learned(gate, step(gate))
+            if concurrency or gate.last_cap or not after.last_cap:
                 return after
-            # The provider's bucket is empty: every process holds for Retry-After, and starts
-            # again from an empty bucket (a learned rate with a burst of one).
+            # A series starts: the provider's bucket is empty, every process holds for
+            # Retry-After and starts again from an empty bucket (a learned rate with a burst
+            # of one).
             return replace(
                 after,
                 burst=gate.burst if gate.rate > 0 else 1,
@@ -303,34 +301,56 @@ class SharedToolGate:
                 stamp=max(gate.stamp, now + wait),
             )
 
-        self._tune(cut)
+        self._tune(cut, step)
         return wait
 
     def succeeded(self) -> None:
         self._breaker.succeeded()
-        if not self._seen.succeeded(self._now()):
+        now = self._now()
+        state = self._state
+        if not self._seen.succeeded(now) or state is None:
             return
-        if not self._config.cap and self._slots.cap < self.declared_concurrency:
-            self._slots.cap += 1
-            self._slots.wake()
-        local_cap = self._slots.cap
+        seen, local_cap = self._seen.seen(now), self._slots.cap
+
+        def step(gate: GateState) -> Tuning:
+            return climb(_tuning(gate, local_cap), seen, **self._bounds(gate))
 
         def raised(gate: GateState) -> GateState:
-            return _learned(gate, climb(_tuning(gate, local_cap), **_bounds(gate)))
+            return _learned(gate, step(gate))
 
-        state = self._state
-        if state is not None and raised(state) != state:  # else at the ceiling: nothing to write
-            self._tune(raised)
+        if step(state) != _tuning(state, local_cap):  # else at the ceiling: nothing to write
+            self._tune(raised, step)
 
-    def _tune(self, change: Callable[[GateState], GateState | None]) -> None:
-        self._spawn(self._tuned(change))
+    def _bounds(self, gate: GateState) -> dict[str, Any]:
+        return {
+            "ceiling": gate.ceiling,
+            "declared_cap": gate.declared_cap or self.declared_concurrency,
+        }
 
-    async def _tuned(self, change: Callable[[GateState], GateState | None]) -> None:
+    def _tune(
+        self, change: Callable[[GateState], GateState], step: Callable[[GateState], Tuning]
+    ) -> None:
+        """Write ``change`` to the gate in the store; a cap this process keeps (the tool
+        declares none) follows the ``step`` decided there."""
+        self._spawn(self._tuned(change, step))
+
+    async def _tuned(
+        self, change: Callable[[GateState], GateState], step: Callable[[GateState], Tuning]
+    ) -> None:
         store = self._store()
+        decided: list[Tuning] = []
+
+        def changed(gate: GateState) -> GateState:
+            decided[:] = [step(gate)]
+            return change(gate)
+
         try:
-            state = await StoreIO(store)(store.tune_gate, self.key, change)
+            state = await StoreIO(store)(store.tune_gate, self.key, changed)
         except PlaylineError:
             return  # learning waits for the next answer; the store says what went wrong there
+        if decided and not self._config.cap and decided[0].cap != self._slots.cap:
+            self._slots.cap = max(1, decided[0].cap)
+            self._slots.wake()
         if state is not None:
             self._saw(state, self._now())
 
@@ -364,6 +384,7 @@ def _tuning(gate: GateState, local_cap: int = 0) -> Tuning:
         cap_cut_until=gate.cap_cut_until,
         noise_until=gate.noise_until,
         last_rate=gate.last_rate,
+        last_cap=gate.last_cap,
         last_share=gate.last_share,
     )
 
@@ -377,9 +398,6 @@ def _learned(gate: GateState, tuning: Tuning) -> GateState:
         cap_cut_until=tuning.cap_cut_until,
         noise_until=tuning.noise_until,
         last_rate=tuning.last_rate,
+        last_cap=tuning.last_cap,
         last_share=tuning.last_share,
     )
-
-
-def _bounds(gate: GateState) -> dict[str, Any]:
-    return {"ceiling": gate.ceiling, "declared_cap": gate.declared_cap}

@@ -30,7 +30,7 @@ __all__ = ["GateRows"]
 _UPDATE_GATE = (
     "UPDATE rate_gates SET rate = ?, burst = ?, tokens = ?, stamp = ?, paused_until = ?, "
     "ceiling = ?, declared_cap = ?, cap = ?, cut_until = ?, cap_cut_until = ?, noise_until = ?, "
-    "last_rate = ?, last_share = ? WHERE key = ?"
+    "last_rate = ?, last_cap = ?, last_share = ? WHERE key = ?"
 )
 
 

@@ -33,6 +33,7 @@ _FIELDS = (
     "cap_cut_until",
     "noise_until",
     "last_rate",
+    "last_cap",
     "last_share",
 )
 GATE_COLUMNS = ", ".join(_FIELDS)
@@ -100,6 +101,7 @@ def gate_from(row: Sequence[Any]) -> GateState:
         cap_cut_until=float(values["cap_cut_until"]),
         noise_until=float(values["noise_until"]),
         last_rate=float(values["last_rate"]),
+        last_cap=int(values["last_cap"]),
         last_share=float(values["last_share"]),
     )
 

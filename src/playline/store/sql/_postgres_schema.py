@@ -150,6 +150,7 @@ _V2 = (
         cap_cut_until {_TIME} NOT NULL DEFAULT 0,
         noise_until {_TIME} NOT NULL DEFAULT 0,
         last_rate DOUBLE PRECISION NOT NULL DEFAULT 0,
+        last_cap INTEGER NOT NULL DEFAULT 0,
         last_share DOUBLE PRECISION NOT NULL DEFAULT 0,
         granted BIGINT NOT NULL DEFAULT 0
     )""",

@@ -158,6 +158,7 @@ _V5 = (
         cap_cut_until REAL NOT NULL DEFAULT 0,
         noise_until REAL NOT NULL DEFAULT 0,
         last_rate REAL NOT NULL DEFAULT 0,
+        last_cap INTEGER NOT NULL DEFAULT 0,
         last_share REAL NOT NULL DEFAULT 0,
         granted INTEGER NOT NULL DEFAULT 0
     )""",
