@@ -357,6 +357,24 @@ def test_on_row_error_record_keeps_going_and_counts_the_failed_rows():
 # --- persistence and resume (SEMANTICS 16-18) --------------------------------------------
 
 
+def test_rows_that_never_wait_are_written_while_the_dataset_runs(store):
+    """A pure column over many rows: the first rows are stored long before the last one
+    runs, so memory holds a bounded window of rows, not the whole dataset."""
+    stored_when_late_row_ran: list[bool] = []
+
+    def watch(row, ctx):
+        if row["x"] == 11_999:
+            early = store.load_rows(ctx.run_id, "rows", ["0", "999"])
+            stored_when_late_row_ran.append(len(early) == 2)
+        return row["x"] * 2
+
+    result = run_dataset(rows_of(12_000), {"double": watch}, key="x", tools=[], store=store)
+
+    assert result.status == "completed"
+    assert stored_when_late_row_ran == [True]
+    assert sum(1 for _ in store.iter_rows(result.run_id, "rows")) == 12_000
+
+
 def test_rows_are_stored_with_values_and_cell_metadata(registry, store, clock):
     @registry.tool("t.priced", cost=pl.Cost(2))
     def priced(input):

@@ -58,6 +58,7 @@ OnRowError = Literal["record", "raise"]
 # tries to leak a secret (a log line, str() of it) fails as a cell that returns one does.
 ROW_ERRORS = (ToolError, EventTimeout, SecretLeakError)
 _WRITE_EVERY = 1000
+_WRITE_BACKLOG = 4 * _WRITE_EVERY  # finished rows that may wait for a write
 ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
 REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others
 
@@ -225,6 +226,7 @@ class DatasetRun:
                         group, todo = todo[:room], todo[room:]
                         self._start(group)
                         self._check_fatal()
+                    await self._keep_up()
                 feeding = False
                 rt.dispatcher.exit_row()
                 await self._until(lambda: self._active == 0)
@@ -248,6 +250,18 @@ class DatasetRun:
             )
         rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
         return self.stats
+
+    async def _keep_up(self) -> None:
+        """Between chunks: give the writers their turn and wait for them when they fall behind.
+
+        Rows that finish in one synchronous step (pure columns) never make the feeder wait, so
+        without this a million rows would be computed before the first one is written: memory
+        would hold them all and the writes would not overlap the work.
+        """
+        writing = self._writing
+        if len(self._writes) >= _WRITE_BACKLOG and writing is not None and not writing.done():
+            await asyncio.shield(writing)
+        await self.rt.events.keep_up()
 
     def _over_budget(self) -> bool:
         """Whether the budget stopped rows of this dataset (it can happen at any await)."""

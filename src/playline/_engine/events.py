@@ -23,6 +23,7 @@ __all__ = ["EventLog", "Listener", "preview"]
 Listener = Callable[[Event], None]
 FLUSH_EVERY = 2000
 FLUSH_AFTER = 0.1  # seconds
+BACKLOG = 4 * FLUSH_EVERY  # events that may wait for a write before a producer waits too
 _FIRST_BLOCK, _MAX_BLOCK = 64, 8192
 
 
@@ -122,6 +123,15 @@ class EventLog:
             except Exception as exc:  # surfaced by flush(): the attempt fails with it
                 self._error = self._error or exc
                 return
+
+    async def keep_up(self) -> None:
+        """For a producer that never waits otherwise: let the writer run, and wait for it when
+        the events not yet written pass ``BACKLOG`` (memory stays bounded)."""
+        flushing = self._flushing
+        if len(self._buffer) >= BACKLOG and flushing is not None and not flushing.done():
+            await asyncio.shield(flushing)
+        else:
+            await asyncio.sleep(0)
 
     async def flush(self) -> None:
         """Write everything emitted so far; raise the first write error, if any."""
