@@ -372,3 +372,118 @@ def test_the_readme_and_docs_do_not_send_users_outside_the_repository() -> None:
     root = Path(__file__).resolve().parents[2]
     for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
         assert "shared/design" not in page.read_text(encoding="utf-8"), page
+
+
+# --- run ids, signals, a wrong gateway path, a value that cannot be stored ---------------
+
+
+def test_runs_never_cuts_a_run_id_in_a_narrow_piped_terminal(cli: Cli, local_play: str) -> None:
+    for _ in range(2):
+        assert cli("run", local_play).exit_code == 0
+    ids = [run.run_id for run in open_store(cli.store).list_runs()]
+
+    listed = _playline("runs", "--store", cli.store, cwd=cli.tmp, env={"COLUMNS": "80"})
+
+    assert listed.returncode == 0, listed.stderr
+    assert len(ids) == 2 and all(run_id in listed.stdout for run_id in ids), listed.stdout
+    # piped, every column is whole: a line per run, greppable
+    lines = [line for line in listed.stdout.splitlines() if any(i in line for i in ids)]
+    assert len(lines) == 2 and all("shout" in x and "completed" in x for x in lines), lines
+
+
+STOPPABLE_PLAY = """
+import asyncio
+from pathlib import Path
+import playline as pl
+
+HERE = Path(__file__).parent
+
+@pl.tool("fh.held", cost=pl.Cost(1))
+async def held(input):
+    with open(HERE / "calls.log", "a") as log:
+        log.write(f"{input['n']}\\n")
+    (HERE / "called").touch()
+    while not (HERE / "release").exists():  # the test signals the command meanwhile
+        await asyncio.sleep(0.01)
+    return {"v": input["n"]}
+
+@pl.play
+async def stoppable(ctx, input):
+    return await (
+        ctx.dataset("rows", [{"n": 1}], key="n")
+        .with_column("a", lambda row, ctx: ctx.tool("fh.held", {"n": row["n"]}))
+        .with_column("b", lambda row, ctx: ctx.tool("fh.held", {"n": row["n"] + 100}))
+        .run()
+    )
+"""
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
+    cli: Cli, signum: str
+) -> None:
+    import signal
+    import time
+
+    play = cli.play(STOPPABLE_PLAY)
+    proc = subprocess.Popen(
+        [PLAYLINE, "run", play, "--store", cli.store],
+        cwd=cli.tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not (cli.tmp / "called").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the tool was never called"
+        time.sleep(0.01)
+    proc.send_signal(getattr(signal, signum))
+    (cli.tmp / "release").touch()
+    out, err = proc.communicate(timeout=120)
+
+    [run] = open_store(cli.store).list_runs()
+    assert proc.returncode == 3, out + err
+    assert out.startswith(f"run {run.run_id}")  # the id comes first, before any progress
+    assert f"playline resume {run.run_id}" in said(out) and "RUN_ID" not in out + err
+    resumed = _playline("resume", run.run_id, "--store", cli.store, cwd=cli.tmp)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # the call in flight at the signal was recorded, not made again; the next one was not sent
+    assert (cli.tmp / "calls.log").read_text().split() == ["1", "101"]
+
+
+def test_a_gateway_path_that_answers_404_points_at_the_url(
+    cli: Cli, local_play: str, sim: Simulator
+) -> None:
+    ran = cli("run", local_play, "--gateway", f"{sim.url}/wrongpath")
+
+    line = one_error_line(ran, 1)
+    assert "404" in line and "Check the URL" in line and "token" not in line
+
+
+UNSTORABLE_PLAY = """
+import playline as pl
+
+@pl.play
+async def odd(ctx, input):
+    return await (
+        ctx.dataset("rows", [{"n": n} for n in range(3)], key="n")
+        .with_column("tag", lambda row: {1, 2} if row["n"] == 1 else f"t{row['n']}")
+        .with_column("after", lambda row: row["n"] * 2)
+        .run()
+    )
+"""
+
+
+def test_a_value_that_cannot_be_stored_fails_its_cell_naming_the_column(cli: Cli) -> None:
+    ran = cli("run", cli.play(UNSTORABLE_PLAY), "--json")
+
+    assert ran.exit_code == 0, ran.output  # partial failure: completed_with_errors
+    assert cli.json_lines(ran.stdout)[-1]["status"] == "completed_with_errors"
+    [run] = open_store(cli.store).list_runs()
+    rows = {r.key: r for r in open_store(cli.store).iter_rows(run.run_id, "rows")}
+    assert [rows[k].status for k in ("0", "1", "2")] == ["completed", "failed", "completed"]
+    cell = rows["1"].cells["tag"]
+    assert cell["status"] == "failed" and "Column 'tag' returned a set" in cell["error"]
+    assert rows["2"].values == {"n": 2, "tag": "t2", "after": 4}

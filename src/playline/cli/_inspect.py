@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -70,15 +71,17 @@ def runs(
         console.print("No runs yet. Start one with `playline run PLAY.py`.")
         return
     table = Table(title="Runs (newest first)")
-    widest = max(len(r.run_id) for r in records)
-    table.add_column("run", no_wrap=True, min_width=widest)  # an id is never cut
-    for column in ("play", "status", "started", "rows", "failed", "credits"):
-        table.add_column(
-            column, justify="right" if column in ("rows", "failed", "credits") else "left"
-        )
-    for r in records:
+    statuses = [run_status(r) for r in records]
+    # ids, statuses and numbers are never cut: a narrow terminal shortens the play's name and
+    # the start time instead; a pipe gets every column whole (below)
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in records))
+    table.add_column("play")
+    table.add_column("status", no_wrap=True, min_width=max(len(s) for s in statuses))
+    table.add_column("started")
+    for column in ("rows", "failed", "credits"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for r, status in zip(records, statuses, strict=True):
         stats = r.stats or {}
-        status = run_status(r)
         table.add_row(
             r.run_id,
             r.play,
@@ -88,7 +91,11 @@ def runs(
             str(stats.get("rows_failed", "")),
             f"{stats['credits']:g}" if "credits" in stats else "",
         )
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+    else:  # piped: as wide as the table needs, for grep and friends
+        whole = console.measure(table, options=console.options.update_width(10_000)).maximum
+        Console(width=whole, no_color=True).print(table)
 
 
 @app.command()
