@@ -29,6 +29,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from playline._secrets import DERIVED_FROM
+
 PLAY = r'''
 import base64
 
@@ -283,6 +285,10 @@ def _by_accident(secret: str, corpus: bytes) -> bool:
     """Whether ``secret`` would be found in any run's output without leaking: in the corpus, or
     made only of characters that run ids, digests and times are made of."""
     if all(c in string.hexdigits + ".-_: \t\n\r" for c in secret):
+        return True
+    if len(secret) < DERIVED_FROM and secret[-1] in "\r\n,\"'}]":
+        # its slice s[:-1] may be stored (a short secret's derived forms are not caught, as
+        # documented), and a file's own next character (a CSV line's CRLF) completes it
         return True
     return any(needle.lower() in corpus for _, needle in _encodings(secret))
 

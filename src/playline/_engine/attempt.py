@@ -37,6 +37,7 @@ from ..tools._gates import ToolGates
 from .boundaries import Boundaries
 from .calls import DEFAULT_CELL_LIMIT, CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
+from .collector import fewer_collections
 from .datasets import DatasetStats
 from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
@@ -653,7 +654,7 @@ async def run_attempt(
             lease=services.lease,
         )
         supervising = asyncio.get_running_loop().create_task(supervisor.run())
-    with holding(holder):
+    with holding(holder), fewer_collections():
         try:
             output, error = await attempt.execute(record.input)
         except asyncio.CancelledError:

@@ -27,7 +27,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from types import GeneratorType, MappingProxyType
+from types import GeneratorType
 from typing import Any, Literal, Protocol
 
 from .._clock import Clock
@@ -311,7 +311,7 @@ class DatasetRun:
                 token = current_row.set(row)
                 try:
                     row.column = column.name
-                    view = MappingProxyType(row.values)
+                    view = row.view
                     try:
                         if column.when is not None and not self._runs(row, column, view):
                             still.append(row)
@@ -325,7 +325,7 @@ class DatasetRun:
                         if self._failed(row, column, exc):
                             self._finish(row)
                         continue
-                    if hasattr(type(value), "__await__") or _generator_coroutine(value):
+                    if type(value) not in _PLAIN and _awaitable(value):
                         self._park(row, position, value)
                         continue
                     if row.results or row.notes or type(value) is ToolResult:
@@ -400,7 +400,7 @@ class DatasetRun:
         """Run the row's remaining columns from ``start`` until it waits or finishes."""
         token = current_row.set(row)
         try:
-            view = MappingProxyType(row.values)
+            view = row.view
             for position in range(start, len(self.columns)):
                 column = self.columns[position]
                 row.column = column.name
@@ -416,7 +416,7 @@ class DatasetRun:
                     if self._failed(row, column, exc):
                         self._finish(row)
                     return
-                if hasattr(type(value), "__await__") or _generator_coroutine(value):
+                if type(value) not in _PLAIN and _awaitable(value):
                     self._park(row, position, value)
                     return
                 self._set(row, column, value)
@@ -577,7 +577,11 @@ class DatasetRun:
         size = _stored_size(values)
         if size is None or size > self.rt.cell_limit:
             self._fail_unstorable(values, cells)
-        error = next((m["error"] for m in cells.values() if m["status"] == "failed"), None)
+        error = None
+        for meta in cells.values():
+            if meta["status"] == "failed":
+                error = meta["error"]
+                break
         if waiting is not None:
             status = "waiting"
             self.stats.rows_waiting += 1
@@ -677,9 +681,15 @@ class DatasetRun:
             raise self._write_error
 
 
-def _generator_coroutine(value: Any) -> bool:
-    """A generator-based coroutine (``@types.coroutine``): awaitable without ``__await__``."""
-    return type(value) is GeneratorType and inspect.isawaitable(value)
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # never awaitable
+
+
+def _awaitable(value: Any) -> bool:
+    """Whether a resolver's value is to be awaited: a future, a coroutine, anything with
+    ``__await__``, or a generator-based coroutine (``@types.coroutine``)."""
+    return hasattr(type(value), "__await__") or (
+        type(value) is GeneratorType and inspect.isawaitable(value)
+    )
 
 
 def _stored_size(values: dict[str, Any]) -> int | None:

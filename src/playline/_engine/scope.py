@@ -7,8 +7,9 @@ calls its code made without wrapping the play's context.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..store import CellMeta
@@ -17,18 +18,43 @@ from ..tools import ToolResult
 __all__ = ["RowScope", "current_row", "result_sink"]
 
 
-@dataclass(slots=True, eq=False)
 class RowScope:
-    dataset: str
-    row_key: str
-    index: int = 0
-    values: dict[str, Any] = field(default_factory=dict)  # input + columns computed so far
-    cells: dict[str, CellMeta] = field(default_factory=dict)  # column -> metadata
-    column: str | None = None
-    pending: int = 0  # calls this row has queued and not yet got back
-    results: list[ToolResult] = field(default_factory=list)  # tool results of the column
-    unreported: list[str] = field(default_factory=list)  # cells set since the last event
-    notes: dict[str, Any] = field(default_factory=dict)  # cell metadata from engine parts
+    """One row as it runs: its values so far, its cells' metadata, the calls it waits for.
+
+    A plain slots class: one is made per row, and a dataclass's default factories cost more
+    than the rest of a pure row's bookkeeping."""
+
+    __slots__ = (
+        "cells",
+        "column",
+        "dataset",
+        "index",
+        "notes",
+        "pending",
+        "results",
+        "row_key",
+        "unreported",
+        "values",
+        "view",
+    )
+
+    def __init__(
+        self, dataset: str, row_key: str, index: int = 0, values: dict[str, Any] | None = None
+    ) -> None:
+        self.dataset = dataset
+        self.row_key = row_key
+        self.index = index
+        self.values: dict[str, Any] = {} if values is None else values  # input + columns so far
+        self.view: Mapping[str, Any] = MappingProxyType(self.values)  # what resolvers see
+        self.cells: dict[str, CellMeta] = {}  # column -> metadata
+        self.column: str | None = None
+        self.pending = 0  # calls this row has queued and not yet got back
+        self.results: list[ToolResult] = []  # tool results of the column
+        self.unreported: list[str] = []  # cells set since the last event
+        self.notes: dict[str, Any] = {}  # cell metadata from engine parts
+
+    def __repr__(self) -> str:
+        return f"RowScope({self.dataset!r}, {self.row_key!r}, column={self.column!r})"
 
 
 current_row: ContextVar[RowScope | None] = ContextVar("playline_row", default=None)

@@ -243,7 +243,7 @@ class RowStatus(StrEnum):
     WAITING = "waiting"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen: one is made per row, and freezing costs
 class RowRecord:
     run_id: str
     dataset: str
