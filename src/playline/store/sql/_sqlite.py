@@ -209,7 +209,7 @@ class SQLiteStore(SQLStore):
                 f"The store {self.path} was opened read-only, to be inspected: it cannot "
                 f"{what}. Open it with open_store(url) to write to it."
             )
-        if _identity(Path(self.path)) != self._file:
+        if _identity(self.path) != self._file:  # a str: no Path made per transaction
             raise StoreError(
                 f"The store file {self.path} was deleted or replaced while this process was "
                 f"using it, so Playline stopped rather than {what} in a file nobody will read: "
@@ -274,7 +274,7 @@ def _summary(problems: list[str]) -> str:
     return first + (f", and {len(lines) - 1} more" if len(lines) > 1 else "")
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: str | Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
