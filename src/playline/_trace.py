@@ -37,6 +37,7 @@ __all__ = [
     "changes_since",
     "columns_of",
     "dataset_columns",
+    "defused",
     "export_rows",
     "flat",
     "gate_statistics",
@@ -223,6 +224,19 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
 def flat(value: Any) -> Any:
     """A cell value as one CSV field: nested values as canonical JSON."""
     return value if value is None or isinstance(value, str | int | float) else canonical(value)
+
+
+# OWASP's CSV injection rule: a spreadsheet runs a cell that begins with one of these as a
+# formula (=HYPERLINK(...) from a provider's data), so it is written with a quote in front.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def defused(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text, never runs as a formula (every CSV export:
+    the command line's and the web UI's)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def export_rows(

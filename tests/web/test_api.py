@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from playline.web import UIConfig
+import playline as pl
+from playline.store import open_store
+from playline.web import UIConfig, create_app
 from playline.web.server import is_loopback, no_login_warning
+from services import serve_asgi
 
 UI = tuple[str, str, UIConfig]
 
@@ -142,6 +146,35 @@ def test_export_streams_csv_and_jsonl_from_the_read_model(demo_ui: UI) -> None:
     assert len(lines.splitlines()) == 50 and '"email.status"' in lines
     missing = httpx.post(base + f"/api/export/{run_id}", data={**form, "dataset": "x"}, timeout=30)
     assert missing.status_code == 404 and "its datasets: people" in missing.json()["error"]
+    only = {k: v for k, v in form.items() if k != "dataset"}  # the run's only dataset
+    assert httpx.post(base + f"/api/export/{run_id}", data=only, timeout=30).text == response.text
+
+
+def test_the_csv_export_escapes_cells_a_spreadsheet_would_run(tmp_path: Path) -> None:
+    """As `playline export`: provider data is untrusted, so a cell starting =, +, -, @, tab
+    or CR is written with a quote in front (OWASP's rule)."""
+    url = f"sqlite:///{tmp_path}/formulas.db"
+    result = pl.run(pl.play(name="formulas")(_formulas), store=url, tools=[])
+    config = UIConfig(store=open_store(url), store_url=url)
+    with serve_asgi(create_app(config)) as base:
+        form = {"csrf_token": config.csrf_token, "format": "csv"}
+        text = httpx.post(base + f"/api/export/{result.run_id}", data=form, timeout=30).text
+
+    [row] = list(csv.DictReader(io.StringIO(text)))
+    assert row["sum"] == "'=1+2" and row["at"] == "'@SUM(A1)" and row["tab"] == "'\t=cmd"
+    assert row["plain"] == "fine"
+
+
+async def _formulas(ctx: pl.Context, input: object) -> object:
+    cells = {"sum": "=1+2", "at": "@SUM(A1)", "tab": "\t=cmd", "plain": "fine"}
+    return (
+        await ctx.dataset("cells", [{"id": 1}], key="id")
+        .with_column("sum", lambda row: cells["sum"])
+        .with_column("at", lambda row: cells["at"])
+        .with_column("tab", lambda row: cells["tab"])
+        .with_column("plain", lambda row: cells["plain"])
+        .run()
+    )
 
 
 def test_send_event_delivers_once(demo_ui: UI) -> None:

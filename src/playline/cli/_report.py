@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._trace import flat
+from .._trace import defused, flat
 from ..store import RunRecord, Store
 from ..store.sql import SQLStore
 from ._load import CliError
 from ._outfile import replacing
 
-__all__ = ["defused", "require_run", "when", "write_rows"]
+__all__ = ["require_run", "when", "write_rows"]
 
 
 def when(at: float) -> str:
@@ -41,18 +41,6 @@ def require_run(store: Store, run_id: str) -> RunRecord:
             code=1,
         )
     return run
-
-
-# OWASP's CSV injection rule: a spreadsheet runs a cell that begins with one of these as a
-# formula (=HYPERLINK(...) from a provider's data), so it is written with a quote in front.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def defused(value: Any) -> Any:
-    """A CSV cell that a spreadsheet shows as text, never runs as a formula."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
 
 
 def write_rows(

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 import playline as pl
 
-from .._trace import columns_of, export_rows, flat, run_status
+from .._trace import columns_of, defused, export_rows, flat, run_status
 from ..errors import PlaylineError
 from ..store import RunRecord
 from .security import check_csrf, form_fields
@@ -143,11 +143,12 @@ async def resume(request: Request) -> Response:
 
 
 def _csv_lines(rows: Iterator[dict[str, Any]], fields: list[str]) -> Iterator[str]:
+    """CSV with the cells a spreadsheet would run as formulas escaped, as `playline export`."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
-    writer.writeheader()
+    writer.writerow({name: defused(name) for name in fields})
     for row in rows:
-        writer.writerow({k: flat(v) for k, v in row.items()})
+        writer.writerow({k: defused(flat(v)) for k, v in row.items()})
         if buffer.tell() > 1 << 16:
             yield buffer.getvalue()
             buffer.seek(0)
@@ -165,6 +166,8 @@ async def export(request: Request) -> Response:
     fmt = str(form.get("format") or "csv")
     with_status = str(form.get("with_status") or "") in ("1", "on", "true")
     names = await anyio.to_thread.run_sync(cfg.store.datasets, run_id)
+    if not dataset and len(names) == 1:  # the run's only dataset need not be named
+        dataset = names[0]
     if dataset not in names:
         return _error(
             f"Run {run_id} has no dataset {dataset!r} (its datasets: "
