@@ -10,8 +10,10 @@ What real files bring, and what happens:
 - a line with more fields than the header (a "bad line"): ``PlayDefinitionError`` naming the
   line, or with ``on_bad_line="skip"`` the line is skipped and its number logged;
   a line with fewer: the missing trailing fields are ``""``;
-- a field longer than ``field_limit`` characters (default 8 MiB; a quote left open makes the
-  rest of the file one field): ``PlayDefinitionError`` naming the file, the line and the limit.
+- a quote that is never closed (it would make the rest of the file one value, silently):
+  ``PlayDefinitionError`` naming the file and the line of the row where it opens;
+- a field longer than ``field_limit`` characters (default 8 MiB): ``PlayDefinitionError``
+  naming the file, the line and the limit.
 
 Values are strings, as written. The file is read when the rows are iterated (a dataset streams
 it through its window), so a large file never sits in memory; its header is read and checked
@@ -77,7 +79,7 @@ class CsvRows:
         limit = self.field_limit
         skipped: list[int] = []
         with _open(self.path) as handle:
-            reader = csv.reader(handle, delimiter=self.delimiter)
+            reader = csv.reader(_then_end(handle), delimiter=self.delimiter)
             # csv's own limit is one for the whole process; ours is per file, checked below
             # while the process-wide one is higher (another file asked for more).
             wider = _allow(limit) > limit
@@ -95,7 +97,17 @@ class CsvRows:
     ) -> Iterator[dict[str, str]]:
         """The data lines of ``reader`` as rows; bad lines skipped into ``skipped``."""
         next(reader, None)  # the header, checked when this object was made
+        next_start = reader.line_num + 1  # the line the next row starts on
         for fields in reader:
+            start, next_start = next_start, reader.line_num + 1
+            if fields and fields[-1].endswith(_END):
+                if len(fields) == 1 and fields[0] == _END:
+                    return  # the end, outside any quoted value
+                raise PlayDefinitionError(
+                    f"CSV file {self._shown!r}, line {start}: this row has a quote that is never "
+                    "closed, so the rest of the file would be read as one value. Close the "
+                    "quote, and double any quote inside a quoted value."
+                )
             if wider and max(map(len, fields), default=0) > limit:
                 raise _too_long(self.path, reader.line_num, limit)
             if not any(f.strip() for f in fields):
@@ -140,6 +152,16 @@ class CsvRows:
 
     def to_list(self) -> list[dict[str, str]]:
         return list(self)
+
+
+# A line no real file holds, read after the file's last one: in a value whose quote never
+# closed, it ends up at the end of that value (csv reads to the end of the file silently).
+_END = "\ue000playline: end of file\ue000"
+
+
+def _then_end(lines: Iterable[str]) -> Iterator[str]:
+    yield from lines
+    yield _END
 
 
 def _open(path: Path) -> IO[str]:

@@ -191,6 +191,26 @@ def test_an_unclosed_quote_is_found_with_its_line(tmp_path: Path) -> None:
     assert "quote that is never closed" in str(info.value) and str(path) in str(info.value)
 
 
+def test_an_unclosed_quote_in_a_small_file_is_an_error_not_one_long_value(
+    tmp_path: Path,
+) -> None:
+    """Under the field limit, csv would read the rest of the file into the open value and
+    the run would complete with the later rows lost."""
+    path = write(tmp_path, 'a,b\nw,fine\n\nx,"1,2\n3,4\n5,6\n7,8\n')
+
+    with pytest.raises(pl.PlayDefinitionError) as info:
+        list(read_csv(path))
+
+    message = str(info.value)
+    assert str(path) in message and "line 4" in message and "never closed" in message
+
+
+def test_quoted_values_up_to_the_last_line_are_read_whole(tmp_path: Path) -> None:
+    for text in ('a,b\nx,"q\nr"', 'a,b\nx,"q\nr"\n', "a,b\nx,y"):
+        rows = read_csv(write(tmp_path, text))
+        assert [r["b"] for r in rows] in (["q\nr"], ["y"]), text
+
+
 def test_each_file_keeps_its_own_limit(tmp_path: Path) -> None:
     roomy = read_csv(write(tmp_path, "v\n" + "a" * 3000 + "\n", "roomy.csv"), field_limit=10**6)
     tight = read_csv(write(tmp_path, "v\n" + "b" * 3000 + "\n", "tight.csv"), field_limit=2000)
