@@ -18,7 +18,8 @@ secret has been read. The forms a secret is caught in:
   for ``ß``), and the base64 (standard or URL-safe, also inside a longer encoded text), hex
   and URL-quoted encodings of the whole;
 - each of those as it appears escaped inside JSON (quotes, backslashes and control
-  characters escaped), which is how values are stored.
+  characters escaped), which is how values are stored, and escaped twice, or by ``repr``
+  and then JSON (a tool that returns ``json.dumps(s)`` or ``repr(s)``).
 
 Secrets shorter than 4 characters are not checked: they would be found by accident.
 
@@ -176,15 +177,23 @@ def _forms(value: str) -> set[str]:
                 forms.add(encoded[2:-2] if len(encoded) > 8 else encoded)
         forms.add(binascii.hexlify(raw).decode())
         forms.add(urllib.parse.quote(value, safe=""))
-    # Stored values are JSON, where quotes, backslashes and control characters are escaped;
-    # escaping goes character by character, so an escaped piece is a piece of the escaped text.
-    forms |= {_escaped(f) for f in forms}
+    # A value may hold the secret escaped already (a tool returning json.dumps(s) or repr(s)),
+    # and stored values are JSON, which escapes quotes, backslashes and control characters
+    # once more. Escaping goes character by character, so an escaped piece is a piece of the
+    # escaped text.
+    once = {_escaped(f) for f in forms} | {_repr(f) for f in forms}
+    forms |= once | {_escaped(f) for f in once}
     return {f for f in forms if len(f) >= _MIN_LENGTH}
 
 
 def _escaped(text: str) -> str:
     # json's escapes are orjson's, and json also takes the surrogates an environment may hold
     return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _repr(text: str) -> str:
+    """``text`` as Python's ``repr`` writes it, without the quotes around it."""
+    return repr(text)[1:-1]
 
 
 _registry = _Registry()

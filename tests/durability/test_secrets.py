@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,37 @@ def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Pa
     (error,) = result.output.errors
     assert "secret" in error.message
     assert SECRET.encode() not in _store_text(db)
+
+
+@pytest.mark.parametrize("encode", [json.dumps, repr, lambda s: json.dumps({"k": s})])
+def test_a_result_holding_an_escaped_secret_fails_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encode: Any
+) -> None:
+    """A tool that returns the secret already escaped (JSON, repr): stored as JSON, it is
+    escaped twice, and still caught."""
+    secret = 'sk_live_"quoted"\\back\\slash_0123456789'
+    monkeypatch.setenv("PLAYLINE_SECRET_API_KEY", secret)
+
+    @pl.tool("t.encode_key")
+    def encode_key(input: dict[str, Any]) -> dict[str, Any]:
+        return {"v": encode(input["key"])}
+
+    @pl.play(name="secret-encoded")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool("t.encode_key", {"key": key}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[encode_key])
+
+    assert result.status == "failed"  # its only row failed
+    stored = _store_text(db)
+    escaped = json.dumps(encode(secret))[1:-1].encode()
+    assert escaped not in stored and b"0123456789" not in stored
 
 
 @pytest.mark.parametrize(
