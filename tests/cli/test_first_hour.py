@@ -198,6 +198,15 @@ def test_cache_clear_of_an_unknown_tool_is_an_error_with_a_suggestion(
     assert open_store(cli.store).receipt_stats()["clitest.upper"]["completed"] == 3
 
 
+def test_cache_clear_on_a_mistyped_store_creates_nothing(cli: Cli, tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+
+    cleared = cli("cache", "clear", "--yes", "--store", f"sqlite:///{typo}", store=False)
+
+    line = one_error_line(cleared, 1)
+    assert "No store at" in line and not typo.exists()
+
+
 CSV_PLAY = """
 import playline as pl
 

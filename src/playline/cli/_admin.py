@@ -93,7 +93,7 @@ def cache_clear(
     It says what buying them again would cost (each tool's completed receipts times its
     average credits per call in the store's ledger) and asks first; --yes skips the
     question."""
-    db = store_at(store)
+    db = store_at(store, read_only=True)  # a store that is not there is not created
     stats = db.receipt_stats()
     finished = {t: s.get("completed", 0) + s.get("failed", 0) + s.get("unknown", 0)
                 for t, s in stats.items()}  # fmt: skip
@@ -125,7 +125,8 @@ def cache_clear(
     if not yes and not typer.confirm(question, default=False):
         console.print("Nothing deleted.")
         raise typer.Exit(1)
-    deleted = db.clear_receipts(tool)
+    db.close()
+    deleted = store_at(store).clear_receipts(tool)
     console.print(
         f"Deleted {deleted} receipt(s){f' of {tool}' if tool else ''}; the next such calls run "
         f"live (about {cost:.4g} credits to buy them back).",
