@@ -123,3 +123,33 @@ def test_a_live_call_with_an_unstorable_result_is_still_in_the_ledger(store_url:
     ledger = open_store(url).read_ledger(result.run_id)
     assert len(ledger) == 5
     assert result.stats.credits == 5
+
+
+def test_a_failed_call_retried_with_its_key_is_counted_once_as_in_the_ledger(
+    store_url: str,
+) -> None:
+    """A result that cannot be stored fails its cell but was paid; retrying the failed cells
+    sends the call again with the same idempotency key (a provider answers it again for
+    free), so the run's credits stay what its ledger holds."""
+
+    @pl.tool("ledger.sets", batch=pl.Batch(max_size=10), cost=pl.Cost(1, charge="on_hit"))
+    def sets(inputs: list[dict[str, Any]]) -> list[Any]:
+        return [{"v": {1, 2}} if i["n"] % 3 == 0 else {"v": i["n"]} for i in inputs]
+
+    @pl.play(name="ledger-retry")
+    async def retry(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("rows", [{"n": i} for i in range(6)], key="n")
+            .with_column("r", lambda row, ctx: ctx.tool("ledger.sets", {"n": row["n"]}))
+            .run()
+        )
+
+    first = pl.run(retry, store=store_url, tools=[sets])
+    again = pl.run(retry, store=store_url, tools=[sets], run_id=first.run_id, retry_failed=True)
+
+    store = open_store(store_url)
+    recorded = sum(e.credits for e in store.read_ledger(first.run_id))
+    assert first.stats.credits == recorded == 6
+    assert again.stats.credits == recorded
+    run = store.get_run(first.run_id)
+    assert run is not None and run.stats["credits"] == recorded

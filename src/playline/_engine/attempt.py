@@ -672,6 +672,7 @@ async def _end(
     attempt: Attempt, record: RunRecord, output: Any, error: BaseException | None, *, root: bool
 ) -> AttemptOutcome:
     stats = attempt.stats()
+    stats.credits = await _recorded_credits(attempt, stats.credits)
     suspension = error if isinstance(error, Suspension) else None
     returned = error is None  # the play returned: its output is kept whatever the verdict
     status: Status
@@ -747,6 +748,18 @@ async def _end(
         exception=error,
         waiting=waiting,
     )
+
+
+async def _recorded_credits(attempt: Attempt, counted: float) -> float:
+    """The run's credits as its ledger in the store has them: a receipt's generation is
+    charged there once, however often its call went out (a failed call retried with its
+    idempotency key is not charged again by the provider either). What the attempt counted
+    when the store cannot say."""
+    try:
+        spent = await StoreIO(attempt.store)(attempt.store.spent, attempt.run_id)
+    except PlaylineError:
+        return counted
+    return round(spent, 6)
 
 
 def _all_failed(stats: RunStats, calls: CallStats) -> PlaylineError | None:
