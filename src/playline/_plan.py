@@ -31,7 +31,16 @@ from ._engine.planning import PlanCount, Planner
 from ._play import Play, PlayFn, get_play
 from ._runner import resolve_tools
 from .errors import PlayDefinitionError
-from .store import LedgerTotals, MemoryStore, Receipt, RunRecord, RunStatus, Store, open_store
+from .store import (
+    LedgerTotals,
+    MemoryStore,
+    NoStore,
+    Receipt,
+    RunRecord,
+    RunStatus,
+    Store,
+    open_store,
+)
 from .tools import ToolSpec
 from .tools._gates import ToolGates
 
@@ -197,7 +206,7 @@ async def aplan(
     target = get_play(play)
     if not isinstance(row_window, int) or row_window < 1:
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
-    real = open_store(store)
+    real = _readable(store)
     table = resolve_tools(tools)
     history = await asyncio.to_thread(real.ledger_totals)
     rate, sources = _hit_rates(history)
@@ -220,6 +229,16 @@ async def aplan(
     outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
     return _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner, table,
                      sources)  # fmt: skip
+
+
+def _readable(store: str | Store | None) -> Store:
+    """The store whose receipts and history a plan reads, opened read-only: a plan writes
+    nothing, so a store that is not there yet is an empty one (nothing answered, no
+    history), not a file created."""
+    try:
+        return open_store(store, read_only=True)
+    except NoStore:
+        return MemoryStore()
 
 
 def _estimate(

@@ -199,3 +199,15 @@ def _verify_column(store: Any, run_id: str) -> float:
         for r in store.iter_rows(run_id, "people")
         if "verification" in r.cells
     )
+
+
+def test_plan_on_a_store_that_is_not_there_creates_nothing(
+    cli: Cli, gateway: str, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "fresh" / "plan.db"
+    fresh.parent.mkdir()
+
+    planned = cli("plan", DEMO, "--store", f"sqlite:///{fresh}", store=False)
+
+    assert planned.exit_code == 0, planned.output
+    assert "credits" in planned.stdout and list(fresh.parent.iterdir()) == []

@@ -10,7 +10,7 @@ from rich.table import Table
 
 import playline as pl
 
-from ._app import GatewayOpt, JsonOpt, StoreOpt, app, command, console, store_at
+from ._app import GatewayOpt, JsonOpt, StoreOpt, app, command, console
 from ._load import gateway_from, load_play, parse_inputs
 
 
@@ -52,8 +52,8 @@ def plan(
     if gw is not None:
         gw.specs()  # an unreachable gateway fails here
         tools.append(gw)
-    estimate = pl.plan(loaded.play, {} if input is None else input, store=store_at(store),
-                       tools=tools)  # fmt: skip
+    # the URL, not an opened store: a plan reads the store if it is there and creates nothing
+    estimate = pl.plan(loaded.play, {} if input is None else input, store=store, tools=tools)
     if json_mode:
         typer.echo(json.dumps(estimate.to_dict(), default=str))
     else:

@@ -8,6 +8,7 @@ from ..errors import StoreError
 from ._gates import GateConfig, GateGrant, GateState
 from ._io import StoreIO
 from ._memory import MemoryStore
+from ._messages import NoStore
 from ._owners import owner_alive, owner_id
 from ._protocol import (
     BoundaryStore,
@@ -64,6 +65,7 @@ __all__ = [
     "LedgerStore",
     "LedgerTotals",
     "MemoryStore",
+    "NoStore",
     "Receipt",
     "ReceiptStatus",
     "ReceiptStore",

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import StoreError
 from ._records import ReceiptStatus, RunRecord
 
-__all__ = ["empty_receipt_stats", "lost_run", "never_claimed"]
+__all__ = ["NoStore", "empty_receipt_stats", "lost_run", "never_claimed"]
+
+
+class NoStore(StoreError):
+    """A store opened to be read is not there (nothing was created)."""
 
 
 def empty_receipt_stats() -> dict[str, int]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import StoreError
+from .._messages import NoStore
 from ._refusals import foreign_database, newer_schema
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version", "tables"]
@@ -234,7 +235,7 @@ def readable_version(conn: Any, where: str, known: int = len(MIGRATIONS)) -> int
     version (nothing is created or migrated)."""
     found = _checked(conn, where, known)
     if found == 0:
-        raise StoreError(
+        raise NoStore(
             f"No store in {where}: it has no Playline tables. Check the URL (--store or "
             "PLAYLINE_STORE); a store is created by the first `playline run` that writes to it."
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 from ...errors import StoreError
+from .._messages import NoStore
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -136,8 +137,8 @@ def _inside(folder: Path, roots: tuple[Path, ...]) -> bool:
     return any(where.is_relative_to(root.resolve()) for root in roots)
 
 
-def no_store(path: Path | str) -> StoreError:
-    return StoreError(
+def no_store(path: Path | str) -> NoStore:
+    return NoStore(
         f"No store at {path}. Check the path (--store or PLAYLINE_STORE); a store is created "
         "by the first `playline run` (or pl.run) that writes to it."
     )
