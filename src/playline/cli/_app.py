@@ -179,9 +179,9 @@ def export_dataset(
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     """An attempt's counts in the words every display uses: rows *run* (in this attempt),
     *reused* (completed in an earlier attempt, not run again), *failed*, *pending* (left by a
-    stop for a resume); calls *live* (sent
-    to a provider), *from receipts* (answered by an earlier call's receipt, free), *shared*
-    (an identical call in flight answered them). Credits are the run's, over all its attempts."""
+    stop for a resume); calls *live* (sent to a provider), *from receipts* (answered by an
+    earlier call's receipt, free), *shared* (an identical call in flight answered them).
+    Credits are the run's, over all its attempts."""
     credits = f"{stats.credits:g} credits"
     if attempt_credits is not None and round(attempt_credits, 6) != round(stats.credits, 6):
         credits += f" ({attempt_credits:g} in this attempt)"
