@@ -436,7 +436,7 @@ def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
 
     play = cli.play(STOPPABLE_PLAY)
     proc = subprocess.Popen(
-        [PLAYLINE, "run", play, "--store", cli.store],
+        [PLAYLINE, "run", play, "--store", cli.store, "--out", str(cli.tmp / "rows.csv")],
         cwd=cli.tmp,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -457,6 +457,7 @@ def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
     assert out.startswith(f"run {run.run_id}")  # the id comes first, before any progress
     assert f"playline resume {run.run_id}" in said(out) and "RUN_ID" not in out + err
     assert "1 pending (a resume runs them)" in said(out)  # the row is not lost, nor done
+    assert "partial: 1 rows are pending" in said(out)  # and --out says its file lacks it
     resumed = _playline("resume", run.run_id, "--store", cli.store, cwd=cli.tmp)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # the call in flight at the signal was recorded, not made again; the next one was not sent

@@ -174,6 +174,8 @@ def test_suspended_run_exits_3_and_an_event_resumes_it(cli: Cli) -> None:
     first = cli("run", play, "--run-id", "rs")
     assert first.exit_code == 3, first.output
     assert "suspended run rs" in first.stdout
+    assert "waiting for: the event approve-1" in first.stdout
+    assert "waiting for: the event approve-1" in cli("show", "rs").stdout
     sent = cli("event", "send", "approve-1", "--data", '{"ok": 1}')
     assert sent.exit_code == 0, sent.output
     resumed = cli("resume", "rs", "--json")

@@ -42,7 +42,7 @@ from ._load import (
     CliError,
 )
 from ._outfile import check_out
-from ._report import require_run, when
+from ._report import require_run, waiting_for, when
 
 
 @app.command()
@@ -204,7 +204,7 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
     if run.error:
         console.print(f"  [red]error:[/red] {run.error}", highlight=False)
     if run.waiting:
-        console.print(f"  waiting for: {json.dumps(run.waiting, default=str)}", highlight=False)
+        console.print(f"  waiting for: {waiting_for(run.waiting)}", highlight=False)
     over = "the attempt" if trace.attempts == 1 else f"all {trace.attempts} attempts"
     console.print(
         f"  totals over {over}: {trace.calls} live calls (sent) · {trace.requests} provider "

@@ -18,11 +18,27 @@ from ..store.sql import SQLStore
 from ._load import CliError
 from ._outfile import replacing
 
-__all__ = ["require_run", "when", "write_rows"]
+__all__ = ["require_run", "waiting_for", "when", "write_rows"]
 
 
 def when(at: float) -> str:
     return dt.datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def waiting_for(waiting: dict[str, Any]) -> str:
+    """What a suspended run waits for, in words: a stop, its events, its timer."""
+    if waiting.get("stop"):
+        return (
+            f"nothing: it was stopped ({waiting['stop']}); the calls already sent were "
+            "recorded, and a resume continues it"
+        )
+    parts = []
+    events = waiting.get("events") or []
+    if events:
+        parts.append(("the event " if len(events) == 1 else "the events ") + ", ".join(events))
+    if waiting.get("wake_at") is not None:
+        parts.append(f"its timer, due {when(float(waiting['wake_at']))}")
+    return " or ".join(parts) or "a resume"
 
 
 def require_run(store: Store, run_id: str) -> RunRecord:

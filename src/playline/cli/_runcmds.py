@@ -46,6 +46,7 @@ from ._outfile import check_out
 from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     require_run,
+    waiting_for,
 )
 from ._temporal import (
     ConcurrencyOpt,
@@ -164,8 +165,8 @@ def _execute(
         jsonl.result(result)
     else:
         _print_result(result, db)
-        if written is not None:
-            console.print(f"Wrote {written[1]} rows of dataset {written[0]!r} to {out}")
+        if written is not None and out is not None:
+            _print_written(result, written, out)
     return result
 
 
@@ -182,6 +183,18 @@ def _write_output(
     return name, export_dataset(
         db, result.run_id, name, out, with_status=False, force=force, raw=raw
     )
+
+
+def _print_written(result: pl.RunResult, written: tuple[str, int], out: Path) -> None:
+    name, count = written
+    console.print(f"Wrote {count} rows of dataset {name!r} to {out}", highlight=False)
+    if result.stats.rows_pending:  # a stop left rows unfinished: the file lacks them
+        console.print(
+            f"  partial: {result.stats.rows_pending} rows are pending; after `playline resume "
+            f"{result.run_id}`, `playline export {result.run_id} --out {out} --force` writes "
+            "them all",
+            highlight=False,
+        )
 
 
 def _print_result(result: pl.RunResult, db: Store) -> None:
@@ -201,7 +214,7 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
             highlight=False,
         )
     elif result.status == "suspended":
-        console.print(f"  waiting for: {json.dumps(waiting, default=str)}", highlight=False)
+        console.print(f"  waiting for: {waiting_for(waiting)}", highlight=False)
     if isinstance(result.exception, PlayDefinitionError):
         # resuming would stop at the same place: the play or its input must change first
         console.print(
@@ -482,8 +495,8 @@ def _on_temporal(
                 "  its workflow resumes it when that comes; nothing more to do here.",
                 highlight=False,
             )
-        if written is not None:
-            console.print(f"Wrote {written[1]} rows of dataset {written[0]!r} to {out}")
+        if written is not None and out is not None:
+            _print_written(result, written, out)
     raise typer.Exit(EXIT_CODES[result.status])
 
 
