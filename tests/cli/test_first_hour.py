@@ -436,7 +436,7 @@ def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
 
     play = cli.play(STOPPABLE_PLAY)
     proc = subprocess.Popen(
-        [PLAYLINE, "run", play, "--store", cli.store, "--out", str(cli.tmp / "rows.csv")],
+        [PLAYLINE, "run", play, "--store", cli.store],
         cwd=cli.tmp,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -457,11 +457,67 @@ def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
     assert out.startswith(f"run {run.run_id}")  # the id comes first, before any progress
     assert f"playline resume {run.run_id}" in said(out) and "RUN_ID" not in out + err
     assert "1 pending (a resume runs them)" in said(out)  # the row is not lost, nor done
-    assert "partial: 1 rows are pending" in said(out)  # and --out says its file lacks it
     resumed = _playline("resume", run.run_id, "--store", cli.store, cwd=cli.tmp)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # the call in flight at the signal was recorded, not made again; the next one was not sent
     assert (cli.tmp / "calls.log").read_text().split() == ["1", "101"]
+
+
+PARTLY_DONE_PLAY = """
+import asyncio
+from pathlib import Path
+import playline as pl
+
+HERE = Path(__file__).parent
+
+@pl.tool("fh.quick")
+def quick(input):
+    return {"v": input["n"]}
+
+@pl.tool("fh.slow")
+async def slow(input):
+    (HERE / "called").touch()
+    while not (HERE / "release").exists():  # the test signals the command meanwhile
+        await asyncio.sleep(0.01)
+    return {"v": input["n"]}
+
+@pl.play
+async def partly(ctx, input):
+    first = lambda row, ctx: ctx.tool("fh.slow" if row["n"] == 2 else "fh.quick", row)
+    return await (
+        ctx.dataset("rows", [{"n": 1}, {"n": 2}], key="n")
+        .with_column("a", first)
+        .with_column("b", lambda row, ctx: ctx.tool("fh.quick", {"n": row["n"] + 10}))
+        .run()
+    )
+"""
+
+
+def test_out_on_a_stopped_run_says_the_file_lacks_the_pending_rows(cli: Cli) -> None:
+    import signal
+    import time
+
+    play, out = cli.play(PARTLY_DONE_PLAY), cli.tmp / "rows.csv"
+    proc = subprocess.Popen(
+        [PLAYLINE, "run", play, "--store", cli.store, "--out", str(out)],
+        cwd=cli.tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not (cli.tmp / "called").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the slow tool was never called"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    (cli.tmp / "release").touch()
+    stdout, stderr = proc.communicate(timeout=120)
+
+    assert proc.returncode == 3, stdout + stderr
+    assert "Wrote 1 rows" in stdout and "partial: 1 rows are pending" in said(stdout)
+    assert len(out.read_text().splitlines()) == 2  # the header and the finished row
 
 
 def test_a_gateway_path_that_answers_404_points_at_the_url(
