@@ -38,6 +38,19 @@ def fast_tools() -> dict[str, Any]:
     return {tool: dict(FAST) for tool in PROVIDERS}
 
 
+_runners: list[subprocess.Popen[str]] = []  # started by this test, killed after it
+
+
+def stop_leftover_runners() -> None:
+    """Kill the runners a failed test left running: they would go on calling the session's
+    simulator and spoil the next test's ledger."""
+    while _runners:
+        proc = _runners.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def start(
     store_url: str,
     run_id: str,
@@ -46,7 +59,7 @@ def start(
     people: int = 100,
 ) -> subprocess.Popen[str]:
     """Start a runner: one attempt of run ``run_id`` (``options``: see bench.crash_child)."""
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -67,6 +80,8 @@ def start(
         stderr=subprocess.PIPE,
         text=True,
     )
+    _runners.append(proc)
+    return proc
 
 
 def go(procs: list[subprocess.Popen[str]]) -> None:

@@ -21,7 +21,17 @@ from playline.cli import app
 from playline.sim import Simulator, serve
 from playline.store import RunStatus, open_store, owner_alive
 
-from crash_helpers import credits, eventually, fast_tools, finish, go, kill, start, wait_until
+from crash_helpers import (
+    credits,
+    eventually,
+    fast_tools,
+    finish,
+    go,
+    kill,
+    start,
+    stop_leftover_runners,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +41,11 @@ def running_sim() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def sim(running_sim: Simulator) -> Simulator:
+def sim(running_sim: Simulator) -> Iterator[Simulator]:
     running_sim.reset()
     running_sim.faults(tools=fast_tools())
-    return running_sim
+    yield running_sim
+    stop_leftover_runners()  # a failed test's runners must not call the next test's simulator
 
 
 def _charged_once(ledger: dict[str, Any]) -> None:

@@ -18,8 +18,10 @@ or replaced under a running play fails the run instead of writing into a file no
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -82,7 +84,7 @@ class SQLiteStore(SQLStore):
                 # Migrate (which refuses a foreign or newer database) before switching to WAL,
                 # so a refused file is left exactly as it was.
                 self.schema_version_found = migrate(conn, self.path)
-                conn.execute("PRAGMA journal_mode = WAL")
+                _use_wal(conn, self._busy_timeout)
                 conn.execute("PRAGMA synchronous = NORMAL")
                 # a larger page cache and fewer, larger checkpoints: big batches of rows and
                 # receipts cost about a third less to write
@@ -272,6 +274,22 @@ def _summary(problems: list[str]) -> str:
     ]
     first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
     return first + (f", and {len(lines) - 1} more" if len(lines) > 1 else "")
+
+
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch a file to WAL. Processes opening a new store at once race for the switch, which
+    needs the file to themselves: SQLite may refuse the losers at once rather than wait into a
+    deadlock. A loser tries again after a short random pause; by then the file is in WAL mode
+    (the switch is a no-op), or it is its turn."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(random.uniform(0.005, 0.05))
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
