@@ -10,8 +10,10 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -400,6 +402,28 @@ def test_runs_never_cuts_a_run_id_in_a_narrow_piped_terminal(cli: Cli, local_pla
     assert len(lines) == 2 and all("shout" in x and "completed" in x for x in lines), lines
 
 
+def _stopped_mid_call(cli: Cli, signum: int, *args: str) -> tuple[int, str, str]:
+    """`playline run *args`, sent ``signum`` while its play's held tool call is in flight (the
+    play touches "called", then waits for "release"); its exit code, stdout and stderr."""
+    proc = subprocess.Popen(
+        [PLAYLINE, "run", *args, "--store", cli.store],
+        cwd=cli.tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not (cli.tmp / "called").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the held tool was never called"
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    (cli.tmp / "release").touch()
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
 STOPPABLE_PLAY = """
 import asyncio
 from pathlib import Path
@@ -431,29 +455,10 @@ async def stoppable(ctx, input):
 def test_a_signal_lets_the_call_in_flight_finish_exits_3_and_names_the_real_run(
     cli: Cli, signum: str
 ) -> None:
-    import signal
-    import time
-
-    play = cli.play(STOPPABLE_PLAY)
-    proc = subprocess.Popen(
-        [PLAYLINE, "run", play, "--store", cli.store],
-        cwd=cli.tmp,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    deadline = time.monotonic() + 60  # only bounds a broken test
-    while not (cli.tmp / "called").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the tool was never called"
-        time.sleep(0.01)
-    proc.send_signal(getattr(signal, signum))
-    (cli.tmp / "release").touch()
-    out, err = proc.communicate(timeout=120)
+    code, out, err = _stopped_mid_call(cli, getattr(signal, signum), cli.play(STOPPABLE_PLAY))
 
     [run] = open_store(cli.store).list_runs()
-    assert proc.returncode == 3, out + err
+    assert code == 3, out + err
     assert out.startswith(f"run {run.run_id}")  # the id comes first, before any progress
     assert f"playline resume {run.run_id}" in said(out) and "RUN_ID" not in out + err
     assert "1 pending (a resume runs them)" in said(out)  # the row is not lost, nor done
@@ -494,28 +499,13 @@ async def partly(ctx, input):
 
 
 def test_out_on_a_stopped_run_says_the_file_lacks_the_pending_rows(cli: Cli) -> None:
-    import signal
-    import time
+    out = cli.tmp / "rows.csv"
 
-    play, out = cli.play(PARTLY_DONE_PLAY), cli.tmp / "rows.csv"
-    proc = subprocess.Popen(
-        [PLAYLINE, "run", play, "--store", cli.store, "--out", str(out)],
-        cwd=cli.tmp,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
+    code, stdout, stderr = _stopped_mid_call(
+        cli, signal.SIGTERM, cli.play(PARTLY_DONE_PLAY), "--out", str(out)
     )
-    deadline = time.monotonic() + 60  # only bounds a broken test
-    while not (cli.tmp / "called").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the slow tool was never called"
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)
-    (cli.tmp / "release").touch()
-    stdout, stderr = proc.communicate(timeout=120)
 
-    assert proc.returncode == 3, stdout + stderr
+    assert code == 3, stdout + stderr
     assert "Wrote 1 rows" in stdout and "partial: 1 rows are pending" in said(stdout)
     assert len(out.read_text().splitlines()) == 2  # the header and the finished row
 

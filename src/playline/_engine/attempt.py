@@ -389,6 +389,11 @@ class Attempt:
         steps = self._orders.get(spec)
         if steps is None:
             return self._ordered_waterfall(spec, input)
+        return self._run_waterfall(spec, input, steps)
+
+    def _run_waterfall(
+        self, spec: Waterfall, input: Mapping[str, Any], steps: tuple[Step, ...]
+    ) -> Awaitable[Any]:
         return run_waterfall(
             spec,
             input,
@@ -422,14 +427,7 @@ class Attempt:
                         f"Waterfall {spec.id!r} runs its steps as declared: {advice.note}."
                     )
             self._orders[spec] = steps
-        return await run_waterfall(
-            spec,
-            input,
-            ctx=self.ctx,
-            call_tool=self.call_tool,
-            tallies=self.waterfalls,
-            order=steps,
-        )
+        return await self._run_waterfall(spec, input, steps)
 
     async def _waterfall_history(self) -> History:
         if self._history is None:

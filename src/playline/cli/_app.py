@@ -84,6 +84,22 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 # shared options
+PlayArg = Annotated[
+    str, typer.Argument(metavar="PLAY.py[:function]", help="The play file (and function).")
+]
+InputsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-i",
+        "--input",
+        metavar="KEY=VALUE",
+        help="An input field: key=text, or key:=JSON (e.g. -i limit:=10). Repeatable.",
+    ),
+]
+InputJsonOpt = Annotated[
+    str | None,
+    typer.Option("--input-json", metavar="JSON|@FILE", help="The input as a JSON object."),
+]
 StoreOpt = Annotated[
     str | None,
     typer.Option(

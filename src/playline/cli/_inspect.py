@@ -343,24 +343,7 @@ def _show_rows(
     json_mode: bool,
 ) -> None:
     """The first ``limit`` rows of a dataset, as a table (``--json``: one object per row)."""
-    names = db.datasets(run_id)
-    if dataset is None:
-        if not names:
-            raise CliError(f"Run {run_id} has no dataset rows to show.", code=1)
-        if len(names) > 1:
-            raise CliError(
-                f"Run {run_id} has several datasets ({', '.join(names)}); choose one with "
-                "--dataset NAME."
-            )
-        dataset = names[0]
-    elif dataset not in names:
-        close = difflib.get_close_matches(dataset, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise CliError(
-            f"Run {run_id} has no dataset {dataset!r} (its datasets: "
-            f"{', '.join(names) or 'none'}).{hint}",
-            code=1,
-        )
+    dataset = _dataset_of(db, run_id, dataset, "show")
     known = dataset_columns(db, run_id, dataset)
     chosen = known
     if columns is not None:
@@ -459,24 +442,33 @@ def export(
     check_out(out, force=force)
     db = store_at(store, read_only=True)
     require_run(db, run_id)
+    dataset = _dataset_of(db, run_id, dataset, "export")
+    count = export_dataset(db, run_id, dataset, out, with_status=with_status, force=force, raw=raw)
+    console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
+
+
+def _dataset_of(db: Store, run_id: str, dataset: str | None, verb: str) -> str:
+    """The dataset a command reads: the one named (a typo gets a suggestion), or the run's
+    only one."""
     names = db.datasets(run_id)
     if dataset is None:
         if not names:
-            raise CliError(f"Run {run_id} has no dataset rows to export.", code=1)
+            raise CliError(f"Run {run_id} has no dataset rows to {verb}.", code=1)
         if len(names) > 1:
             raise CliError(
                 f"Run {run_id} has several datasets ({', '.join(names)}); choose one with "
                 "--dataset NAME."
             )
-        dataset = names[0]
-    elif dataset not in names:
+        return names[0]
+    if dataset not in names:
+        close = difflib.get_close_matches(dataset, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise CliError(
-            f"Run {run_id} has no dataset {dataset!r} "
-            f"(its datasets: {', '.join(names) or 'none'}).",
+            f"Run {run_id} has no dataset {dataset!r} (its datasets: "
+            f"{', '.join(names) or 'none'}).{hint}",
             code=1,
         )
-    count = export_dataset(db, run_id, dataset, out, with_status=with_status, force=force, raw=raw)
-    console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
+    return dataset
 
 
 # cache

@@ -3,36 +3,33 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
 
 import playline as pl
 
-from ._app import GatewayOpt, JsonOpt, StoreOpt, app, command, console
+from ._app import (
+    GatewayOpt,
+    InputJsonOpt,
+    InputsOpt,
+    JsonOpt,
+    PlayArg,
+    StoreOpt,
+    app,
+    command,
+    console,
+)
 from ._load import gateway_from, load_play, parse_inputs
 
 
 @app.command()
 @command
 def plan(
-    play: Annotated[
-        str, typer.Argument(metavar="PLAY.py[:function]", help="The play file (and function).")
-    ],
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-i",
-            "--input",
-            metavar="KEY=VALUE",
-            help="An input field, as for `playline run`. Repeatable.",
-        ),
-    ] = None,
-    input_json: Annotated[
-        str | None,
-        typer.Option("--input-json", metavar="JSON|@FILE", help="The input as a JSON object."),
-    ] = None,
+    play: PlayArg,
+    inputs: InputsOpt = None,
+    input_json: InputJsonOpt = None,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     json_mode: JsonOpt = False,

@@ -22,8 +22,11 @@ from ._app import (
     ForceOpt,
     GatewayOpt,
     InDoubtOpt,
+    InputJsonOpt,
+    InputsOpt,
     JsonOpt,
     OutOpt,
+    PlayArg,
     RawOpt,
     StoreOpt,
     app,
@@ -238,22 +241,9 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
 @app.command()
 @command
 def run(
-    play: Annotated[
-        str, typer.Argument(metavar="PLAY.py[:function]", help="The play file (and function).")
-    ],
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-i",
-            "--input",
-            metavar="KEY=VALUE",
-            help="An input field: key=text, or key:=JSON (e.g. -i limit:=10). Repeatable.",
-        ),
-    ] = None,
-    input_json: Annotated[
-        str | None,
-        typer.Option("--input-json", metavar="JSON|@FILE", help="The input as a JSON object."),
-    ] = None,
+    play: PlayArg,
+    inputs: InputsOpt = None,
+    input_json: InputJsonOpt = None,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Run id (an existing one resumes that run).")
     ] = None,
