@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -157,6 +158,8 @@ class CallExecutor:
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._sending = _Sending()  # requests between their claim and their record
         self._retrying = TaskSet()  # requests that failed once and go on alone
+        self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
+        self._lane_tasks = TaskSet()  # the lanes' pumps and the waves they send
         self._waits = TaskSet()  # calls waiting for a receipt another worker holds
         self.stats = CallStats()
         self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
@@ -210,81 +213,126 @@ class CallExecutor:
         size = spec.max_batch
         requests = [pending[i : i + size] for i in range(0, len(pending), size)]
         target = self._target(spec)
-        try:
-            if target.jobs is not None:  # each job is submitted, then polled, on its own
-                await asyncio.gather(*(self._send(spec, chunk) for chunk in requests))
-            else:
-                await self._waves(spec, target, requests)
+        if target.jobs is None:  # the tool's lane sends them with the others queued
+            self._enqueue(spec, target, requests)
+            return
+        try:  # each job is submitted, then polled, on its own
+            await asyncio.gather(*(self._send(spec, chunk) for chunk in requests))
         except BaseException as exc:  # settle whatever is left; never leave a row hanging
-            error = exc if isinstance(exc, Exception) else asyncio.CancelledError()
-            for chunk in requests:
-                for call in chunk:
-                    self._settle(call, None, error)
+            self._settle_requests(requests, exc)
             if not isinstance(exc, Exception):
                 raise
 
-    async def _waves(
-        self, spec: ToolSpec, target: ToolSpec, requests: list[list[ToolCall]]
+    # the lanes: one per tool, its requests sent in waves
+    def _enqueue(
+        self, spec: ToolSpec, target: ToolSpec, requests: Sequence[list[ToolCall]]
     ) -> None:
-        """Send ``requests`` in waves: as many at once as the gate lets through, their
-        receipts claimed in one transaction, sent together, their results recorded in one
-        transaction before the gate's slots are given back. A request that fails goes on
-        alone (retries, waits) so it holds up no other."""
+        """Queue requests in the tool's lane, starting its pump if it is not running."""
+        lane = self._lanes.get(spec.id)
+        if lane is None:
+            lane = self._lanes[spec.id] = _Lane()
+        lane.requests.extend(requests)
+        if lane.pump is None or lane.pump.done():
+            lane.pump = self._lane_tasks.spawn(self._pump(spec, target, lane))
+
+    async def _pump(self, spec: ToolSpec, target: ToolSpec, lane: _Lane) -> None:
+        """Send the lane's requests in waves, as the gate lets them through.
+
+        One pump per tool takes every slot the gate frees, so the requests of all passes go
+        out in waves as large as the tool's concurrency allows, not one wave per pass (passes
+        competing for slots cut each other's waves down to single requests). A wave takes at
+        most half the concurrency, so the next wave is claimed while one is sent and recorded.
+        """
         gate = self._gates[target]
-        while requests:
-            cause = gate.open_cause()
-            if cause is not None:
-                error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
-                for chunk in requests:
-                    for call in chunk:
-                        self._settle(call, None, error)
-                return
-            if self._drain.stopping:
-                for chunk in requests:
-                    self._stop(chunk)
-                return
-            granted = await gate.acquire(len(requests))
-            wave, requests = requests[:granted], requests[granted:]
-            try:
+        requests = lane.requests
+        try:
+            while requests:
+                cause = gate.open_cause()
+                if cause is not None:
+                    error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
+                    self._settle_requests(_take(requests, len(requests)), error)
+                    return
+                if self._drain.stopping:
+                    for chunk in _take(requests, len(requests)):
+                        self._stop(chunk)
+                    return
+                wanted = min(len(requests), max(1, gate.concurrency // 2))
+                granted = await gate.acquire(wanted)
+                wave = _take(requests, min(granted, len(requests)))
+                if len(wave) < granted:
+                    gate.release(granted - len(wave))
                 if self._stopping():  # while it waited for the gate
-                    requests = wave + requests
+                    gate.release(len(wave))
+                    requests.extendleft(reversed(wave))
                     continue
-                sent, deferred, failed = await self._wave(spec, target, gate, wave)
-            finally:
-                gate.release(granted)
-            requests = deferred + requests
-            for chunk, reserved, error in failed:
-                self._retrying.spawn(
-                    self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
-                )
-            if not sent and deferred:  # over budget for now: the requests sent may leave room
+                self._lane_tasks.spawn(self._send_wave(spec, target, gate, wave))
+        except BaseException as exc:  # settle whatever is left; never leave a row hanging
+            self._settle_requests(_take(requests, len(requests)), exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _send_wave(
+        self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
+    ) -> None:
+        """One wave to its end; it holds a gate slot per request until the wave is recorded.
+        A request that fails goes on alone (retries, waits) so it holds up no other;
+        requests the budget defers go back to the lane once the requests sent settle."""
+        try:
+            sent, deferred, failed = await self._wave(spec, target, gate, wave)
+        except BaseException as exc:
+            self._settle_requests(wave, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        finally:
+            gate.release(len(wave))
+        for chunk, reserved, error in failed:
+            self._retrying.spawn(
+                self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
+            )
+        if deferred:
+            if not sent:  # over budget for now: the requests sent may leave room
                 await self._ledger.settled()
+            self._enqueue(spec, target, deferred)
 
     async def _wave(
         self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
     ) -> tuple[bool, list[list[ToolCall]], list[tuple[list[ToolCall], int, ToolError]]]:
         """Claim, send and record one wave; returns whether anything was sent, the requests
-        deferred (the budget waits for the requests sent), and those that failed."""
+        deferred (the budget waits for the requests sent), and those that failed. The wave's
+        claims are one transaction; each request is recorded as soon as it answers (requests
+        answering together share a transaction), so a slow one holds back no other's result."""
         failed: list[tuple[list[ToolCall], int, ToolError]] = []
         with self._sending():
             claimed, deferred = await self._claim(spec, wave)
             if not claimed:
                 return False, deferred, failed
             self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
-            if target.transport.inline:  # a plain function: one after the other
-                answers = [await self._attempt(spec, target, c) for c, _ in claimed]
-            else:
-                answers = await asyncio.gather(
-                    *(self._attempt(spec, target, c) for c, _ in claimed)
-                )
-            done = []
-            for (chunk, reserved), answer in zip(claimed, answers, strict=True):
+
+            def answered(
+                chunk: list[ToolCall], reserved: int, answer: list[Any] | ToolError
+            ) -> tuple[list[ToolCall], list[Any], int] | None:
                 if isinstance(answer, ToolError):
                     failed.append((chunk, reserved, answer))
-                else:
-                    gate.succeeded()
-                    done.append((chunk, answer, reserved))
-            await self._complete(spec, done)
+                    return None
+                gate.succeeded()
+                return chunk, answer, reserved
+
+            if target.transport.inline:  # a plain function: one after the other, then one record
+                done = []
+                for chunk, reserved in claimed:
+                    request = answered(chunk, reserved, await self._attempt(spec, target, chunk))
+                    if request is not None:
+                        done.append(request)
+                await self._complete(spec, done)
+            else:
+
+                async def one(chunk: list[ToolCall], reserved: int) -> None:
+                    request = answered(chunk, reserved, await self._attempt(spec, target, chunk))
+                    if request is not None:
+                        await self._complete(spec, [request])
+
+                await asyncio.gather(*(one(chunk, reserved) for chunk, reserved in claimed))
         return True, deferred, failed
 
     async def _attempt(
@@ -344,6 +392,13 @@ class CallExecutor:
         for follower in call.followers:
             shared = None if result is None else result.with_source("in_flight", cost=0.0)
             self._settle(follower, shared, error)
+
+    def _settle_requests(self, requests: Sequence[list[ToolCall]], exc: BaseException) -> None:
+        """Settle every call of ``requests`` with ``exc`` (cancelled when it is no error)."""
+        error = exc if isinstance(exc, Exception) else asyncio.CancelledError()
+        for chunk in requests:
+            for call in chunk:
+                self._settle(call, None, error)
 
     def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
         result = ToolResult.from_json(
@@ -741,8 +796,21 @@ class CallExecutor:
     async def close(self) -> None:
         """The attempt ends: stop retrying, and waiting for receipts other workers hold
         (their calls' rows stay pending)."""
+        await self._lane_tasks.close()
         await self._retrying.close()
         await self._waits.close()
+
+
+@dataclass(slots=True, eq=False)
+class _Lane:
+    """A tool's requests waiting for its gate, and the pump that sends them."""
+
+    requests: deque[list[ToolCall]] = field(default_factory=deque)
+    pump: asyncio.Task[None] | None = None
+
+
+def _take(requests: deque[list[ToolCall]], count: int) -> list[list[ToolCall]]:
+    return [requests.popleft() for _ in range(count)]
 
 
 class _Sending:

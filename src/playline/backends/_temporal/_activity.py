@@ -100,9 +100,12 @@ class Heartbeats:
         }
 
     def __call__(self, event: Event) -> None:
-        if event.kind == "batch":
-            self.details["batches"] += 1
-        elif event.kind == "rows":
+        if event.kind == "batch":  # one event for the requests sent together: a beat each
+            for _ in range(int((event.data or {}).get("requests", 1))):
+                self.details["batches"] += 1
+                self.beat()
+            return
+        if event.kind == "rows":
             self.details["rows"] += len((event.data or {}).get("rows", ()))
         elif event.kind == "row":
             self.details["rows"] += 1
