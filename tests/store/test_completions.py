@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from playline.errors import StoreError
-from playline.store import ClaimOutcome, Completion, Failure, ReceiptStatus, Store
+from playline.store import Claim, ClaimOutcome, Completion, Failure, ReceiptStatus, Store
 from playline.store._messages import never_claimed
 
 from storehelp import FAR, LEASE, ME, NOW, OTHER, charge, claim, complete, fail
@@ -130,3 +130,48 @@ def test_a_submitted_job_is_kept_through_release_and_reclaim(store: Store) -> No
     assert store.find_receipts(["other-owner"])["other-owner"].job == b'"job_2"'
     store.save_jobs([("other-owner", None)], owner=ME)
     assert store.find_receipts(["other-owner"])["other-owner"].job is None
+
+
+def test_results_and_claims_are_written_in_one_transaction(store: Store) -> None:
+    """Group commit: the results of requests that answered and the claims of the next ones
+    go together, results first, and return what each would alone."""
+    claim(store, "done", "failed", "shared")
+    kept, claimed = store.write_receipts(
+        completions=[Completion(key="done", result=b"1", charge=charge("done"))],
+        failures=[Failure(key="failed", error="503")],
+        claims=[Claim(key=k, tool="email", run_id="r1") for k in ("next", "done", "failed")],
+        owner=ME,
+        now=NOW + 1,
+        lease_until=NOW + 61,
+    )
+    assert kept == {}
+    # a key completed in this transaction answers its claim; a failed one is claimed again
+    assert [c.outcome for c in claimed] == [
+        ClaimOutcome.OWNED,
+        ClaimOutcome.COMPLETED,
+        ClaimOutcome.OWNED,
+    ]
+    got = store.find_receipts(["done", "failed", "next", "shared"])
+    assert got["done"].result == b"1" and got["done"].status is ReceiptStatus.COMPLETED
+    assert got["next"].status is ReceiptStatus.RUNNING and got["next"].lease_until == NOW + 61
+    assert got["shared"].status is ReceiptStatus.RUNNING  # untouched
+    assert [e.receipt_key for e in store.read_ledger("r1")] == ["done"]
+
+
+def test_a_group_commit_that_fails_writes_none_of_its_parts(store: Store) -> None:
+    claim(store, "k")
+    with pytest.raises(StoreError) as caught:
+        store.write_receipts(
+            completions=[
+                Completion(key="k", result=b"1", charge=charge("k")),
+                Completion(key="ghost", result=b"2"),
+            ],
+            claims=[Claim(key="next", tool="email", run_id="r1")],
+            owner=ME,
+            now=NOW + 1,
+            lease_until=NOW + 61,
+        )
+    assert str(caught.value) == never_claimed(["ghost"])
+    assert store.find_receipts(["k"])["k"].status is ReceiptStatus.RUNNING
+    assert store.find_receipts(["next"]) == {}
+    assert store.read_ledger("r1") == []

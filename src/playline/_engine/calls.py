@@ -225,13 +225,22 @@ class CallExecutor:
 
     # the lanes: one per tool, its requests sent in waves
     def _enqueue(
-        self, spec: ToolSpec, target: ToolSpec, requests: Sequence[list[ToolCall]]
+        self,
+        spec: ToolSpec,
+        target: ToolSpec,
+        requests: Sequence[list[ToolCall]],
+        *,
+        first: bool = False,
     ) -> None:
-        """Queue requests in the tool's lane, starting its pump if it is not running."""
+        """Queue requests in the tool's lane (``first``: ahead of the others), starting its
+        pump if it is not running."""
         lane = self._lanes.get(spec.id)
         if lane is None:
             lane = self._lanes[spec.id] = _Lane()
-        lane.requests.extend(requests)
+        if first:
+            lane.requests.extendleft(reversed(requests))
+        else:
+            lane.requests.extend(requests)
         if lane.pump is None or lane.pump.done():
             lane.pump = self._lane_tasks.spawn(self._pump(spec, target, lane))
 
@@ -274,18 +283,19 @@ class CallExecutor:
     async def _send_wave(
         self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
     ) -> None:
-        """One wave to its end; it holds a gate slot per request until the wave is recorded.
-        A request that fails goes on alone (retries, waits) so it holds up no other;
-        requests the budget defers go back to the lane once the requests sent settle."""
+        """One wave to its end. A request that fails goes on alone (retries, waits) so it
+        holds up no other; requests the budget defers go back to the lane once the requests
+        sent settle."""
+        held = _Held(gate, len(wave))
         try:
-            sent, deferred, failed = await self._wave(spec, target, gate, wave)
+            sent, deferred, failed = await self._wave(spec, target, held, wave)
         except BaseException as exc:
             self._settle_requests(wave, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         finally:
-            gate.release(len(wave))
+            held.free(held.count)
         for chunk, reserved, error in failed:
             self._retrying.spawn(
                 self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
@@ -293,25 +303,36 @@ class CallExecutor:
         if deferred:
             if not sent:  # over budget for now: the requests sent may leave room
                 await self._ledger.settled()
-            self._enqueue(spec, target, deferred)
+            self._enqueue(spec, target, deferred, first=True)
 
     async def _wave(
-        self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
+        self, spec: ToolSpec, target: ToolSpec, held: _Held, wave: list[list[ToolCall]]
     ) -> tuple[bool, list[list[ToolCall]], list[tuple[list[ToolCall], int, ToolError]]]:
         """Claim, send and record one wave; returns whether anything was sent, the requests
-        deferred (the budget waits for the requests sent), and those that failed. The wave's
-        claims are one transaction; each request is recorded as soon as it answers (requests
-        answering together share a transaction), so a slow one holds back no other's result."""
+        deferred (the budget waits for the requests sent), and those that failed.
+
+        The wave's claims are one transaction. A request gives its gate slot back when it is
+        answered (the provider is done with it) and is recorded by the group commit with
+        whatever else is being claimed or recorded then: a slow request holds back neither
+        the others' slots nor their results, and the claims of the next wave share a
+        transaction with the results of this one."""
         failed: list[tuple[list[ToolCall], int, ToolError]] = []
+        if self._stopping():  # since the pump let it out: it is not sent
+            for chunk in wave:
+                self._stop(chunk)
+            return False, [], failed
         with self._sending():
             claimed, deferred = await self._claim(spec, wave)
+            held.free(len(wave) - len(claimed))  # not sent: deferred, or answered at the claim
             if not claimed:
                 return False, deferred, failed
             self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
+            gate = held.gate
 
             def answered(
                 chunk: list[ToolCall], reserved: int, answer: list[Any] | ToolError
             ) -> tuple[list[ToolCall], list[Any], int] | None:
+                held.free(1)
                 if isinstance(answer, ToolError):
                     failed.append((chunk, reserved, answer))
                     return None
@@ -799,6 +820,22 @@ class CallExecutor:
         await self._lane_tasks.close()
         await self._retrying.close()
         await self._waits.close()
+
+
+class _Held:
+    """The gate slots a wave holds, one per request, each given back once it is answered."""
+
+    __slots__ = ("count", "gate")
+
+    def __init__(self, gate: RateGate, count: int) -> None:
+        self.gate = gate
+        self.count = count
+
+    def free(self, count: int = 1) -> None:
+        count = min(count, self.count)
+        if count > 0:
+            self.count -= count
+            self.gate.release(count)
 
 
 @dataclass(slots=True, eq=False)

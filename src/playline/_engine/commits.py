@@ -3,8 +3,8 @@
 A request about to be sent hands its claims to the ``GroupCommit``; a request that finished
 hands its completions and failures; each waits for its part to be durable. While one write
 is in progress the next ones queue up and go in the following transaction: a slow request
-never holds back the others' writes, and a burst of requests costs one transaction for their
-claims and one for their results, not two each.
+never holds back the others' writes, and the claims of the requests going out and the
+results of those that answered meanwhile share one transaction, not two each.
 """
 
 from __future__ import annotations
@@ -76,47 +76,39 @@ class GroupCommit:
     async def _write(self) -> None:
         try:
             while self._claims.waiters or self._results.waiters:
-                if self._claims.waiters:
-                    claims, claimers = self._claims.take()
-                    await self._settle(claimers, self._claim_batch, claims, split=True)
-                if self._results.waiters:
-                    results, committers = self._results.take()
-                    await self._settle(committers, self._result_batch, results, split=False)
+                await asyncio.sleep(0)  # one turn of the loop: what is about to queue joins
+                claims, claimers = self._claims.take()
+                results, committers = self._results.take()
+                try:
+                    kept, claimed = await self._io(self._batch, claims, results)
+                except Exception as exc:  # every waiter learns of it
+                    waiters: list[asyncio.Future[Any]] = [w for _, w in claimers]
+                    for waiter in [*waiters, *(w for _, w in committers)]:
+                        if not waiter.done():
+                            waiter.set_exception(exc)
+                    continue
+                start = 0
+                for count, claimer in claimers:
+                    if not claimer.done():
+                        claimer.set_result(claimed[start : start + count])
+                    start += count
+                for _, committer in committers:
+                    if not committer.done():
+                        committer.set_result(kept)
         finally:
             self._writing = False
 
-    async def _settle(
-        self,
-        waiters: list[tuple[int, asyncio.Future[Any]]],
-        write: Callable[[list[Any]], Any],
-        items: list[Any],
-        *,
-        split: bool,
-    ) -> None:
-        try:
-            answer = await self._io(write, items)
-        except Exception as exc:  # every waiter learns of it
-            for _, waiter in waiters:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        start = 0
-        for count, waiter in waiters:
-            part = answer[start : start + count] if split else answer
-            start += count
-            if not waiter.done():
-                waiter.set_result(part)
-
-    def _claim_batch(self, claims: list[Claim]) -> list[ClaimResult]:
+    def _batch(
+        self, claims: list[Claim], results: list[Completion | Failure]
+    ) -> tuple[dict[str, bytes], list[ClaimResult]]:
+        """The results waiting and the claims waiting, in one transaction (results first:
+        their requests were answered before these are sent)."""
         now = self._now()
-        return self._store.claim_receipts(
-            claims, owner=self._owner, lease_until=now + self._lease, now=now
+        return self._store.write_receipts(
+            completions=[r for r in results if isinstance(r, Completion)],
+            failures=[r for r in results if isinstance(r, Failure)],
+            claims=claims,
+            owner=self._owner,
+            now=now,
+            lease_until=now + self._lease,
         )
-
-    def _result_batch(self, results: list[Completion | Failure]) -> dict[str, bytes]:
-        now = self._now()
-        completions = [r for r in results if isinstance(r, Completion)]
-        failures = [r for r in results if isinstance(r, Failure)]
-        kept = self._store.complete_receipts(completions, owner=self._owner, now=now)
-        self._store.fail_receipts(failures, owner=self._owner, now=now)
-        return kept

@@ -662,9 +662,10 @@ class DatasetRun:
             values[name] = None
             cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
 
-    async def _write(self) -> None:
-        """Write the finished rows buffered so far (one transaction, off the event loop)."""
-        while self._writes:
+    async def _write(self, *, rest: bool = False) -> None:
+        """Write the finished rows buffered, a thousand or more in a transaction (``rest``:
+        whatever is left), off the event loop."""
+        while len(self._writes) >= (1 if rest else _WRITE_EVERY):
             rows, self._writes = self._writes, []
             try:
                 await self._io(self.rt.store.save_rows, rows)
@@ -676,7 +677,7 @@ class DatasetRun:
     async def _flush(self) -> None:
         if self._writing is not None:
             await asyncio.shield(self._writing)
-        await self._write()
+        await self._write(rest=True)
         if self._write_error is not None:
             raise self._write_error
 

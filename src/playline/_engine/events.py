@@ -115,13 +115,20 @@ class EventLog:
         if self._flushing is None or self._flushing.done():
             self._flushing = asyncio.get_running_loop().create_task(self._write())
 
-    async def _write(self) -> None:
+    async def _write(self, *, rest: bool = False) -> None:
+        """Write the events buffered; go on while a full batch has gathered meanwhile (or,
+        with ``rest``, anything). Fewer are left for the timer: events that trickle in during
+        a write do not make a transaction each."""
         while self._buffer:
             batch, self._buffer = self._buffer, []
             try:
                 await self._io(self._store.append_events, batch)
             except Exception as exc:  # surfaced by flush(): the attempt fails with it
                 self._error = self._error or exc
+                return
+            if not rest and len(self._buffer) < FLUSH_EVERY:
+                if self._buffer and self._timer is None:
+                    self._arm()
                 return
 
     async def keep_up(self) -> None:
@@ -140,7 +147,7 @@ class EventLog:
             self._timer = None
         if self._flushing is not None:
             await asyncio.shield(self._flushing)
-        await self._write()
+        await self._write(rest=True)
         if self._error is not None:
             error, self._error = self._error, None
             raise error

@@ -178,47 +178,70 @@ class MemoryStore:
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:
-        results = []
+        return self.write_receipts(claims=claims, owner=owner, lease_until=lease_until, now=now)[1]
+
+    def complete_receipts(
+        self, completions: Sequence[Completion], *, owner: str, now: float
+    ) -> dict[str, bytes]:
+        return self.write_receipts(completions=completions, owner=owner, now=now)[0]
+
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        self.write_receipts(failures=failures, owner=owner, now=now)
+
+    def write_receipts(
+        self,
+        *,
+        completions: Sequence[Completion] = (),
+        failures: Sequence[Failure] = (),
+        claims: Sequence[Claim] = (),
+        owner: str,
+        now: float,
+        lease_until: float | None = None,
+    ) -> tuple[dict[str, bytes], list[ClaimResult]]:
+        if claims and lease_until is None:
+            raise ValueError("write_receipts: claims need lease_until")
         with self._lock:
+            missing = [c.key for c in completions if c.key not in self._receipts]
+            if missing:
+                raise StoreError(never_claimed(missing))
+            kept = self._complete(completions, owner, now)
+            self._fail(failures, owner, now)
+            results = []
             for claim in claims:
                 result = decide_claim(
                     self._receipts.get(claim.key),
                     claim,
                     owner=owner,
-                    lease_until=lease_until,
+                    lease_until=lease_until or 0.0,  # set whenever there are claims
                     now=now,
                 )
                 if result.changed:
                     self._receipts[claim.key] = result.receipt
                 results.append(result)
-        return results
+        return kept, results
 
-    def complete_receipts(
-        self, completions: Sequence[Completion], *, owner: str, now: float
+    def _complete(
+        self, completions: Sequence[Completion], owner: str, now: float
     ) -> dict[str, bytes]:
         kept: dict[str, bytes] = {}
-        with self._lock:
-            missing = [c.key for c in completions if c.key not in self._receipts]
-            if missing:
-                raise StoreError(never_claimed(missing))
-            for completion in completions:
-                self._charge(completion.charge)
-                current = self._receipts[completion.key]
-                if (
-                    current.status is ReceiptStatus.COMPLETED
-                    and current.owner != owner
-                    and current.result is not None
-                ):
-                    kept[completion.key] = current.result
-                    continue
-                self._receipts[completion.key] = replace(
-                    current,
-                    status=ReceiptStatus.COMPLETED,
-                    result=_exact(completion.result),
-                    error=None,
-                    lease_until=None,
-                    updated_at=now,
-                )
+        for completion in completions:
+            self._charge(completion.charge)
+            current = self._receipts[completion.key]
+            if (
+                current.status is ReceiptStatus.COMPLETED
+                and current.owner != owner
+                and current.result is not None
+            ):
+                kept[completion.key] = current.result
+                continue
+            self._receipts[completion.key] = replace(
+                current,
+                status=ReceiptStatus.COMPLETED,
+                result=_exact(completion.result),
+                error=None,
+                lease_until=None,
+                updated_at=now,
+            )
         return kept
 
     def _charge(self, entry: LedgerEntry | None) -> None:
@@ -226,21 +249,20 @@ class MemoryStore:
             self._charged.add((entry.receipt_key, entry.generation))
             self._ledger.append(entry)
 
-    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
-        with self._lock:
-            for failure in failures:
-                self._charge(failure.charge)
-                current = self._receipts.get(failure.key)
-                if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
-                    self._receipts[failure.key] = replace(
-                        current,
-                        status=ReceiptStatus.UNKNOWN if failure.in_doubt else ReceiptStatus.FAILED,
-                        error=failure.error,
-                        lease_until=None,
-                        updated_at=now,
-                        generation=current.generation + failure.rebuy,
-                        job=None if failure.rebuy else current.job,
-                    )
+    def _fail(self, failures: Sequence[Failure], owner: str, now: float) -> None:
+        for failure in failures:
+            self._charge(failure.charge)
+            current = self._receipts.get(failure.key)
+            if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
+                self._receipts[failure.key] = replace(
+                    current,
+                    status=ReceiptStatus.UNKNOWN if failure.in_doubt else ReceiptStatus.FAILED,
+                    error=failure.error,
+                    lease_until=None,
+                    updated_at=now,
+                    generation=current.generation + failure.rebuy,
+                    job=None if failure.rebuy else current.job,
+                )
 
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         with self._lock:

@@ -129,6 +129,21 @@ class ReceiptStore(Protocol):
         """Mark receipts failed, or ``unknown`` when the request may have charged."""
         ...
 
+    def write_receipts(
+        self,
+        *,
+        completions: Sequence[Completion] = (),
+        failures: Sequence[Failure] = (),
+        claims: Sequence[Claim] = (),
+        owner: str,
+        now: float,
+        lease_until: float | None = None,
+    ) -> tuple[dict[str, bytes], list[ClaimResult]]:
+        """Group commit: ``complete_receipts``, ``fail_receipts`` and ``claim_receipts``
+        (``lease_until`` is the claims'), in this order and in one transaction. Returns what
+        ``complete_receipts`` and ``claim_receipts`` return."""
+        ...
+
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         """Record (or, with None, clear) the job an async tool call submitted, on receipts
         ``owner`` holds: a resumed run then polls it instead of paying again."""

@@ -265,65 +265,110 @@ class SQLStore(GateRows, ABC):
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:
-        if not claims:
-            return []
-        keys = list(dict.fromkeys(c.key for c in claims))
-        with self._transaction(f"claim {len(claims)} receipts", write=True) as cur:
-            self._lock_keys(cur, keys)
-            known: dict[str, Receipt | None] = dict(self._select_receipts(cur, keys))
-            results: list[ClaimResult] = []
-            changed: dict[str, Receipt] = {}
-            for claim in claims:
-                result = decide_claim(
-                    known.get(claim.key), claim, owner=owner, lease_until=lease_until, now=now
-                )
-                if result.changed:
-                    # A later claim on the same key in this batch sees this one.
-                    known[claim.key] = changed[claim.key] = result.receipt
-                results.append(result)
-            if changed:
-                cur.executemany(UPSERT_RECEIPT, [receipt_params(r) for r in changed.values()])
-        return results
+        return self.write_receipts(claims=claims, owner=owner, lease_until=lease_until, now=now)[1]
 
     def complete_receipts(
         self, completions: Sequence[Completion], *, owner: str, now: float
+    ) -> dict[str, bytes]:
+        return self.write_receipts(completions=completions, owner=owner, now=now)[0]
+
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        self.write_receipts(failures=failures, owner=owner, now=now)
+
+    def write_receipts(
+        self,
+        *,
+        completions: Sequence[Completion] = (),
+        failures: Sequence[Failure] = (),
+        claims: Sequence[Claim] = (),
+        owner: str,
+        now: float,
+        lease_until: float | None = None,
+    ) -> tuple[dict[str, bytes], list[ClaimResult]]:
+        if not (completions or failures or claims):
+            return {}, []
+        charges = [c.charge for c in completions if c.charge is not None]
+        charges += [f.charge for f in failures if f.charge is not None]
+        what = ", ".join(
+            f"{verb} {len(items)} receipts"
+            for verb, items in (("complete", completions), ("fail", failures), ("claim", claims))
+            if items
+        )
+        with self._transaction(what, write=True) as cur:
+            # Serialised with other transactions deciding on these keys (and the charges'
+            # "once per generation" check with other processes' charges), locked at once.
+            self._lock_keys(
+                cur,
+                [
+                    *(c.key for c in completions),
+                    *(f.key for f in failures),
+                    *(c.key for c in claims),
+                    *(e.receipt_key for e in charges),
+                ],
+            )
+            kept = self._complete(cur, completions, owner=owner, now=now)
+            self._fail(cur, failures, owner=owner, now=now)
+            self._charge(cur, charges)
+            claimed = self._claim(cur, claims, owner=owner, lease_until=lease_until, now=now)
+        return kept, claimed
+
+    def _claim(
+        self, cur: Cursor, claims: Sequence[Claim], *, owner: str, lease_until: float | None,
+        now: float,
+    ) -> list[ClaimResult]:  # fmt: skip
+        if not claims:
+            return []
+        if lease_until is None:
+            raise ValueError("write_receipts: claims need lease_until")
+        keys = list(dict.fromkeys(c.key for c in claims))
+        known: dict[str, Receipt | None] = dict(self._select_receipts(cur, keys))
+        results: list[ClaimResult] = []
+        changed: dict[str, Receipt] = {}
+        for claim in claims:
+            result = decide_claim(
+                known.get(claim.key), claim, owner=owner, lease_until=lease_until, now=now
+            )
+            if result.changed:
+                # A later claim on the same key in this batch sees this one.
+                known[claim.key] = changed[claim.key] = result.receipt
+            results.append(result)
+        if changed:
+            cur.executemany(UPSERT_RECEIPT, [receipt_params(r) for r in changed.values()])
+        return results
+
+    def _complete(
+        self, cur: Cursor, completions: Sequence[Completion], *, owner: str, now: float
     ) -> dict[str, bytes]:
         if not completions:
             return {}
         keys = list(dict.fromkeys(c.key for c in completions))
         kept: dict[str, bytes] = {}
-        charges = [c.charge for c in completions if c.charge is not None]
-        with self._transaction(f"complete {len(completions)} receipts", write=True) as cur:
-            # Serialised with claims and other completions of these keys (and the charges'
-            # "once per generation" check with other processes' charges).
-            self._lock_keys(cur, [*keys, *(e.receipt_key for e in charges)])
-            # key -> (status, owner, the stored result when another owner completed it)
-            state: dict[str, tuple[str, str, bytes | None]] = {}
-            for chunk in _chunks(keys):
-                for key, status, current_owner, result in cur.execute(
-                    "SELECT key, status, owner, CASE WHEN status = 'completed' AND owner != ? "
-                    f"THEN result END FROM receipts WHERE key IN ({marks(len(chunk))})",
-                    (owner, *chunk),
-                ).fetchall():
-                    state[key] = (status, current_owner, None if result is None else bytes(result))
-            missing = [key for key in keys if key not in state]
-            if missing:
-                raise StoreError(never_claimed(missing))
-            updates: list[tuple[bytes, float, str]] = []
-            for completion in completions:
-                status, current_owner, stored = state[completion.key]
-                if status == "completed" and current_owner != owner and stored is not None:
-                    kept[completion.key] = stored
-                    continue
-                updates.append((completion.result, now, completion.key))
-                state[completion.key] = ("completed", current_owner, completion.result)
-            cur.executemany(
-                "UPDATE receipts SET status = 'completed', result = ?, error = NULL, "
-                "lease_until = NULL, updated_at = ? WHERE key = ?",
-                updates,
-            )
-            self._charge(cur, charges)
-            self._announce(cur, RECEIPTS, [key for _, _, key in updates])
+        # key -> (status, owner, the stored result when another owner completed it)
+        state: dict[str, tuple[str, str, bytes | None]] = {}
+        for chunk in _chunks(keys):
+            for key, status, current_owner, result in cur.execute(
+                "SELECT key, status, owner, CASE WHEN status = 'completed' AND owner != ? "
+                f"THEN result END FROM receipts WHERE key IN ({marks(len(chunk))})",
+                (owner, *chunk),
+            ).fetchall():
+                state[key] = (status, current_owner, None if result is None else bytes(result))
+        missing = [key for key in keys if key not in state]
+        if missing:
+            raise StoreError(never_claimed(missing))
+        updates: list[tuple[bytes, float, str]] = []
+        for completion in completions:
+            status, current_owner, stored = state[completion.key]
+            if status == "completed" and current_owner != owner and stored is not None:
+                kept[completion.key] = stored
+                continue
+            updates.append((completion.result, now, completion.key))
+            state[completion.key] = ("completed", current_owner, completion.result)
+        cur.executemany(
+            "UPDATE receipts SET status = 'completed', result = ?, error = NULL, "
+            "lease_until = NULL, updated_at = ? WHERE key = ?",
+            updates,
+        )
+        self._announce(cur, RECEIPTS, [key for _, _, key in updates])
         return kept
 
     @staticmethod
@@ -331,31 +376,27 @@ class SQLStore(GateRows, ABC):
         if entries:
             cur.executemany(INSERT_LEDGER, [ledger_params(e) for e in entries])
 
-    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+    def _fail(self, cur: Cursor, failures: Sequence[Failure], *, owner: str, now: float) -> None:
         if not failures:
             return
-        charges = [f.charge for f in failures if f.charge is not None]
-        with self._transaction(f"fail {len(failures)} receipts", write=True) as cur:
-            self._lock_keys(cur, [*(f.key for f in failures), *(e.receipt_key for e in charges)])
-            cur.executemany(
-                "UPDATE receipts SET status = ?, error = ?, lease_until = NULL, updated_at = ?, "
-                "generation = generation + ?, job = CASE WHEN ? = 1 THEN NULL ELSE job END "
-                "WHERE key = ? AND owner = ? AND status = 'running'",
-                [
-                    (
-                        (ReceiptStatus.UNKNOWN if f.in_doubt else ReceiptStatus.FAILED).value,
-                        f.error,
-                        now,
-                        int(f.rebuy),
-                        int(f.rebuy),
-                        f.key,
-                        owner,
-                    )
-                    for f in failures
-                ],
-            )
-            self._charge(cur, charges)
-            self._announce(cur, RECEIPTS, [f.key for f in failures])
+        cur.executemany(
+            "UPDATE receipts SET status = ?, error = ?, lease_until = NULL, updated_at = ?, "
+            "generation = generation + ?, job = CASE WHEN ? = 1 THEN NULL ELSE job END "
+            "WHERE key = ? AND owner = ? AND status = 'running'",
+            [
+                (
+                    (ReceiptStatus.UNKNOWN if f.in_doubt else ReceiptStatus.FAILED).value,
+                    f.error,
+                    now,
+                    int(f.rebuy),
+                    int(f.rebuy),
+                    f.key,
+                    owner,
+                )
+                for f in failures
+            ],
+        )
+        self._announce(cur, RECEIPTS, [f.key for f in failures])
 
     def save_jobs(self, jobs: Sequence[tuple[str, bytes | None]], *, owner: str) -> None:
         if not jobs:
