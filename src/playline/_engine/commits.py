@@ -82,10 +82,8 @@ class GroupCommit:
                 try:
                     kept, claimed = await self._io(self._batch, claims, results)
                 except Exception as exc:  # every waiter learns of it
-                    waiters: list[asyncio.Future[Any]] = [w for _, w in claimers]
-                    for waiter in [*waiters, *(w for _, w in committers)]:
-                        if not waiter.done():
-                            waiter.set_exception(exc)
+                    _fail(claimers, exc)
+                    _fail(committers, exc)
                     continue
                 start = 0
                 for count, claimer in claimers:
@@ -112,3 +110,9 @@ class GroupCommit:
             now=now,
             lease_until=now + self._lease,
         )
+
+
+def _fail(waiters: Sequence[tuple[int, asyncio.Future[Any]]], error: Exception) -> None:
+    for _, waiter in waiters:
+        if not waiter.done():
+            waiter.set_exception(error)

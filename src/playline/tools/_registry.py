@@ -155,8 +155,9 @@ class ToolRegistry:
 default_registry = ToolRegistry()
 
 # Calls of a local tool in flight at once, unless its Rate says otherwise: their claims and
-# results are written together. It is also how many requests (of up to the batch size each)
-# may be in doubt should the process die: they run again on resume (in_doubt="resend").
+# results are written together. It also bounds the requests (of up to the batch size each)
+# that may be in doubt should the process die: those in flight, and up to as many answered
+# and waiting for the next group commit. They run again on resume (in_doubt="resend").
 LOCAL_CONCURRENCY = 64
 
 

@@ -313,9 +313,14 @@ class SQLStore(GateRows, ABC):
         return kept, claimed
 
     def _claim(
-        self, cur: Cursor, claims: Sequence[Claim], *, owner: str, lease_until: float | None,
+        self,
+        cur: Cursor,
+        claims: Sequence[Claim],
+        *,
+        owner: str,
+        lease_until: float | None,
         now: float,
-    ) -> list[ClaimResult]:  # fmt: skip
+    ) -> list[ClaimResult]:
         if not claims:
             return []
         if lease_until is None:
