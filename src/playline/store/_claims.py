@@ -17,6 +17,8 @@ A run is held by one attempt at a time, under a lease its holder renews.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ._owners import owner_alive
@@ -24,6 +26,8 @@ from ._records import (
     Claim,
     ClaimOutcome,
     ClaimResult,
+    Completion,
+    Failure,
     Receipt,
     ReceiptStatus,
     RunClaim,
@@ -32,7 +36,7 @@ from ._records import (
     RunStatus,
 )
 
-__all__ = ["IN_DOUBT_MESSAGE", "decide_claim", "decide_run_claim", "lease_live"]
+__all__ = ["IN_DOUBT_MESSAGE", "ReceiptWrites", "decide_claim", "decide_run_claim", "lease_live"]
 
 IN_DOUBT_MESSAGE = (
     "its request may have reached the provider (and been charged) when the process that sent "
@@ -130,3 +134,33 @@ def decide_run_claim(
         updated_at=now,
     )
     return RunClaim(RunClaimOutcome.OWNED, held), held
+
+
+class ReceiptWrites(ABC):
+    """A store's receipt writes of one part, each a ``write_receipts`` (the group commit)
+    holding only that part: a store implements ``write_receipts`` once."""
+
+    @abstractmethod
+    def write_receipts(
+        self,
+        *,
+        completions: Sequence[Completion] = (),
+        failures: Sequence[Failure] = (),
+        claims: Sequence[Claim] = (),
+        owner: str,
+        now: float,
+        lease_until: float | None = None,
+    ) -> tuple[dict[str, bytes], list[ClaimResult]]: ...
+
+    def claim_receipts(
+        self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
+    ) -> list[ClaimResult]:
+        return self.write_receipts(claims=claims, owner=owner, lease_until=lease_until, now=now)[1]
+
+    def complete_receipts(
+        self, completions: Sequence[Completion], *, owner: str, now: float
+    ) -> dict[str, bytes]:
+        return self.write_receipts(completions=completions, owner=owner, now=now)[0]
+
+    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
+        self.write_receipts(failures=failures, owner=owner, now=now)

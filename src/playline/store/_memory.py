@@ -11,7 +11,7 @@ from dataclasses import replace
 from .._json import dumps, loads
 from ..errors import StoreError
 from ._changes import ChangeFeed
-from ._claims import decide_claim, decide_run_claim
+from ._claims import ReceiptWrites, decide_claim, decide_run_claim
 from ._gates import GateConfig, GateGrant, GateState, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
@@ -43,7 +43,7 @@ def _exact(data: bytes) -> bytes:
     return bytes(memoryview(data))
 
 
-class MemoryStore:
+class MemoryStore(ReceiptWrites):
     """``memory://``: for tests and experiments. Rows are kept as JSON bytes, so what comes
     back is what a durable store would give, and a million rows stay small. Only the newest
     ``EVENT_HISTORY`` events are kept."""
@@ -174,19 +174,6 @@ class MemoryStore:
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
         receipts = self._receipts
         return {k: receipts[k] for k in keys if k in receipts}
-
-    def claim_receipts(
-        self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
-    ) -> list[ClaimResult]:
-        return self.write_receipts(claims=claims, owner=owner, lease_until=lease_until, now=now)[1]
-
-    def complete_receipts(
-        self, completions: Sequence[Completion], *, owner: str, now: float
-    ) -> dict[str, bytes]:
-        return self.write_receipts(completions=completions, owner=owner, now=now)[0]
-
-    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
-        self.write_receipts(failures=failures, owner=owner, now=now)
 
     def write_receipts(
         self,

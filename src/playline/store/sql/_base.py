@@ -7,7 +7,7 @@ receipt keys a claim decides on, and how errors read. Each public method is one 
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import StoreError
 from .._changes import EVENTS, RECEIPTS, ChangeFeed
-from .._claims import decide_claim, decide_run_claim
+from .._claims import ReceiptWrites, decide_claim, decide_run_claim
 from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
     Boundary,
@@ -72,7 +72,7 @@ def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
         yield items[start : start + CHUNK]
 
 
-class SQLStore(GateRows, ABC):
+class SQLStore(ReceiptWrites, GateRows):
     url: str
     io_threads = 1
     read_only = False  # opened only to be read: every write is refused
@@ -261,19 +261,6 @@ class SQLStore(GateRows, ABC):
             ).fetchall():
                 found[row[0]] = receipt_from(row)
         return found
-
-    def claim_receipts(
-        self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
-    ) -> list[ClaimResult]:
-        return self.write_receipts(claims=claims, owner=owner, lease_until=lease_until, now=now)[1]
-
-    def complete_receipts(
-        self, completions: Sequence[Completion], *, owner: str, now: float
-    ) -> dict[str, bytes]:
-        return self.write_receipts(completions=completions, owner=owner, now=now)[0]
-
-    def fail_receipts(self, failures: Sequence[Failure], *, owner: str, now: float) -> None:
-        self.write_receipts(failures=failures, owner=owner, now=now)
 
     def write_receipts(
         self,
