@@ -117,6 +117,33 @@ def test_show_after_a_kill_and_a_resume_totals_every_attempt_consistently(
     assert "rows stored: 40 (40 completed)" in out
 
 
+def test_runs_shows_what_a_killed_run_paid_and_stored(cli: Cli, tmp_path: Path) -> None:
+    """A killed run never wrote its stats: its credits come from the ledger and its rows
+    from the store, as on the web UI's runs page (not a blank)."""
+    play = cli.play(KILLED_PLAY)
+    flag = tmp_path / "kill-now"
+    flag.touch()
+    killed = _playline(
+        "run",
+        play,
+        "--run-id",
+        "k1",
+        "--store",
+        cli.store,
+        cwd=tmp_path,
+        env={"FH_KILL": str(flag)},
+    )
+    assert killed.returncode == -9, killed.stderr
+    paid = sum(e.credits for e in open_store(cli.store).read_ledger("k1"))
+
+    listed = _playline("runs", "--store", cli.store, cwd=tmp_path)
+
+    assert listed.returncode == 0, listed.stderr
+    [line] = [x for x in listed.stdout.splitlines() if "k1" in x]
+    cells = [cell.strip() for cell in line.split("│") if cell.strip()]
+    assert paid == 30 and cells[2] == "interrupted" and cells[-3:] == ["0", "0", "30"], line
+
+
 WATERFALL_PLAY = """
 import playline as pl
 

@@ -18,6 +18,7 @@ from .._trace import (
     dataset_columns,
     flat,
     run_status,
+    run_summary,
     trace_of,
     waterfall_advice,
     waterfall_summary,
@@ -53,7 +54,8 @@ def runs(
     json_mode: JsonOpt = False,
 ) -> None:
     """List the newest runs of the store."""
-    records = store_at(store, read_only=True).list_runs(limit=limit)
+    db = store_at(store, read_only=True)
+    records = db.list_runs(limit=limit)
     if json_mode:
         for r in records:
             doc = {
@@ -71,7 +73,10 @@ def runs(
         console.print("No runs yet. Start one with `playline run PLAY.py`.")
         return
     table = Table(title="Runs (newest first)")
-    statuses = [run_status(r) for r in records]
+    # as the web UI's runs page counts them: a run that has not recorded its stats (running,
+    # or interrupted by a kill) has its rows counted in the store and its credits in the ledger
+    summaries = [run_summary(db, r) for r in records]
+    statuses = [s["status"] for s in summaries]
     # ids, statuses and numbers are never cut: a narrow terminal shortens the play's name and
     # the start time instead; a pipe gets every column whole (below)
     table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in records))
@@ -80,16 +85,15 @@ def runs(
     table.add_column("started")
     for column in ("rows", "failed", "credits"):
         table.add_column(column, justify="right", no_wrap=True)
-    for r, status in zip(records, statuses, strict=True):
-        stats = r.stats or {}
+    for summary, status in zip(summaries, statuses, strict=True):
         table.add_row(
-            r.run_id,
-            r.play,
+            summary["run_id"],
+            summary["play"],
             f"[{STATUS_STYLE.get(status, 'red')}]{status}[/]",
-            when(r.created_at),
-            str(stats.get("rows", "")),
-            str(stats.get("rows_failed", "")),
-            f"{stats['credits']:g}" if "credits" in stats else "",
+            when(summary["created_at"]),
+            str(summary["rows"]),
+            str(summary["rows_failed"]),
+            f"{summary['credits']:g}",
         )
     if console.is_terminal:
         console.print(table)
