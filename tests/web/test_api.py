@@ -83,6 +83,11 @@ def test_windows_filter_sort_and_count(demo_ui: UI) -> None:
     ]
     assert names == sorted(names)
     assert "use one of" in get(base, f"/api/rows/{run_id}?state=done", status=400)["error"]
+    error = get(base, f"/api/rows/{run_id}?dataset=people&limit=-1", status=400)["error"]
+    assert error == "limit=-1 is below 0; pass limit=0 or more."
+    error = get(base, f"/api/rows/{run_id}?dataset=people&offset=-5", status=400)["error"]
+    assert error == "offset=-5 is below 0; pass offset=0 or more."
+    assert get(base, "/api/runs?limit=0", status=400)["error"].endswith("pass limit=1 or more.")
 
 
 def test_the_drawer_shows_a_waterfalls_attempts_and_charges(demo_ui: UI) -> None:

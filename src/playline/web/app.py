@@ -76,9 +76,11 @@ def _int(request: Request, name: str, default: int, *, low: int = 0, high: int =
         value = int(raw)
     except ValueError:
         raise HTTPException(
-            400, f"{name}={raw!r} is not a whole number; pass e.g. {name}=0."
+            400, f"{name}={raw!r} is not a whole number; pass e.g. {name}={max(low, 0)}."
         ) from None
-    return max(low, min(high, value))
+    if value < low:
+        raise HTTPException(400, f"{name}={value} is below {low}; pass {name}={low} or more.")
+    return min(high, value)  # more than the most a page holds: that most
 
 
 def _run_or_404(cfg: UIConfig, run_id: str) -> RunRecord:
