@@ -16,6 +16,7 @@ from playline._engine.rows import row_key_function
 
 from .helpers import (
     Gauge,
+    call_tool,
     dataset_play,
     json_text,
     json_values,
@@ -373,6 +374,36 @@ def test_rows_that_never_wait_are_written_while_the_dataset_runs(store):
     assert result.status == "completed"
     assert stored_when_late_row_ran == [True]
     assert sum(1 for _ in store.iter_rows(result.run_id, "rows")) == 12_000
+
+
+def test_finished_rows_reach_the_store_while_a_slow_call_holds_the_dataset(registry, store):
+    """Fewer finished rows than a write batch are stored within about a second, not at the
+    dataset's end: a kill then keeps them, and a live grid opened meanwhile shows them."""
+    saved: list[str] = []
+    nine_saved = asyncio.Event()
+    loop: list[asyncio.AbstractEventLoop] = []
+    save_rows = store.save_rows
+
+    def spy(rows):  # runs off the event loop
+        save_rows(rows)
+        saved.extend(row.key for row in rows)
+        if len(saved) >= 9:
+            loop[0].call_soon_threadsafe(nine_saved.set)
+
+    store.save_rows = spy
+
+    @registry.tool("t.slow")
+    async def slow(input):
+        loop[:] = [asyncio.get_running_loop()]
+        if input["x"] == 9:  # answers once the other nine rows are in the store
+            await asyncio.wait_for(nine_saved.wait(), 60)
+        return {"x": input["x"]}
+
+    columns = {"out": call_tool("t.slow")}
+    result = run_dataset(rows_of(10), columns, key="x", tools=[registry], store=store)
+
+    assert result.status == "completed", result.error
+    assert sorted(saved[:9]) == [str(x) for x in range(9)] and saved[9:] == ["9"]
 
 
 def test_rows_are_stored_with_values_and_cell_metadata(registry, store, clock):

@@ -59,6 +59,7 @@ OnRowError = Literal["record", "raise"]
 ROW_ERRORS = (ToolError, EventTimeout, SecretLeakError)
 _WRITE_EVERY = 1000
 _WRITE_BACKLOG = 4 * _WRITE_EVERY  # finished rows that may wait for a write
+WRITE_AFTER = 1.0  # seconds a finished row may wait for fewer than _WRITE_EVERY others
 ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
 REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others
 
@@ -155,6 +156,7 @@ class DatasetRun:
         self._pending = 0  # rows stopped by it, left for a resume
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
         self._done_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
 
     async def execute(
@@ -630,6 +632,8 @@ class DatasetRun:
             )
         if len(self._writes) >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
             self._writing = asyncio.get_running_loop().create_task(self._write())
+        elif self._write_timer is None:
+            self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
         self._active -= 1
         self.rt.dispatcher.exit_row()
         self._wake()
@@ -662,6 +666,15 @@ class DatasetRun:
             values[name] = None
             cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
 
+    def _write_due(self) -> None:
+        """The rows finished a while ago are written, however few: a slow run's finished rows
+        reach the store (and a live grid opened now) within about ``WRITE_AFTER``."""
+        self._write_timer = None
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.get_running_loop().create_task(self._write(rest=True))
+        elif self._writes:  # a write is under way: these go in the next one
+            self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
+
     async def _write(self, *, rest: bool = False) -> None:
         """Write the finished rows buffered, a thousand or more in a transaction (``rest``:
         whatever is left), off the event loop."""
@@ -675,6 +688,9 @@ class DatasetRun:
                 return
 
     async def _flush(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         if self._writing is not None:
             await asyncio.shield(self._writing)
         await self._write(rest=True)
