@@ -9,13 +9,7 @@ __all__ = ["Slots"]
 
 
 class Slots:
-    """A concurrency cap that can move while callers wait (first come, first served).
-
-    A caller asks for up to ``wanted`` slots and gets at least one. A waiter is handed one
-    slot when it is its turn and, when it runs, takes more up to ``wanted`` from the slots
-    free then that no waiter behind it is owed: calls given back one by one (a wave whose
-    requests answer in turn) let the next wave out whole, not one call per wake-up.
-    """
+    """A concurrency cap that can move while callers wait (first come, first served)."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -35,11 +29,13 @@ class Slots:
                 elif waiter in self._waiters:
                     self._waiters.remove(waiter)
                 raise
+            more = 0
         else:
             self.in_use += 1
-        spare = self.cap - self.in_use - len(self._waiters)  # each waiter is owed one
-        more = max(0, min(wanted - 1, spare))
-        self.in_use += more
+            more = 0
+        if not self._waiters:
+            more = max(0, min(wanted - 1, self.cap - self.in_use))
+            self.in_use += more
         return 1 + more
 
     def release(self, count: int = 1) -> None:
