@@ -28,6 +28,8 @@ __all__ = [
     "HISTORY_RUNS",
     "INTERRUPTED",
     "LIVE_KINDS",
+    "QUEUED",
+    "SHOWN_FOR_RUNNING",
     "SOURCE_KIND",
     "TRACE_KINDS",
     "AttemptTrace",
@@ -55,6 +57,8 @@ __all__ = [
 
 SOURCE_KIND = "source"  # the event `playline run` writes: which file and function ran
 INTERRUPTED = "interrupted"
+QUEUED = "queued"  # submitted to Temporal, and no worker has started it yet
+SHOWN_FOR_RUNNING = (INTERRUPTED, QUEUED)  # statuses shown for a stored "running" run
 # The events a step trace reads: everything but the (many) row and cell events.
 TRACE_KINDS = (SOURCE_KIND, "run", "dataset", "batch", "log", "waterfall", "child")
 # The events a live view of a run follows (not ``source``: it is numbered when it is written,
@@ -65,11 +69,12 @@ ROW_KINDS = ("row", "rows", "cell")  # what changes rows and cells
 
 def run_status(run: RunRecord, now: float | None = None) -> str:
     """The status to show: a ``running`` run whose holder is gone (its process died, or its
-    lease ran out unrenewed) was interrupted; resuming it continues where it stopped."""
+    lease ran out unrenewed) was interrupted; resuming it continues where it stopped. One
+    submitted to Temporal that no worker has started yet is queued."""
     if run.status is RunStatus.RUNNING and not lease_live(
         run.holder, run.lease_until, time.time() if now is None else now
     ):
-        return INTERRUPTED
+        return QUEUED if not run.attempts and run.options.get("temporal") else INTERRUPTED
     return run.status.value
 
 

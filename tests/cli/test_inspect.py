@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from playline.store import open_store
+from playline.store import RunRecord, RunStatus, open_store
 
 from clihelp import Cli, one_error_line
 
@@ -136,3 +137,31 @@ def test_cache_stats_and_clear(cli: Cli, ran: str, local_play: str) -> None:
 def test_a_bad_store_url_fails_with_exit_1(cli: Cli) -> None:
     result = cli("runs", "--store", "bogus://x", store=False)
     assert "Unknown store URL" in one_error_line(result, 1)
+
+
+TEMPORAL = {"target": "127.0.0.1:7233", "namespace": "default", "task_queue": "plays"}
+
+
+def test_a_run_submitted_to_temporal_that_no_worker_started_is_queued(cli: Cli) -> None:
+    """Not ``interrupted``: nothing stopped it, it waits for a worker; show says so."""
+    db = open_store(cli.store)
+    when = time.time()
+    queued = dict(play="shout", status=RunStatus.RUNNING, created_at=when, updated_at=when)
+    db.create_run(RunRecord(run_id="t-new", options={"temporal": TEMPORAL}, **queued))
+    # a worker took this one (an attempt) and died; this one ran here and died before its
+    # first attempt: both were interrupted
+    db.create_run(RunRecord(run_id="t-died", options={"temporal": TEMPORAL}, attempts=1, **queued))
+    db.create_run(RunRecord(run_id="here", **queued))
+    db.close()
+
+    listed = cli("runs")
+    assert listed.exit_code == 0, listed.output
+    status = {
+        line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if "│" in line
+    }
+    assert "queued" in status["t-new"]
+    assert "interrupted" in status["t-died"] and "interrupted" in status["here"]
+    shown = cli("show", "t-new")
+    assert shown.exit_code == 0, shown.output
+    assert "queued" in shown.stdout
+    assert "no worker has started it yet" in " ".join(shown.stdout.split())

@@ -40,8 +40,9 @@ def test_runs_lists_the_run_and_filters_by_status_and_play(demo_ui: UI) -> None:
     assert doc["plays"] == ["enrich-people"]
     assert get(base, "/api/runs?status=failed")["runs"] == []
     assert get(base, "/api/runs?play=enrich-people&status=completed")["runs"]
+    assert get(base, "/api/runs?status=queued")["runs"] == []  # shown, not stored, statuses
     error = get(base, "/api/runs?status=done", status=400)["error"]
-    assert "use one of" in error and "interrupted" in error
+    assert "use one of" in error and "interrupted" in error and "queued" in error
 
 
 def test_a_run_has_its_trace_ledger_by_tool_and_column_and_waterfall(demo_ui: UI) -> None:

@@ -240,6 +240,7 @@ STATUS_STYLE = {
     "completed_with_errors": "yellow",
     "suspended": "cyan",
     "interrupted": "magenta",
+    "queued": "blue",
 }
 
 

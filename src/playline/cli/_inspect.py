@@ -194,6 +194,14 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
             "continues it",
             highlight=False,
         )
+    elif status == "queued":
+        where = run.options["temporal"]
+        console.print(
+            f"  submitted to Temporal ({where.get('target')}, task queue "
+            f"{where.get('task_queue')}); no worker has started it yet: start one with "
+            "`playline worker --temporal ...` on that task queue",
+            highlight=False,
+        )
     elif status == "running":
         console.print(f"  running in {run.holder}", highlight=False)
     console.print(

@@ -34,6 +34,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._trace import (
+    SHOWN_FOR_RUNNING,
     dataset_columns,
     ledger_by_column,
     row_detail,
@@ -155,13 +156,13 @@ def api_runs(request: Request) -> Response:
     play = request.query_params.get("play") or None
     limit = _int(request, "limit", 100, low=1, high=1000)
     stored: RunStatus | None = None
-    if status is not None and status != "interrupted":
+    if status is not None and status not in SHOWN_FOR_RUNNING:
         try:
             stored = RunStatus(status)
         except ValueError:
-            known = ", ".join([s.value for s in RunStatus] + ["interrupted"])
+            known = ", ".join([s.value for s in RunStatus] + list(SHOWN_FOR_RUNNING))
             raise HTTPException(400, f"Unknown status {status!r}; use one of {known}.") from None
-    elif status == "interrupted":
+    elif status is not None:
         stored = RunStatus.RUNNING
     now = time.time()
     records = cfg.store.list_runs(limit=limit, status=stored, play=play)

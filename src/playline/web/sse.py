@@ -28,7 +28,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._trace import LIVE_KINDS, changes_since, run_summary
+from .._trace import LIVE_KINDS, SHOWN_FOR_RUNNING, changes_since, run_summary
 from ..store import RunStatus, Store, open_store
 
 __all__ = ["GAP_LIMIT", "SUMMARY_EVERY", "CountsCache", "last_seq", "run_stream", "runs_stream"]
@@ -209,7 +209,7 @@ async def runs_stream(request: Request) -> Response:
         runs = [
             run_summary(store, r, now=now)
             for r in store.list_runs(limit=100, play=play)
-            if status is None or r.status.value == status or status == "interrupted"
+            if status is None or r.status.value == status or status in SHOWN_FOR_RUNNING
         ]
         if status is not None:
             runs = [r for r in runs if r["status"] == status]
