@@ -44,6 +44,7 @@ from ._load import (
 )
 from ._outfile import check_out
 from ._report import require_run, waiting_for, when
+from ._temporal import recorded_endpoint
 
 
 @app.command()
@@ -195,7 +196,7 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
             highlight=False,
         )
     elif status == "queued":
-        where = run.options["temporal"]
+        where = recorded_endpoint(run) or {}
         console.print(
             f"  submitted to Temporal ({where.get('target')}, task queue "
             f"{where.get('task_queue')}); no worker has started it yet: start one with "
