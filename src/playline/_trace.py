@@ -101,7 +101,7 @@ class AttemptTrace:
     stats: dict[str, Any] = field(default_factory=dict)  # its end's counts (rows, calls)
     requests: int = 0
     inputs: int = 0
-    calls: int = 0  # live calls in the ledger
+    calls: int = 0  # live calls: as the attempt counted them, or (killed) in the ledger
     found: int = 0
     credits: float = 0.0
 
@@ -116,7 +116,7 @@ class AttemptTrace:
 class ToolTrace:
     requests: int = 0
     inputs: int = 0
-    calls: int = 0  # live calls in the ledger (charged or not)
+    calls: int = 0  # live calls: as their attempts counted them, or (killed) in the ledger
     found: int = 0
     credits: float = 0.0
 
@@ -211,16 +211,26 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
         for number, attempt in enumerate(trace.attempt_list, 1):
             attempt.number = number
         trace.attempts = len(trace.attempt_list)
+    # Live calls as each attempt counted them at its end (free tools have no ledger rows, and
+    # an unusable answer is a live call that failed); the ledger's for one that never did.
+    counted = [a.stats.get("tools") is not None for a in trace.attempt_list]
+    for attempt, done in zip(trace.attempt_list, counted, strict=True):
+        if done:
+            for name, counts in attempt.stats["tools"].items():
+                live = int(counts.get("live", 0))
+                trace.tools[name].calls += live
+                attempt.calls += live
     starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
-        tool.calls += 1
         tool.found += int(entry.found)
         tool.credits += entry.credits
         at = bisect.bisect_right(starts, entry.at) - 1  # the attempt that paid it
+        if at < 0 or not counted[at]:
+            tool.calls += 1
         if at >= 0:
             attempt = trace.attempt_list[at]
-            attempt.calls += 1
+            attempt.calls += 0 if counted[at] else 1
             attempt.found += int(entry.found)
             attempt.credits += entry.credits
     return trace

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import playline as pl
+from playline._trace import trace_of
 from playline.store import open_store
 from playline.store.sql import SQLiteStore
 
@@ -21,8 +22,8 @@ async def noop(ctx: pl.Context, input: Any) -> str:
     return "ok"
 
 
-def _results_play(calls: list[int]) -> tuple[pl.Play, Any]:
-    @pl.tool("bad.lookup", batch=pl.Batch(max_size=10))
+def _results_play(calls: list[int], credits: float = 0) -> tuple[pl.Play, Any]:
+    @pl.tool("bad.lookup", batch=pl.Batch(max_size=10), cost=pl.Cost(credits))
     def lookup(inputs: list[dict[str, Any]]) -> list[Any]:
         calls.extend(i["n"] for i in inputs)
         return [BAD.get(i["n"], {"n": i["n"]}) for i in inputs]
@@ -117,6 +118,25 @@ def test_non_json_result_fails_its_cell_and_loses_nothing(tmp_path: Path) -> Non
     assert again.stats.tool_calls_cached == ROWS - len(BAD)
     lookups = {r.values["n"]: r.values.get("lookup") for r in store.iter_rows(again.run_id, "rows")}
     assert lookups == {n: None if n in BAD else {"n": n} for n in range(ROWS)}
+
+
+@pytest.mark.parametrize("credits", [0, 1], ids=["free", "paid"])
+def test_an_unusable_answer_is_a_live_call_that_failed_in_the_summary_and_in_show(
+    tmp_path: Path, credits: float
+) -> None:
+    # The provider answered (and, for a paid tool, charged): the summary, the ledger and
+    # `playline show` all count it as a live call, and it failed.
+    play, lookup = _results_play([], credits)
+    url = f"sqlite:///{tmp_path}/p.db"
+    result = pl.run(play, store=url, tools=[lookup])
+    assert result.stats.tool_calls_live == ROWS
+    assert result.stats.tool_calls_failed == len(BAD)
+    assert result.stats.tools["bad.lookup"]["live"] == ROWS
+    assert result.stats.credits == ROWS * credits
+    trace = trace_of(open_store(url), result.run_id)
+    assert trace.tools["bad.lookup"].calls == trace.calls == ROWS
+    assert [a.calls for a in trace.attempt_list] == [ROWS]
+    assert trace.credits == ROWS * credits
 
 
 def _hold_exclusive_lock(path: Path) -> sqlite3.Connection:

@@ -120,6 +120,8 @@ class RunStats(DatasetStats):
     dispatch_passes: int = 0
     credits: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+    # per tool id, its calls: live, cached, in_flight, failed (what `playline show` lists)
+    tools: dict[str, dict[str, int]] = field(default_factory=dict)
     # per waterfall, its steps' tallies over every attempt of the run (the store's history of
     # hit rates and costs that Waterfall(order="cheapest") learns from)
     waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -565,6 +567,7 @@ class Attempt:
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
             errors=dict(calls.errors),
+            tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
             waterfalls=waterfalls,
         )
 

@@ -786,7 +786,8 @@ class CallExecutor:
         for reserved, entries in charged:
             self._ledger.settle(spec, reserved, entries)
         for call, outcome in outcomes:
-            if isinstance(outcome, ToolError):
+            if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
+                self.stats.count(spec.id, "live")
                 self._settle(call, None, outcome)
             elif call.key in kept:
                 self._settle_cached(call, kept[call.key])
