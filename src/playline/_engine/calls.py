@@ -54,7 +54,7 @@ from ..store import (
 from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
-from ..tools._gates import RateGate, ToolGates
+from ..tools._gates import RateGate, ToolGates, one_call
 from ..tools._retry import Verdict, decide, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
@@ -469,7 +469,7 @@ class CallExecutor:
                     self._ledger.release(spec, reserved)
                     return
                 over_budget = False
-                async with gate.slot():
+                async with one_call(gate):
                     if not claimed:
                         fits, deferred = await self._claim(spec, [chunk])
                         over_budget = not fits and bool(deferred)

@@ -30,7 +30,7 @@ import asyncio
 import secrets
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,7 +47,15 @@ from ._spec import ToolSpec
 if TYPE_CHECKING:
     from ..store import Store
 
-__all__ = ["RateGate", "RateLimiter", "ToolGate", "ToolGates", "gate_key", "shares_gate"]
+__all__ = [
+    "RateGate",
+    "RateLimiter",
+    "ToolGate",
+    "ToolGates",
+    "gate_key",
+    "one_call",
+    "shares_gate",
+]
 
 _EPSILON = 1e-6
 
@@ -61,7 +69,6 @@ class RateGate(Protocol):
     def waiting(self) -> int: ...
     @property
     def concurrency(self) -> int: ...
-    def slot(self) -> AbstractAsyncContextManager[None]: ...
     async def acquire(self, wanted: int) -> int: ...
     def release(self, count: int) -> None: ...
     def wait_time(self) -> float: ...
@@ -69,6 +76,16 @@ class RateGate(Protocol):
     def succeeded(self) -> None: ...
     def failed(self, cause: str) -> None: ...
     def open_cause(self) -> str | None: ...
+
+
+@asynccontextmanager
+async def one_call(gate: RateGate) -> AsyncIterator[None]:
+    """One call through ``gate``: a concurrency slot and a rate token, given back after."""
+    await gate.acquire(1)
+    try:
+        yield
+    finally:
+        gate.release(1)
 
 
 class RateLimiter:
@@ -165,15 +182,6 @@ class ToolGate:
         return self.limiter.wait_time() if self.limiter else 0.0
 
     # passing
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """One call through: a concurrency slot and a rate token."""
-        await self.acquire(1)
-        try:
-            yield
-        finally:
-            self.release(1)
-
     async def acquire(self, wanted: int) -> int:
         """Let up to ``wanted`` calls through at once (at least one: it waits for that one);
         returns how many may go. ``release`` them when they are done."""

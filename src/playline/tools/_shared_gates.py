@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -119,15 +118,6 @@ class SharedToolGate:
         return max(self._paused_until - now, state.wait(now) if state is not None else 0.0, 0.0)
 
     # passing
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """One call through: a concurrency slot and a token."""
-        await self.acquire(1)
-        try:
-            yield
-        finally:
-            self.release(1)
-
     async def acquire(self, wanted: int) -> int:
         """Let up to ``wanted`` calls through (at least one: it waits for that one); returns
         how many may go. ``release`` them when they are done."""
