@@ -215,7 +215,9 @@ def check_no_secret(data: str | bytes | None, what: str) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` (an error message) with every secret replaced by ``[secret NAME]``."""
+    """``text`` (an error message) with every secret replaced by ``[secret NAME]``, and no NUL
+    character (PostgreSQL's text refuses it): an error's text as it may be stored or shown."""
+    text = text.replace("\x00", "")
     return _registry.redact(text) if _registry and text else text
 
 

@@ -153,3 +153,34 @@ def test_a_failed_call_retried_with_its_key_is_counted_once_as_in_the_ledger(
     assert again.stats.credits == recorded
     run = store.get_run(first.run_id)
     assert run is not None and run.stats["credits"] == recorded
+
+
+def test_an_unusable_answer_retried_at_a_provider_that_ignores_keys_is_a_new_purchase(
+    store_url: str,
+) -> None:
+    """A provider that does not recognise idempotency keys (``in_doubt="fail"``) charges a
+    retry again: the retry goes out as a new generation and the ledger (and the budget)
+    count it."""
+    sent: list[int] = []
+
+    @pl.tool("ledger.sets_nokeys", batch=pl.Batch(max_size=10), cost=pl.Cost(1), in_doubt="fail")
+    def sets(inputs: list[dict[str, Any]]) -> list[Any]:
+        sent.extend(i["n"] for i in inputs)
+        return [{"v": {1, 2}} if i["n"] % 3 == 0 else {"v": i["n"]} for i in inputs]
+
+    @pl.play(name="ledger-rebuy")
+    async def rebuy(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("rows", [{"n": i} for i in range(6)], key="n")
+            .with_column("r", lambda row, ctx: ctx.tool("ledger.sets_nokeys", {"n": row["n"]}))
+            .run()
+        )
+
+    first = pl.run(rebuy, store=store_url, tools=[sets])
+    again = pl.run(rebuy, store=store_url, tools=[sets], run_id=first.run_id, retry_failed=True)
+
+    assert sorted(sent) == [0, 0, 1, 2, 3, 3, 4, 5]  # the two unusable answers bought again
+    ledger = open_store(store_url).read_ledger(first.run_id)
+    assert sorted(e.generation for e in ledger) == [1] * 6 + [2] * 2
+    assert first.stats.credits == 6
+    assert again.stats.credits == sum(e.credits for e in ledger) == 8

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,41 @@ def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Pa
     assert result.status == "failed"  # its only row failed
     (error,) = result.output.errors
     assert "secret" in error.message
+    assert SECRET.encode() not in _store_text(db)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda key: RuntimeError(f"bad key {key}"),
+        lambda key: pl.ToolError("t.refuses", f"key {key} is not allowed", status=403),
+    ],
+    ids=["exception", "tool-error"],
+)
+def test_a_tool_failure_naming_a_secret_is_stored_redacted(tmp_path: Path, failure: Any) -> None:
+    # The receipt keeps why the call failed: with the secret's name, never its value.
+    @pl.tool("t.refuses")
+    def refuses(input: dict[str, Any]) -> dict[str, Any]:
+        raise failure(input["key"])
+
+    @pl.play(name="secret-failure")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool("t.refuses", {"key": key, "x": row["x"]}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[refuses])
+
+    (error,) = result.output.errors
+    assert "[secret API_KEY]" in error.message
+    with closing(sqlite3.connect(db)) as raw:
+        [(stored,)] = raw.execute("SELECT error FROM receipts").fetchall()
+    assert "[secret API_KEY]" in stored
+    open_store(f"sqlite:///{db}").close()
     assert SECRET.encode() not in _store_text(db)
 
 

@@ -807,5 +807,5 @@ def _message(error: BaseException | None) -> str | None:
         text = str(error) or type(error).__name__
     except Exception:  # an exception whose text cannot be made
         text = type(error).__name__
-    text = redact(text.replace("\x00", ""))  # NUL: PostgreSQL text refuses it
+    text = redact(text)
     return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"

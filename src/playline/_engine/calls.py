@@ -39,6 +39,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
+from .._secrets import redact
 from ..errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
 from ..store import (
     Claim,
@@ -741,6 +742,11 @@ class CallExecutor:
         # A tool that costs nothing leaves no ledger row (unless every call is asked for):
         # its calls are counted by the batch events; an on-hit tool's misses do, for hit rates.
         ledgered = bool(spec.cost.credits) or self._ledger_all
+        # An answer that cannot be kept was paid for. A provider that recognises the call's
+        # idempotency key answers it again for free (so a retry with a larger cell limit gets
+        # it); one that does not charges again, so a retry is a new purchase, with a new key
+        # and its own ledger row.
+        rebuy = self._target(spec).in_doubt != "resend"
         for chunk, raws, reserved in requests:
             entries = []
             for call, raw in zip(chunk, raws, strict=True):
@@ -770,13 +776,17 @@ class CallExecutor:
                     stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
                 except PlayDefinitionError as exc:
                     error = ToolError(spec.id, str(exc), code="invalid_result")
-                    failures.append(Failure(call.key, str(error), charge=entry))
+                    failures.append(
+                        Failure(call.key, redact(str(error)), charge=entry, rebuy=rebuy)
+                    )
                     outcomes.append((call, error))
                     continue
                 if len(stored) > self._cell_limit:  # paid, but not kept: the cell fails
                     error = ToolError(spec.id, too_large(len(stored), self._cell_limit),
                                       code="too_large")  # fmt: skip
-                    failures.append(Failure(call.key, str(error), charge=entry))
+                    failures.append(
+                        Failure(call.key, redact(str(error)), charge=entry, rebuy=rebuy)
+                    )
                     outcomes.append((call, error))
                     continue
                 completions.append(Completion(call.key, stored, entry))
@@ -806,7 +816,10 @@ class CallExecutor:
         if claimed:
             rebuy = isinstance(error, _LostJob)
             await self._committer.commit(
-                failures=[Failure(c.key, str(error), in_doubt=in_doubt, rebuy=rebuy) for c in chunk]
+                failures=[
+                    Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
+                    for c in chunk
+                ]
             )
         for call in chunk:
             self._settle(call, None, error)

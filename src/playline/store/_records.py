@@ -211,7 +211,9 @@ class Completion:
 class Failure:
     """A receipt's failure; ``in_doubt`` when the request may have charged the provider.
     ``charge`` is a call the provider answered (and charged) with an unusable result;
-    ``rebuy`` one it charged and lost (an async job it forgot): the next claim buys anew."""
+    ``rebuy`` one it charged and will not give again for the same idempotency key (an async
+    job it forgot, an unusable answer from a provider that does not recognise keys): the next
+    claim buys anew, under a new key."""
 
     key: str
     error: str
