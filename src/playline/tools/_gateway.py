@@ -235,6 +235,9 @@ class Gateway:
         return str(body.get("status", "completed")), body.get("result")
 
 
+_ANSWERED = ("completed", "no_result")  # an answer's statuses; "pending" is a job's
+
+
 def _names(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
@@ -318,8 +321,15 @@ class _GatewayTransport:
         return self._state(spec, *await self._gateway.execute(spec, self._poll, {"job_id": job}))
 
     def _state(self, spec: ToolSpec, status: str, result: Any) -> JobState:
-        if status != "pending":
+        if status in _ANSWERED:
             return JobState(done=True, result=result if status == "completed" else None)
+        if status != "pending":  # a failure the gateway did not send as one: never "not found"
+            raise ToolError(
+                spec.id,
+                f"the gateway answered status {status!r} (expected completed, no_result or "
+                f"pending): {str(result)[:200]}",
+                code="bad_response",
+            )
         job = result.get("job_id") if isinstance(result, dict) else None
         if not job or self._poll is None:
             raise ToolError(spec.id, "answered pending without a job to poll", code="bad_job")
