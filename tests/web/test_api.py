@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +195,34 @@ def test_send_event_delivers_once(demo_ui: UI) -> None:
     assert again.json()["sent"] is False and "first payload stands" in again.json()["message"]
     bad = post(base, "/api/event", token, json={"key": "k", "payload": "{nope"})
     assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+
+
+def test_send_event_keeps_a_falsy_payload_and_refuses_a_body_that_is_no_object(
+    demo_ui: UI,
+) -> None:
+    base, _, config = demo_ui
+    token = config.csrf_token
+    sent = {"falsy:false": "false", "falsy:zero": "0", "falsy:empty": '""', "falsy:list": "[]"}
+    for key, payload in sent.items():
+        answer = post(base, "/api/event", token, json={"key": key, "payload": payload})
+        assert answer.status_code == 200 and answer.json()["sent"] is True
+    blank = post(base, "/api/event", token, json={"key": "falsy:none", "payload": " "})
+    assert blank.status_code == 200  # blank text: no payload
+    path = config.store_url.removeprefix("sqlite:///")
+    with closing(sqlite3.connect(path)) as db:
+        stored = dict(db.execute("SELECT key, payload FROM inbox WHERE key LIKE 'falsy:%'"))
+    assert {k: json.loads(v) for k, v in stored.items()} == {
+        **{key: json.loads(payload) for key, payload in sent.items()},
+        "falsy:none": None,
+    }
+    for body in ("[1]", '"text"', "{bad"):
+        refused = httpx.post(
+            base + "/api/event",
+            content=body,
+            headers={"X-CSRF-Token": token, "content-type": "application/json"},
+            timeout=30,
+        )
+        assert refused.status_code == 400 and "JSON object" in refused.json()["error"], body
 
 
 def test_only_loopback_binds_quietly() -> None:

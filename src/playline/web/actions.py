@@ -15,7 +15,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -192,22 +192,28 @@ async def send(request: Request) -> Response:
     cfg, refused = await _guarded(request)
     if refused:
         return refused
+    body: Any
     if request.headers.get("content-type", "").startswith("application/json"):
-        body = await request.json()
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
     else:
         body = await form_fields(request)
+    if not isinstance(body, Mapping):
+        return _error(
+            'Send a JSON object: {"key": "the event key", "payload": "its JSON text"}.', 400
+        )
     key = str(body.get("key") or "").strip()
     raw = body.get("payload")
     if not key:
         return _error("Name the event: its key, as the run's wait_for_event(key) has it.", 400)
-    try:
-        payload = json.loads(raw) if isinstance(raw, str) and raw.strip() else raw
+    try:  # the payload as JSON text (a form's field); blank text is no payload
+        payload = (json.loads(raw) if raw.strip() else None) if isinstance(raw, str) else raw
     except json.JSONDecodeError as exc:
         return _error(f'The payload is not JSON ({exc.msg}); write e.g. {{"ok": true}}.', 400)
     try:
-        sent = await anyio.to_thread.run_sync(
-            lambda: pl.send_event(key, payload or None, store=cfg.store)
-        )
+        sent = await anyio.to_thread.run_sync(lambda: pl.send_event(key, payload, store=cfg.store))
     except PlaylineError as exc:
         return _error(str(exc), 400)
     message = (
