@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from .errors import PlayDefinitionError
 
-__all__ = ["Limits"]
+__all__ = ["Limits", "is_amount"]
+
+
+def is_amount(value: object, *, positive: bool = False) -> bool:
+    """Whether ``value`` is a finite number (not a bool) >= 0, or > 0 with ``positive``: what
+    a number of seconds or of credits must be (NaN and infinity are no amounts)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

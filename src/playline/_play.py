@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from ._limits import Limits
+from ._limits import Limits, is_amount
 from .errors import PlayDefinitionError
 
 __all__ = ["Play", "get_play", "play", "registered_plays"]
@@ -49,9 +49,7 @@ def _make(fn: PlayFn, name: str | None, max_credits: float | None, limits: Any) 
             f"@pl.play needs an async function: write `async def {getattr(fn, '__name__', 'play')}"
             "(ctx, input): ...`."
         )
-    if max_credits is not None and (
-        isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
-    ):
+    if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
     play_name = name or fn.__name__.replace("_", "-")
     if not isinstance(play_name, str) or not play_name.strip():

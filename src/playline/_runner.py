@@ -32,6 +32,7 @@ from ._engine.calls import DEFAULT_CELL_LIMIT
 from ._engine.drain import STOPPED, Drain
 from ._engine.events import Listener
 from ._engine.supervise import DEFAULT_LEASE
+from ._limits import is_amount
 from ._play import Play, PlayFn, get_play
 from .errors import PlayDefinitionError
 from .store import Store, open_store, owner_id
@@ -175,15 +176,13 @@ async def arun(
         raise PlayDefinitionError("run_id must be a non-empty string (or None for a new run).")
     if not isinstance(row_window, int) or row_window < 1:
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
-    if not isinstance(foreground_sleep, int | float) or foreground_sleep < 0:
+    if not is_amount(foreground_sleep):
         raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
-    if isinstance(lease, bool) or not isinstance(lease, int | float) or lease <= 0:
+    if not is_amount(lease, positive=True):
         raise PlayDefinitionError("lease must be a number of seconds > 0.")
     if ledger not in ("paid", "all"):
         raise PlayDefinitionError(f'ledger={ledger!r}: use "paid" (the default) or "all".')
-    if max_credits is not None and (
-        isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
-    ):
+    if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
     if isinstance(cell_limit, bool) or not isinstance(cell_limit, int) or cell_limit < 1:
         raise PlayDefinitionError(

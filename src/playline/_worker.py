@@ -8,6 +8,7 @@ from typing import Any
 from ._clock import Clock, SystemClock
 from ._engine.events import Listener
 from ._json import dumps
+from ._limits import is_amount
 from ._play import Play, get_play
 from ._runner import RunResult, arun
 from .errors import PlayDefinitionError, PlaylineError
@@ -17,6 +18,7 @@ from .store._changes import EVENTS, Watch, watch
 __all__ = ["Worker", "send_event"]
 
 _BATCH = 100  # due runs taken per look
+MIN_INTERVAL = 0.05  # seconds: the shortest pause between looks for due runs
 _RING_LOOK = 1000  # runs an event made due, looked at for runs on Temporal
 
 
@@ -82,6 +84,11 @@ class Worker:
         interval: float = 1.0,
         resolve: Resolve | None = None,
     ) -> None:
+        if not is_amount(interval, positive=True) or interval < MIN_INTERVAL:
+            raise PlayDefinitionError(
+                f"Worker(interval={interval!r}): give the seconds between checks for due runs, "
+                f"a number >= {MIN_INTERVAL:g}."
+            )
         self.store = open_store(store)
         self._tools = list(tools) if tools is not None else None
         self._clock = clock or SystemClock()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import playline as pl
 
 from boundhelp import unique
@@ -127,10 +129,11 @@ def test_an_uncaught_timeout_fails_the_run_with_a_clear_error(run, worker, clock
     assert "No event 'never' arrived within 10s" in resumed.error
 
 
-def test_bad_waits_are_clear_errors(run):
+@pytest.mark.parametrize("timeout", [0, float("nan"), float("inf")])
+def test_bad_waits_are_clear_errors(run, timeout):
     @pl.play(name=unique("bad-wait"))
     async def play(ctx: pl.Context, input: Any) -> Any:
-        await ctx.wait_for_event("x", timeout=0)
+        await ctx.wait_for_event("x", timeout=timeout)
 
     assert isinstance(run(play).exception, pl.PlayDefinitionError)
     assert isinstance(pl.run(play, tools=[]).exception, pl.PlayDefinitionError)

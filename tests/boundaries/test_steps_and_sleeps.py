@@ -107,12 +107,15 @@ def test_a_short_sleep_is_waited_out_in_the_foreground(run, clock):
     assert clock.now() >= start + 2
 
 
-def test_a_bad_sleep_is_a_clear_error(run):
+@pytest.mark.parametrize("seconds", [-1, float("nan"), float("inf"), "5", True])
+def test_a_bad_sleep_is_a_clear_error(run, seconds):
     @pl.play(name=unique("bad-sleep"))
     async def play(ctx: pl.Context, input: Any) -> Any:
-        await ctx.sleep(-1)
+        await ctx.sleep(seconds)
 
-    assert isinstance(run(play).exception, pl.PlayDefinitionError)
+    result = run(play)
+    assert isinstance(result.exception, pl.PlayDefinitionError), result.error
+    assert "number of seconds >= 0" in result.error
 
 
 PLAY = """

@@ -174,12 +174,64 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         ({"row_window": 0}, pl.PlayDefinitionError),
         ({"run_id": "  "}, pl.PlayDefinitionError),
         ({"tools": [object()]}, pl.PlayDefinitionError),
+        ({"max_credits": float("inf")}, pl.PlayDefinitionError),
+        ({"max_credits": float("nan")}, pl.PlayDefinitionError),
+        ({"foreground_sleep": float("nan")}, pl.PlayDefinitionError),
+        ({"lease": float("inf")}, pl.PlayDefinitionError),
     ],
-    ids=["store-url", "row-window", "run-id", "tools"],
+    ids=[
+        "store-url",
+        "row-window",
+        "run-id",
+        "tools",
+        "inf-credits",
+        "nan-credits",
+        "nan-sleep",
+        "inf-lease",
+    ],
 )
 def test_bad_run_options_are_refused(options, error):
     with pytest.raises(error):
         run_play(trivial, **{"tools": [], **options})
+
+
+@pytest.mark.parametrize("credits", [float("nan"), float("inf"), -1, "5"])
+def test_a_play_budget_that_is_no_amount_is_refused(credits):
+    with pytest.raises(pl.PlayDefinitionError, match="must be a number >= 0"):
+        pl.play(name="bad-budget", max_credits=credits)(trivial)
+
+
+@pytest.mark.parametrize("interval", [0, -1, float("nan"), "1", 0.001])
+def test_a_worker_interval_that_is_no_pause_is_refused(interval):
+    with pytest.raises(pl.PlayDefinitionError, match="seconds between checks"):
+        pl.Worker(store="memory://", interval=interval)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [({"force": "false"}, "force="), ({"force": 1}, "force="), ({"key": 3}, "key=")],
+)
+def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named):
+    sent = []
+
+    @registry.tool("t.paid", cost=1)
+    def paid(input):
+        sent.append(input)
+        return {"v": 1}
+
+    async def play(ctx, input):
+        await ctx.tool("t.paid", {"x": 1}, **options)
+
+    result = run_play(play, tools=[registry])
+    assert isinstance(result.exception, pl.PlayDefinitionError) and named in result.error
+    assert sent == []  # refused before anything was bought
+
+
+def test_a_nan_key_is_a_missing_key_not_a_duplicate():
+    rows = [{"email": "a@x.io"}, {"email": float("nan")}, {"email": float("nan")}]
+    result = run_dataset(rows, {"n": lambda row: 1}, tools=[], key="email")
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "row 1 has no value for key column 'email'" in result.error
 
 
 # --- tools ------------------------------------------------------------------------------

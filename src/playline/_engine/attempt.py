@@ -344,6 +344,15 @@ class Attempt:
             raise PlayDefinitionError(
                 f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
             )
+        if not isinstance(force, bool):
+            raise PlayDefinitionError(
+                f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
+                "False (the default: a receipt answers it)."
+            )
+        if label is not None and not isinstance(label, str):
+            raise PlayDefinitionError(
+                f"ctx.tool({tool!r}, ..., key={label!r}): key is a text naming the call, or None."
+            )
         spec = self.tool_spec(tool)
         stale = validate_stale_after(stale_after)
         self.governor.spend("tool_calls")
@@ -363,7 +372,7 @@ class Attempt:
             key=key,
             future=asyncio.get_running_loop().create_future(),
             label=label,
-            force=bool(force),
+            force=force,
             scope=scope,
             sink=result_sink.get(),
             fresh_since=self._refreshed(scope),

@@ -18,6 +18,7 @@ import httpx
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
+from .._limits import is_amount
 from .._secrets import check_no_secret
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
@@ -103,7 +104,7 @@ class Boundaries:
         return loads(output)
 
     async def sleep(self, seconds: float) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        if not is_amount(seconds):
             raise PlayDefinitionError(f"ctx.sleep({seconds!r}): give a number of seconds >= 0.")
         key = self.key("sleep", "", str(round(seconds, 3)))
         clock = self._clock
@@ -123,9 +124,7 @@ class Boundaries:
 
     async def wait_for_event(self, name: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API names it
         _check_name("ctx.wait_for_event", name)
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
+        if timeout is not None and not is_amount(timeout, positive=True):
             raise PlayDefinitionError(
                 f"ctx.wait_for_event({name!r}, timeout={timeout!r}): give seconds > 0 or None."
             )

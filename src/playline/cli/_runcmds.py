@@ -13,6 +13,7 @@ import playline as pl
 from playline import Dataset
 
 from .._trace import SOURCE_KIND, trace_of
+from .._worker import MIN_INTERVAL
 from ..errors import PlayDefinitionError
 from ..store import Event, RunRecord, Store
 from ._app import (
@@ -519,7 +520,8 @@ def worker(
         bool, typer.Option("--burst", help="Return once nothing is due (for cron and tests).")
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.05, help="Seconds between checks for due runs.")
+        float,
+        typer.Option("--interval", min=MIN_INTERVAL, help="Seconds between checks for due runs."),
     ] = 1.0,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,

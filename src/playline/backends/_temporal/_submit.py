@@ -25,6 +25,7 @@ from ..._clock import SystemClock
 from ..._dataset import revive
 from ..._engine.attempt import RunStats, Status, open_run
 from ..._engine.events import Listener
+from ..._limits import is_amount
 from ..._play import Play, PlayFn, get_play
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
@@ -61,11 +62,9 @@ async def start(
     where = endpoint(temporal, namespace=namespace, task_queue=task_queue)
     for name, seconds in (("heartbeat_timeout", heartbeat_timeout),
                           ("attempt_timeout", attempt_timeout)):  # fmt: skip
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+        if not is_amount(seconds, positive=True):
             raise PlayDefinitionError(f"{name} must be a number of seconds > 0.")
-    if max_credits is not None and (
-        isinstance(max_credits, bool) or not isinstance(max_credits, int | float) or max_credits < 0
-    ):
+    if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
     db = open_store(store)
     io = StoreIO(db)
