@@ -8,10 +8,11 @@ into a ``RunResult``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import secrets
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -75,26 +76,48 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
             from .tools import Gateway
 
             sources.append(Gateway(url, token=os.environ.get("PLAYLINE_GATEWAY_TOKEN", "")))
+    elif isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise PlayDefinitionError(
+            f"tools={tools!r}: pass a list of @pl.tool functions, pl.ToolRegistry objects and "
+            "pl.Gateway objects, e.g. tools=[lookup, pl.Gateway(url)]."
+        )
     else:
         sources = list(tools)
     table: dict[str, ToolSpec] = {}
     for source in sources:
         spec = getattr(source, "__playline_tool__", source)
         if isinstance(spec, ToolSpec):
-            table[spec.id] = spec
+            specs: Iterable[ToolSpec] = [spec]
         elif isinstance(source, ToolSource):
-            table.update((s.id, s) for s in source.specs())
+            specs = source.specs()
         else:
             raise PlayDefinitionError(
                 f"tools=[...] got {source!r}; pass @pl.tool functions, a pl.ToolRegistry or a "
                 "pl.Gateway."
             )
+        for spec in specs:
+            known = table.setdefault(spec.id, spec)
+            if known is not spec and known != spec:  # the same tool twice is fine
+                differ = [
+                    f.name
+                    for f in dataclasses.fields(ToolSpec)
+                    if f.compare and getattr(known, f.name) != getattr(spec, f.name)
+                ]
+                raise PlayDefinitionError(
+                    f"Two tools of this run are named {spec.id!r}, with different "
+                    f"{', '.join(differ)}. Give one of them another id, or pass only one of "
+                    "them in tools=."
+                )
     for spec in table.values():
         via = spec.batch.via if spec.batch else None
-        if via is not None and (via not in table or table[via].batch is None):
+        target = table.get(via) if via is not None else None
+        if via is not None and (
+            via == spec.id or target is None or target.batch is None or target.batch.via
+        ):
             raise PlayDefinitionError(
                 f"Tool {spec.id} sends its calls in bulk via {via!r}, which is not a batch "
-                f"tool of this run. Define {via!r} with batch=pl.Batch(max_size=...) too."
+                f"tool of this run. Define {via!r} with batch=pl.Batch(max_size=...) and no "
+                "via= of its own."
             )
     return table
 

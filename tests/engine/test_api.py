@@ -195,6 +195,29 @@ def test_bad_run_options_are_refused(options, error):
         run_play(trivial, **{"tools": [], **options})
 
 
+def test_tools_that_cannot_make_a_tool_table_are_refused_before_the_run():
+    cheap, dear, self_bulk, loop_a, loop_b = (pl.ToolRegistry() for _ in range(5))
+    cheap.tool("t.same", cost=1)(lambda input: {})
+    dear.tool("t.same", cost=100)(lambda input: {})
+    self_bulk.tool("t.self", batch=pl.Batch(max_size=5, via="t.self"))(lambda inputs: inputs)
+    loop_a.tool("t.a", batch=pl.Batch(max_size=5, via="t.b"))(lambda inputs: inputs)
+    loop_b.tool("t.b", batch=pl.Batch(max_size=5, via="t.a"))(lambda inputs: inputs)
+    cases = {
+        "differ in cost": [cheap, dear],
+        "not a batch tool": [self_bulk],
+        "no via= of its own": [loop_a, loop_b],
+        "pass a list": "t.same",
+    }
+    for message, tools in cases.items():
+        with pytest.raises(pl.PlayDefinitionError) as caught:
+            run_play(trivial, tools=tools)
+        assert message.split()[-1] in str(caught.value), (message, caught.value)
+    assert run_play(trivial, tools=[cheap, cheap]).status == "completed"  # the same one twice
+    for via in ("", 3):
+        with pytest.raises(pl.PlayDefinitionError, match="names the batch tool"):
+            pl.Batch(max_size=5, via=via)
+
+
 @pytest.mark.parametrize("credits", [float("nan"), float("inf"), -1, "5"])
 def test_a_play_budget_that_is_no_amount_is_refused(credits):
     with pytest.raises(pl.PlayDefinitionError, match="must be a number >= 0"):

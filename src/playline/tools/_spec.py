@@ -70,9 +70,18 @@ class Batch:
     via: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_size, int) or self.max_size < 1:
+        if (
+            isinstance(self.max_size, bool)
+            or not isinstance(self.max_size, int)
+            or self.max_size < 1
+        ):
             raise PlayDefinitionError(
                 f"Batch(max_size={self.max_size!r}) must be a whole number >= 1."
+            )
+        if self.via is not None and (not isinstance(self.via, str) or not self.via.strip()):
+            raise PlayDefinitionError(
+                f"Batch(via={self.via!r}) names the batch tool the calls go through, e.g. "
+                "via='acme.lookup_bulk', or is None."
             )
 
 
