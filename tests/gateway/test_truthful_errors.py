@@ -8,6 +8,7 @@ limits lifted but its published rates kept, so the gateway still paces as it wou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -391,3 +392,30 @@ def test_an_answer_with_an_unknown_status_fails_its_cell_and_is_never_a_miss(
     finally:
         httpd.shutdown()
         thread.join()
+
+
+# a stop while async jobs wait for their gate
+
+
+def test_a_stop_submits_no_async_job_that_was_waiting_for_its_gate(sim: Simulator) -> None:
+    """The phone finder (async, charged at submit) lets 4 jobs out at once; the rest wait for
+    a slot. A stop while they wait sends none of them: only what was out is paid."""
+    people = world_people(sim, 12)
+    sim.faults(tools={"sim.phone.finder": {"latency_ms": 300}})
+    play = people_play("phones-stop", people, [("phone", tool_column("sim.phone.finder"), None)])
+
+    async def run() -> pl.RunResult:
+        stop = asyncio.Event()
+
+        def on_event(event: pl.Event) -> None:
+            if event.kind == "batch" and event.provider == "sim.phone.finder":
+                stop.set()  # the first job is out
+
+        gateway = pl.Gateway(sim.url, token=sim.token)
+        return await pl.arun(play, tools=[gateway], listeners=[on_event], stop=stop)
+
+    result = asyncio.run(run())
+    assert result.status == "suspended", result.error  # stopped: a resume goes on
+    submitted = sim.ledger()["calls"].get("sim.phone.finder", 0)
+    assert 1 <= submitted <= 4  # the jobs out when the stop came; none of the 8 waiting
+    assert result.stats.rows_pending >= len(people) - 4

@@ -466,11 +466,13 @@ class CallExecutor:
                     self._ledger.release(spec, reserved)
                     return
                 if self._drain.stopping:  # not sent (again): its rows stay pending
-                    await self._release(chunk, claimed=claimed)
-                    self._ledger.release(spec, reserved)
+                    await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
                     return
                 over_budget = False
                 async with one_call(gate):
+                    if self._drain.stopping:  # while it waited for the gate: not sent either
+                        await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
+                        return
                     if not claimed:
                         fits, deferred = await self._claim(spec, [chunk])
                         over_budget = not fits and bool(deferred)
@@ -529,10 +531,14 @@ class CallExecutor:
             self._ledger.release(spec, reserved)
             return
 
-    async def _release(self, chunk: list[ToolCall], *, claimed: bool) -> None:
-        """Stopping: a request that is not sent (again) lets go of its receipts."""
+    async def _drop(
+        self, spec: ToolSpec, chunk: list[ToolCall], *, claimed: bool, reserved: int
+    ) -> None:
+        """Stopping: a request that is not sent (again) lets go of its receipts and of the
+        budget it reserved; its rows stay pending."""
         if claimed:
             await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
+        self._ledger.release(spec, reserved)
         self._stop(chunk)
 
     def _reserve(self, spec: ToolSpec, size: int) -> int | None:
