@@ -470,7 +470,7 @@ class CallExecutor:
                     return
                 over_budget = False
                 async with one_call(gate):
-                    if self._drain.stopping:  # while it waited for the gate: not sent either
+                    if self._stopping():  # while it waited for the gate: not sent either
                         await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
                         return
                     if not claimed:
