@@ -195,6 +195,34 @@ def test_bad_run_options_are_refused(options, error):
         run_play(trivial, **{"tools": [], **options})
 
 
+def test_a_second_stop_ends_the_run_at_once_leaving_its_call_in_doubt(registry, store):
+    """The first stop waits for the calls in flight; cancelling the run (a second Ctrl-C) does
+    not: a call that never answers does not hold the process."""
+
+    async def main():
+        sent = asyncio.Event()
+
+        @registry.tool("t.never_answers")
+        async def never_answers(input):
+            sent.set()
+            await asyncio.Event().wait()
+
+        async def play(ctx, input):
+            return await ctx.tool("t.never_answers", {"x": 1})
+
+        stop = asyncio.Event()
+        run = asyncio.ensure_future(pl.arun(play, tools=[registry], store=store, stop=stop))
+        await sent.wait()
+        stop.set()  # the first stop: waits for the call, which never answers
+        run.cancel()  # the second
+        # (a bound only so that the old behaviour, a hang, fails the test instead of hanging)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(run, timeout=60)
+
+    asyncio.run(main())
+    assert store.receipt_stats()["t.never_answers"]["running"] == 1  # in doubt, for a resume
+
+
 def test_tools_that_cannot_make_a_tool_table_are_refused_before_the_run():
     cheap, dear, self_bulk, loop_a, loop_b = (pl.ToolRegistry() for _ in range(5))
     cheap.tool("t.same", cost=1)(lambda input: {})

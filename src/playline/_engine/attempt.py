@@ -532,7 +532,9 @@ class Attempt:
             stop.cancel()
             if not play.done():
                 play.cancel()
-            await self.executor.settle_in_flight()
+            current = asyncio.current_task()
+            if current is None or not current.cancelling():  # cancelled: it ends at once,
+                await self.executor.settle_in_flight()  # what is in flight stays in doubt
             await self.tasks.close()
             await self.executor.close()
         if self.tasks.error is not None and error is None:
