@@ -95,6 +95,36 @@ def test_resume_reuses_finished_rows_and_the_recorded_budget(cli: Cli, local_pla
     assert cli.json_lines(done.stdout)[-1]["stats"]["credits"] >= 1
 
 
+BUDGET_PLAY = """
+import playline as pl
+
+@pl.tool("clitest.paid", batch=pl.Batch(max_size=10), cost=pl.Cost(1))
+def paid(inputs):
+    return [{"n": i["n"]} for i in inputs]
+
+@pl.play
+async def pay(ctx, input):
+    return await (
+        ctx.dataset("rows", [{"n": n} for n in range(5)], key="n")
+        .with_column("paid", lambda row, ctx: ctx.tool("clitest.paid", {"n": row["n"]}))
+        .run()
+    )
+"""
+
+
+def test_a_budget_raised_on_resume_stands_for_the_resumes_after_it(cli: Cli) -> None:
+    play = cli.play(BUDGET_PLAY)
+    first = cli("run", play, "--run-id", "rr", "--max-credits", "2")
+    assert first.exit_code == 1 and "Budget of 2 credits" in first.stdout
+    raised = cli("resume", "rr", "--max-credits", "3")
+    assert raised.exit_code == 1 and "Budget of 3 credits" in raised.stdout
+    again = cli("resume", "rr")  # no --max-credits: the raised budget, not the first one
+    assert again.exit_code == 1 and "Budget of 3 credits" in again.stdout, again.stdout
+    done = cli("resume", "rr", "--max-credits", "10", "--json")
+    assert done.exit_code == 0, done.output
+    assert cli.json_lines(done.stdout)[-1]["stats"]["credits"] == 5
+
+
 def test_missing_play_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
     line = one_error_line(cli("run", str(tmp_path / "nope.py")), 2)
     assert "Play file" in line and "not found" in line

@@ -633,6 +633,8 @@ async def run_attempt(
     budget = max_credits
     if budget is None:
         budget = record.options.get("max_credits", play.max_credits)
+    elif record.options.get("max_credits") != budget:  # raised (or cut): it stands from now on
+        record = replace(record, options={**record.options, "max_credits": budget})
     spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
     ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
     attempt = Attempt(
@@ -729,6 +731,7 @@ async def _end(
         stats=stats.to_dict(),
         waiting=waiting,
         counters=counters,
+        options=record.options,
     )
     if attempt.drain.reason != LEASE_LOST:
         io = StoreIO(attempt.store)
@@ -742,7 +745,9 @@ async def _end(
             )
         except PlayDefinitionError as exc:  # something of the end cannot be stored
             status, message = "failed", _message(exc)
-            end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
+            end = RunEnd(
+                status=RunStatus.FAILED, error=message, counters=counters, options=record.options
+            )
             await io(
                 attempt.store.end_attempt,
                 attempt.run_id,

@@ -351,9 +351,7 @@ def resume(
     check_out(out, force=force)
     db = store_at(store)
     record = require_run(db, run_id)
-    loaded, source = _source_play(db, run_id)
-    if max_credits is None:
-        max_credits = source.get("max_credits")
+    loaded, _ = _source_play(db, run_id)  # without --max-credits, the run's own budget stands
     where = recorded_endpoint(record)
     if where is not None:  # it runs on Temporal: resume it there
         _not_with_temporal(

@@ -142,6 +142,7 @@ class MemoryStore(ReceiptWrites):
                 stats=end.stats,
                 waiting=end.waiting,
                 counters=end.counters,
+                options=run.options if end.options is None else end.options,
                 holder=None,
                 lease_until=None,
                 stop_requested=False,

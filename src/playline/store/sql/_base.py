@@ -204,6 +204,7 @@ class SQLStore(ReceiptWrites, GateRows):
                 stats=end.stats,
                 waiting=end.waiting,
                 counters=end.counters,
+                options=run.options if end.options is None else end.options,
                 holder=None,
                 lease_until=None,
                 stop_requested=False,
