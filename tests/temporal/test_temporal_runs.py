@@ -314,6 +314,38 @@ async def test_a_stopped_run_ends_its_workflow_and_resumes_when_submitted_again(
     assert gate.inputs[:5] == [0, 1, 2, 3, 4] and sorted(gate.inputs) == list(range(20))
 
 
+@pl.play(name="temporal-t1-paid")
+async def paid_play(ctx: pl.Context, input: Any) -> Any:
+    return await (
+        ctx.dataset("nums", [{"n": n} for n in range(6)], key="n")
+        .with_column("v", lambda row, ctx: ctx.tool("t1.paid", {"n": row["n"]}))
+        .run()
+    )
+
+
+async def test_a_budget_raised_on_resubmit_replaces_the_runs_and_stands(
+    temporal_client: Client, store: Store
+) -> None:
+    registry = pl.ToolRegistry()
+    registry.tool("t1.paid", batch=pl.Batch(max_size=10), cost=pl.Cost(1))(
+        lambda inputs: [{"n": i["n"]} for i in inputs]
+    )
+    async with serving(temporal_client, store, tools=[registry], stall_after=None) as worker:
+        options: dict[str, Any] = {
+            "temporal": temporal_client,
+            "store": store,
+            "task_queue": worker.where.task_queue,
+        }
+        first = await temporal.arun(paid_play, max_credits=2, **options)
+        assert first.status == "failed" and "Budget of 2 credits" in (first.error or "")
+        raised = await temporal.arun(paid_play, run_id=first.run_id, max_credits=4, **options)
+        assert "Budget of 4 credits" in (raised.error or ""), raised.error
+        again = await temporal.arun(paid_play, run_id=first.run_id, **options)  # no budget given
+        assert "Budget of 4 credits" in (again.error or ""), again.error
+        done = await temporal.arun(paid_play, run_id=first.run_id, max_credits=10, **options)
+    assert done.status == "completed" and done.stats.credits == 6
+
+
 async def test_a_play_no_worker_can_load_fails_the_run_saying_why(
     temporal_client: Client, store: Store
 ) -> None:

@@ -216,7 +216,7 @@ class AttemptActivity:
         drain = Drain()
         self._drains.add(drain)
         try:
-            outcome = await self._run(services, inp.run_id, play, drain, heartbeats, info)
+            outcome = await self._run(services, inp, play, drain, heartbeats, info)
         except RunHeld as held:
             now = await self._io(self._store.get_run, inp.run_id)
             raise ApplicationError(
@@ -248,7 +248,7 @@ class AttemptActivity:
     async def _run(
         self,
         services: Services,
-        run_id: str,
+        inp: AttemptInput,
         play: Play,
         drain: Drain,
         heartbeats: Heartbeats,
@@ -262,7 +262,11 @@ class AttemptActivity:
         it at once: its calls in flight stay in doubt, to be sent again with their keys."""
         loop = asyncio.get_running_loop()
         holder = owner_id(secrets.token_hex(6))
-        running = loop.create_task(run_attempt(services, run_id, play, holder=holder, drain=drain))
+        running = loop.create_task(
+            run_attempt(
+                services, inp.run_id, play, holder=holder, drain=drain, max_credits=inp.max_credits
+            )
+        )
         self._tasks[drain] = running
         helpers = [
             loop.create_task(_tick(heartbeats, info.heartbeat_timeout)),

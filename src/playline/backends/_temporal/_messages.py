@@ -28,6 +28,7 @@ class RunInput:
     attempt_timeout: float = 86_400.0  # seconds one attempt may take before it is retried
     attempts: int = 0  # attempts made by earlier runs of this workflow (continue-as-new)
     rang: list[str] = field(default_factory=list)  # event keys signalled, not yet looked at
+    max_credits: float | None = None  # a budget given on submit: it replaces the run's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +36,7 @@ class AttemptInput:
     run_id: str
     attempt: int  # 1, 2, ... within this workflow (continue-as-new included)
     now: float  # the workflow's time when it scheduled the attempt: the attempt's clock
+    max_credits: float | None = None  # the run's budget from now on (None: as recorded)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -89,6 +89,7 @@ async def start(
             run_id=run_id,
             heartbeat_timeout=float(heartbeat_timeout),
             attempt_timeout=float(attempt_timeout),
+            max_credits=max_credits,
         ),
         id=run_id,
         task_queue=where.task_queue,

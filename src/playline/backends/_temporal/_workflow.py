@@ -68,13 +68,19 @@ class PlayRun:
                         attempt_timeout=run.attempt_timeout,
                         attempts=attempt,
                         rang=sorted(self._rang),
+                        max_credits=run.max_credits,
                     )
                 )
             attempt += 1
             self._rang.clear()  # the attempt reads every event sent so far from the store
             result = await workflow.execute_activity(
                 ACTIVITY,
-                AttemptInput(run_id=run.run_id, attempt=attempt, now=workflow.now().timestamp()),
+                AttemptInput(
+                    run_id=run.run_id,
+                    attempt=attempt,
+                    now=workflow.now().timestamp(),
+                    max_credits=run.max_credits,
+                ),
                 result_type=AttemptResult,
                 start_to_close_timeout=timedelta(seconds=run.attempt_timeout),
                 heartbeat_timeout=timedelta(seconds=run.heartbeat_timeout),
