@@ -125,6 +125,17 @@ def test_a_budget_raised_on_resume_stands_for_the_resumes_after_it(cli: Cli) -> 
     assert cli.json_lines(done.stdout)[-1]["stats"]["credits"] == 5
 
 
+def test_a_run_id_of_a_run_with_another_input_is_refused(cli: Cli, local_play: str) -> None:
+    first = cli("run", local_play, "--run-id", "ri", "--input-json", '{"names": ["ada"]}')
+    assert first.exit_code == 0, first.output
+    other = cli("run", local_play, "--run-id", "ri", "--input-json", '{"names": ["alan"]}')
+    line = one_error_line(other, 2)
+    assert "exists with another input" in line and '{"names":["ada"]}' in line
+    same = cli("run", local_play, "--run-id", "ri", "--input-json", '{"names": ["ada"]}')
+    assert same.exit_code == 0 and "1 reused" in same.stdout
+    assert cli("run", local_play, "--run-id", "ri").exit_code == 0  # no input: the run's own
+
+
 def test_missing_play_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
     line = one_error_line(cli("run", str(tmp_path / "nope.py")), 2)
     assert "Play file" in line and "not found" in line

@@ -170,8 +170,8 @@ async def open_run(
     parent_run_id: str | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> RunRecord:
-    """The run ``run_id``, created (not yet held) when it is new. A known run must belong to
-    ``play``; ``input`` is ignored for it, ``options`` given here replace the stored ones."""
+    """The run ``run_id``, created (not yet held) when it is new, with ``options``. A known run
+    must belong to ``play`` and keeps its input: ``input`` is None for it, or the same."""
     io = StoreIO(store)
     existing = await io(store.get_run, run_id)
     if existing is None:
@@ -195,7 +195,21 @@ async def open_run(
             f"Run {run_id!r} belongs to play {existing.play!r}, not {play.name!r}. Resume it "
             "with its own play, or start a new run."
         )
+    if input is not None and dumps(input, what="The play input") != dumps(
+        existing.input, what="The run's input"
+    ):
+        raise PlayDefinitionError(
+            f"Run {run_id!r} exists with another input ({_shown(existing.input)}), and a run "
+            "keeps the input it started with. Resume it without an input (`playline resume "
+            f"{run_id}`, or pl.run(play, run_id={run_id!r})), or start a new run with this "
+            "input (no run id)."
+        )
     return existing
+
+
+def _shown(value: Any) -> str:
+    text = dumps(value, what="The run's input").decode()
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 class Attempt:
