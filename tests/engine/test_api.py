@@ -278,6 +278,13 @@ def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named
     assert sent == []  # refused before anything was bought
 
 
+def test_a_run_whose_every_row_failed_names_the_cause():
+    rows = [{"email": f"{n}@x.io"} for n in range(3)]
+    result = run_dataset(rows, {"domain": lambda row: row["emial"].split("@")[1]}, tools=[])
+    assert result.status == "failed"
+    assert "All 3 rows failed: 3 x KeyError in column 'domain': 'emial'." in result.error
+
+
 def test_a_nan_key_is_a_missing_key_not_a_duplicate():
     rows = [{"email": "a@x.io"}, {"email": float("nan")}, {"email": float("nan")}]
     result = run_dataset(rows, {"n": lambda row: 1}, tools=[], key="email")

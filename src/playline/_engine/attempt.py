@@ -289,6 +289,7 @@ class Attempt:
             start=self._start_child,
         )
         self.datasets: dict[str, DatasetStats | None] = {}
+        self.cell_errors: dict[str, tuple[int, str]] = {}
         self.waterfalls: dict[str, Tally] = {}
         self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
         self._history: asyncio.Task[History] | None = None
@@ -716,7 +717,7 @@ async def _end(
         except PlaylineError as exc:
             error, status, returned = exc, "failed", False
         else:
-            error = _all_failed(stats, attempt.executor.stats)
+            error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors)
             if error is not None:
                 status = "failed"
     message = _message(error)
@@ -793,7 +794,9 @@ async def _recorded_credits(attempt: Attempt, counted: float) -> float:
     return round(spent, 6)
 
 
-def _all_failed(stats: RunStats, calls: CallStats) -> PlaylineError | None:
+def _all_failed(
+    stats: RunStats, calls: CallStats, cell_errors: dict[str, tuple[int, str]]
+) -> PlaylineError | None:
     """The run failed as a whole although every row ended: all of them failed, or a tool
     was refused for every input (a wrong token, an unknown tool)."""
     for tool, counts in calls.by_tool.items():
@@ -807,14 +810,20 @@ def _all_failed(stats: RunStats, calls: CallStats) -> PlaylineError | None:
             )
             return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
     if stats.rows and stats.rows_failed == stats.rows:
-        return PlaylineError(f"All {stats.rows} rows failed: {_top_cause(calls)}.")
+        return PlaylineError(f"All {stats.rows} rows failed: {_top_cause(calls, cell_errors)}.")
     return None
 
 
-def _top_cause(calls: CallStats) -> str:
-    if not calls.errors:
-        return "see the failed cells (playline export --with-status)"
-    cause, count = max(calls.errors.items(), key=lambda item: item[1])
+def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]] | None = None) -> str:
+    """The most frequent cause of failed cells: a tool's failure, or a resolver's error with
+    its first message (``3 x KeyError in column 'email': 'emial'``)."""
+    causes = [(count, cause) for cause, count in calls.errors.items()]
+    causes += [
+        (count, f"{cause}: {first}") for cause, (count, first) in (cell_errors or {}).items()
+    ]
+    if not causes:
+        return "see the failed cells (playline show RUN_ID --rows 20)"
+    count, cause = max(causes, key=lambda item: item[0])
     return f"{count} x {cause}"
 
 

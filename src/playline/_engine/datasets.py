@@ -121,6 +121,9 @@ class DatasetHost(Protocol):
     resuming: bool
     retry_failed: bool  # failed rows restart at their failed cell, the others kept
     cell_limit: int  # bytes of one stored cell value
+    # why cells failed other than a tool's failure (a resolver's error): by "KeyError in
+    # column 'email'", its count and the first message
+    cell_errors: dict[str, tuple[int, str]]
 
     def stored_result(self, tool: str | None, data: Any) -> ToolResult: ...
 
@@ -539,6 +542,10 @@ class DatasetRun:
             "error": redact(str(error) or type(error).__name__),
             "updated_at": self.rt.clock.now(),
         }
+        if not isinstance(error, ToolError):  # a tool's failures are counted by the calls
+            cause = f"{type(error).__name__} in column {column.name!r}"
+            count, first = self.rt.cell_errors.get(cause, (0, meta["error"]))
+            self.rt.cell_errors[cause] = (count + 1, first)
         if isinstance(error, ToolError):
             meta["tool"] = meta["provider"] = error.tool
             meta["http_status"] = error.status
