@@ -21,7 +21,7 @@ from typing import Any
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
 from ._json import canonical
 from ._runner import gate_statistics
-from .store import RowRecord, RunRecord, RunStatus, Store
+from .store import CellMeta, RowRecord, RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
 __all__ = [
@@ -429,9 +429,22 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
 
 
 def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> dict[str, Any]:
-    """Credits and cells per dataset column, from the cells' recorded cost and provider.
+    """Cells and credits per dataset column.
 
-    It reads every row, so a dataset past ``max_rows`` is left out (``skipped`` names it)."""
+    Credits are the ledger's, over every attempt: a paid call counts in the column of its row
+    whose cell used its tool (the cell's provider or one of its waterfall's steps), so a cell
+    that a later attempt answered from the receipt an earlier one paid for still shows what
+    it cost. Paid calls no stored cell claims (made outside a dataset, or for a row that was
+    never stored) are ``other_credits``. It reads every row, so a dataset past ``max_rows``
+    is left out (``skipped`` names it)."""
+    paid: dict[tuple[str, str], dict[str, float]] = {}  # (dataset, row key) -> tool -> credits
+    other = 0.0
+    for charge in store.read_ledger(run_id):
+        if charge.dataset is None or charge.row_key is None:
+            other += charge.credits
+            continue
+        tools = paid.setdefault((charge.dataset, charge.row_key), {})
+        tools[charge.tool] = tools.get(charge.tool, 0.0) + charge.credits
     columns: dict[str, dict[str, Any]] = {}
     skipped = []
     for name in store.datasets(run_id):
@@ -439,6 +452,7 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
             skipped.append(name)
             continue
         for record in store.iter_rows(run_id, name):
+            charges = paid.pop((name, record.key), {})
             for column, meta in record.cells.items():
                 entry = columns.setdefault(
                     f"{name}.{column}",
@@ -447,11 +461,26 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
                 )  # fmt: skip
                 entry["cells"] += 1
                 entry["found"] += meta.get("status") in ("completed", "cached")
-                entry["credits"] = round(entry["credits"] + float(meta.get("cost") or 0), 6)
+                for tool in _tools_of(meta):
+                    entry["credits"] = round(entry["credits"] + charges.pop(tool, 0.0), 6)
                 provider = meta.get("provider")
                 if provider:
                     entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
-    return {"columns": list(columns.values()), "skipped": skipped}
+    other += sum(c for (dataset, _), tools in paid.items() if dataset not in skipped
+                 for c in tools.values())  # fmt: skip
+    return {
+        "columns": list(columns.values()),
+        "skipped": skipped,
+        "other_credits": round(other, 6),
+    }
+
+
+def _tools_of(meta: CellMeta) -> list[str]:
+    """The tools a cell's value came from: its provider, and its waterfall's steps'."""
+    steps = (meta.get("waterfall") or {}).get("steps") or {}
+    tools = [s["provider"] for s in steps.values() if isinstance(s, dict) and s.get("provider")]
+    provider = meta.get("provider")
+    return [provider, *tools] if provider else tools
 
 
 def dataset_columns(store: Store, run_id: str, dataset: str) -> list[str]:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import playline as pl
+from playline._trace import ledger_by_column
 from playline.store import open_store
 from playline.web import UIConfig, create_app
 from playline.web.server import is_loopback, no_login_warning
@@ -67,6 +68,42 @@ def test_a_run_has_its_trace_ledger_by_tool_and_column_and_waterfall(demo_ui: UI
     columns = {c["column"]: c for c in get(base, f"/api/columns/{run_id}")["columns"]}
     assert columns["email"]["credits"] == pytest.approx(fall["credits"])
     assert get(base, "/api/run/nope", status=404)["error"].startswith("No run 'nope'")
+
+
+def test_ledger_by_column_counts_what_earlier_attempts_paid(tmp_path: Path) -> None:
+    """A row finished by a resume has its paid cell answered from the receipt (cost 0 in the
+    cell); the column still shows what the run paid for it, as the ledger has it."""
+    ready: list[bool] = []
+    registry = pl.ToolRegistry()
+    registry.tool("t.paid", batch=pl.Batch(max_size=10), cost=pl.Cost(2))(
+        lambda inputs: [{"n": i["n"]} for i in inputs]
+    )
+
+    def later(row: Any) -> int:
+        if not ready:
+            raise RuntimeError("not yet")
+        return int(row["n"])
+
+    @pl.play(name="paid-then-later")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        await ctx.tool("t.paid", {"n": -1})  # outside the dataset
+        return await (
+            ctx.dataset("rows", [{"n": n} for n in range(3)], key="n")
+            .with_column("paid", lambda row, ctx: ctx.tool("t.paid", {"n": row["n"]}))
+            .with_column("later", later)
+            .run()
+        )
+
+    url = f"sqlite:///{tmp_path}/l.db"
+    first = pl.run(play, store=url, tools=[registry])
+    assert first.status == "failed"  # every row failed at "later"
+    ready.append(True)
+    again = pl.run(play, store=url, tools=[registry], run_id=first.run_id)
+    assert again.status == "completed" and again.stats.tool_calls_cached == 4
+    doc = ledger_by_column(open_store(url), first.run_id)
+    columns = {c["column"]: c for c in doc["columns"]}
+    assert columns["paid"]["credits"] == 6 and columns["later"]["credits"] == 0
+    assert doc["other_credits"] == 2
 
 
 def test_windows_filter_sort_and_count(demo_ui: UI) -> None:

@@ -98,9 +98,14 @@ function render(doc) {
 
 async function loadColumns() {
   const doc = await getJSON(api(`columns/${runId}`));
-  table("columns", doc.columns.map((c) => el("tr", {}, ...cells(`${c.dataset}.${c.column}`,
+  const rows = doc.columns.map((c) => el("tr", {}, ...cells(`${c.dataset}.${c.column}`,
     num(c.cells), num(c.found), credits(c.credits),
-    Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", ")))));
+    Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", "))));
+  if (doc.other_credits) {  // paid calls no stored cell claims (outside a dataset)
+    rows.push(el("tr", {}, ...cells("(outside the stored cells)", "", "",
+      credits(doc.other_credits), "")));
+  }
+  table("columns", rows);
 }
 
 async function refresh() {
