@@ -212,6 +212,22 @@ async def arun(
             f"cell_limit={cell_limit!r} must be a whole number of bytes >= 1, e.g. "
             "cell_limit=20_000_000 for 20 MB."
         )
+    if clock is not None and not all(
+        callable(getattr(clock, name, None)) for name in ("now", "monotonic", "sleep")
+    ):
+        raise PlayDefinitionError(
+            f"clock={clock!r} is not a clock: give pl.ManualClock() (tests) or leave it out."
+        )
+    listening = (
+        list(listeners)
+        if isinstance(listeners, Iterable) and not isinstance(listeners, str | bytes | Mapping)
+        else None
+    )
+    if listening is None or not all(callable(f) for f in listening):
+        raise PlayDefinitionError(
+            f"listeners={listeners!r} must be a list of functions, each called with every "
+            "event: listeners=[print]."
+        )
     columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
     opened = open_store(store)
@@ -221,7 +237,7 @@ async def arun(
         tools=resolve_tools(tools),
         gates=_gates(clock, opened),
         context=Context,
-        listeners=listeners,
+        listeners=listening,
         row_window=row_window,
         foreground_sleep=foreground_sleep,
         retry_in_doubt=retry_in_doubt,
@@ -273,8 +289,10 @@ async def arun(
 def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:
     if refresh is None:
         return []
-    names = [refresh] if isinstance(refresh, str) else list(refresh)
-    if not all(isinstance(n, str) and n.strip() for n in names):
+    names = [refresh] if isinstance(refresh, str) else refresh
+    if isinstance(names, Iterable):
+        names = list(names)
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
         raise PlayDefinitionError(
             f'refresh={refresh!r}: give column names, e.g. refresh=["email"] or ["people.email"].'
         )

@@ -178,6 +178,16 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         ({"max_credits": float("nan")}, pl.PlayDefinitionError),
         ({"foreground_sleep": float("nan")}, pl.PlayDefinitionError),
         ({"lease": float("inf")}, pl.PlayDefinitionError),
+        ({"store": 3}, pl.StoreError),
+        ({"store": ""}, pl.StoreError),
+        ({"store": b"sqlite:///x.db"}, pl.StoreError),
+        ({"store": "sqlite:///t\x00.db"}, pl.StoreError),
+        ({"clock": 3}, pl.PlayDefinitionError),
+        ({"listeners": print}, pl.PlayDefinitionError),
+        ({"listeners": [3]}, pl.PlayDefinitionError),
+        ({"tools": 3}, pl.PlayDefinitionError),
+        ({"tools": "t.tool"}, pl.PlayDefinitionError),
+        ({"refresh": 5}, pl.PlayDefinitionError),
     ],
     ids=[
         "store-url",
@@ -188,6 +198,16 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         "nan-credits",
         "nan-sleep",
         "inf-lease",
+        "store-int",
+        "store-empty",
+        "store-bytes",
+        "store-nul",
+        "clock",
+        "listeners-function",
+        "listeners-int",
+        "tools-int",
+        "tools-str",
+        "refresh-int",
     ],
 )
 def test_bad_run_options_are_refused(options, error):
@@ -244,6 +264,27 @@ def test_tools_that_cannot_make_a_tool_table_are_refused_before_the_run():
     for via in ("", 3):
         with pytest.raises(pl.PlayDefinitionError, match="names the batch tool"):
             pl.Batch(max_size=5, via=via)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"rate": 5}, "rate=5"),
+        ({"batch": 10}, "batch=10"),
+        ({"cost": "1"}, "cost='1'"),
+        ({"outputs": ["a"]}, "outputs="),
+        ({"outputs": {"a": 1}}, "outputs['a']"),
+        ({"lists": ["a"]}, "lists="),
+    ],
+)
+def test_tool_options_of_the_wrong_kind_are_refused_where_the_tool_is_defined(
+    registry, options, named
+):
+    with pytest.raises(pl.PlayDefinitionError) as caught:
+        registry.tool("t.odd", **options)
+    assert named in str(caught.value)
+    with pytest.raises(pl.PlayDefinitionError, match="per_second"):
+        pl.Rate(per_second="5")
 
 
 @pytest.mark.parametrize("credits", [float("nan"), float("inf"), -1, "5"])

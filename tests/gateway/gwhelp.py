@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -57,3 +61,39 @@ def people_play(
 
 def by_email(ds: pl.Dataset) -> dict[str, dict[str, Any]]:
     return {row["email"]: row for row in ds}
+
+
+@contextmanager
+def fake_gateway(tools: Any, answer: Any) -> Iterator[tuple[str, list[Any]]]:
+    """A gateway on loopback that lists ``tools`` (its ``{"tools": ...}``) and answers every
+    call 200 with ``answer``: for what the simulator never sends. Yields its URL and the
+    bodies of the calls it got."""
+    posts: list[Any] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _json(self, body: Any) -> None:
+            raw = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            self._json({"tools": tools})
+
+        def do_POST(self) -> None:
+            posts.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self._json(answer)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", posts
+    finally:
+        httpd.shutdown()
+        thread.join()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import playline as pl
 from playline.sim import Simulator
 
-from gwhelp import by_email, people_play, tool_column, world_people
+from gwhelp import by_email, fake_gateway, people_play, tool_column, world_people
 
 local = pl.ToolRegistry()
 
@@ -87,3 +89,49 @@ def test_a_gateway_without_a_token_lists_its_tools_and_calls_say_unauthorized(
     result = pl.run(play, tools=[anonymous])
     assert isinstance(result.exception, pl.ToolError)
     assert result.exception.status == 401
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"rate": {"per_second": "fast"}},
+        {"rate": [1]},
+        {"cost": {"credits": "abc"}},
+        {"batch": {"max_size": "x", "operation": "bulk"}},
+        {"batch": {"max_size": 10}},
+        {"outputs": ["email"]},
+        {"lists": {"emails": 3}},
+        {"rate": {"per_second": -1}},
+    ],
+    ids=[
+        "rate-text",
+        "rate-list",
+        "cost-text",
+        "batch-size",
+        "batch-op",
+        "outputs",
+        "lists",
+        "negative-rate",
+    ],
+)
+def test_metadata_playline_cannot_use_is_the_gateways_error_naming_the_tool(
+    meta: dict[str, Any],
+) -> None:
+    with (
+        fake_gateway([{"id": "odd.tool", **meta}], {}) as (url, _),
+        pytest.raises(pl.GatewayError) as caught,
+    ):
+        pl.Gateway(url).specs()
+    message = str(caught.value)
+    assert "'odd.tool'" in message and "Fix the tool's metadata at the gateway" in message
+
+
+def test_an_output_given_as_one_path_is_that_path_and_a_list_that_is_none_is_refused() -> None:
+    with fake_gateway([{"id": "one.path", "outputs": {"email": "contact.email"}}], {}) as (url, _):
+        (spec,) = pl.Gateway(url).specs()
+    assert spec.outputs == {"email": ("contact.email",)}
+    with (
+        fake_gateway({"id": "not.a.list"}, {}) as (url, _),
+        pytest.raises(pl.GatewayError, match="not"),
+    ):
+        pl.Gateway(url).specs()

@@ -9,12 +9,9 @@ limits lifted but its published rates kept, so the gateway still paces as it wou
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -25,7 +22,7 @@ from playline.sim import Simulator
 from playline.store import Store, open_store
 
 from gwfaults import enrichment_play, eventually, fast
-from gwhelp import people_play, person_input, tool_column, world_people
+from gwhelp import fake_gateway, people_play, person_input, tool_column, world_people
 
 BETA_THEN_ALPHA = pl.Waterfall(
     "beta-then-alpha",
@@ -337,40 +334,14 @@ def test_a_paid_submit_that_failed_in_doubt_is_not_paid_again_on_resume(
 # a gateway answering a status it has no meaning for
 
 
-class _OddGateway(BaseHTTPRequestHandler):
-    """A gateway with one paid tool that answers every call 200 ``{"status": "failed"}``."""
-
-    posts: ClassVar[int] = 0
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, body: Any) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def do_GET(self) -> None:
-        self._json({"tools": [{"id": "odd.lookup", "cost": {"credits": 1}}]})
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        type(self).posts += 1
-        self._json({"status": "failed", "result": {"error": "quota exhausted"}})
-
-
 def test_an_answer_with_an_unknown_status_fails_its_cell_and_is_never_a_miss(
     tmp_path: Path,
 ) -> None:
-    _OddGateway.posts = 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _OddGateway)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        gateway = pl.Gateway(f"http://127.0.0.1:{httpd.server_address[1]}")
+    # A gateway with one paid tool that answers every call 200 {"status": "failed"}.
+    tools = [{"id": "odd.lookup", "cost": {"credits": 1}}]
+    answer = {"status": "failed", "result": {"error": "quota exhausted"}}
+    with fake_gateway(tools, answer) as (url, posts):
+        gateway = pl.Gateway(url)
 
         @pl.play(name="odd-status")
         async def odd(ctx: pl.Context, input: Any) -> pl.Dataset:
@@ -380,18 +351,15 @@ def test_an_answer_with_an_unknown_status_fails_its_cell_and_is_never_a_miss(
                 .run()
             )
 
-        url = f"sqlite:///{tmp_path}/p.db"
-        first = pl.run(odd, store=url, tools=[gateway])
+        store = f"sqlite:///{tmp_path}/p.db"
+        first = pl.run(odd, store=store, tools=[gateway])
         (error,) = first.output.errors
         assert error.code == "bad_response" and "'failed'" in error.message
         assert "quota exhausted" in error.message
-        (row,) = open_store(url).iter_rows(first.run_id, "rows")
+        (row,) = open_store(store).iter_rows(first.run_id, "rows")
         assert row.cells["r"]["status"] == "failed"
-        again = pl.run(odd, store=url, tools=[gateway])  # not answered from a receipt
-        assert again.stats.tool_calls_cached == 0 and _OddGateway.posts == 2
-    finally:
-        httpd.shutdown()
-        thread.join()
+        again = pl.run(odd, store=store, tools=[gateway])  # not answered from a receipt
+        assert again.stats.tool_calls_cached == 0 and len(posts) == 2
 
 
 # a stop while async jobs wait for their gate

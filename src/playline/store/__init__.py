@@ -106,7 +106,18 @@ def open_store(url: str | Store | None = None, *, read_only: bool = False) -> St
     A damaged SQLite store is always opened so (see ``SQLiteStore``).
     """
     if url is not None and not isinstance(url, str):
+        if isinstance(url, bytes | int | float | bool) or not hasattr(url, "find_receipts"):
+            raise StoreError(
+                f"store={url!r} is not a store: give a URL ('sqlite:///playline.db', "
+                "'postgresql://...', 'memory://'), an open store, or None for the default."
+            )
         return url
+    if url is not None and (not url.strip() or "\x00" in url):
+        raise StoreError(
+            f"Store URL {url!r} names no store. Leave it out for the default "
+            "(PLAYLINE_STORE, else sqlite:///.playline/playline.db), or give "
+            "'sqlite:///path/to/file.db'."
+        )
     url = url or os.environ.get("PLAYLINE_STORE") or DEFAULT_STORE_URL
     if url == "memory://":
         return MemoryStore()

@@ -20,8 +20,8 @@ import httpx
 
 from .._json import digest
 from .._secrets import Secret, reveal
-from ..errors import GatewayError, ToolError
-from ._spec import Batch, Cost, JobState, Rate, ToolSpec
+from ..errors import GatewayError, PlayDefinitionError, ToolError
+from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
 __all__ = ["Gateway", "parse_retry_after"]
 
@@ -112,9 +112,11 @@ class Gateway:
         try:
             tools = response.json()["tools"]
         except (ValueError, KeyError, TypeError):
+            tools = None
+        if not isinstance(tools, list):
             raise GatewayError(
                 f'The gateway at {self.url} sent a tool list that is not {{"tools": [...]}} JSON.'
-            ) from None
+            )
         return [
             t
             for t in tools
@@ -122,6 +124,18 @@ class Gateway:
         ]
 
     def _spec(self, meta: Mapping[str, Any]) -> ToolSpec:
+        """The tool ``meta`` describes; a description Playline cannot use is the gateway's
+        error, naming the tool, not one of the play's."""
+        try:
+            return self._parse(meta)
+        except (PlayDefinitionError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise GatewayError(
+                f"The gateway at {self.url} describes tool {meta.get('id')!r} in a way Playline "
+                f"cannot use ({type(exc).__name__}: {exc}). Fix the tool's metadata at the "
+                "gateway (its rate, cost, batch, outputs and lists)."
+            ) from None
+
+    def _parse(self, meta: Mapping[str, Any]) -> ToolSpec:
         rate = meta.get("rate") or {}
         cost = meta.get("cost") or {}
         batch = meta.get("batch")
@@ -146,8 +160,8 @@ class Gateway:
             ),
             cost=Cost(float(cost.get("credits", 0)), cost.get("charge", "per_call")),
             batch=Batch(max_size=int(batch["max_size"])) if batch else None,
-            outputs={k: tuple(v) for k, v in (meta.get("outputs") or {}).items()},
-            lists=dict(meta.get("lists") or {}),
+            outputs=normalise_outputs(meta.get("outputs")),
+            lists=normalise_lists(meta.get("lists")),
             version=str(meta.get("version", "1")),
             retry_safe=bool(meta.get("retry_safe", False)),
             in_doubt="resend" if honoured else "fail",

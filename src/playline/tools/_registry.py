@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from .._secrets import reveal
 from ..errors import PlayDefinitionError, ToolError
-from ._spec import Batch, Cost, Rate, ToolSpec, normalise_outputs
+from ._spec import Batch, Cost, Rate, ToolSpec, normalise_lists, normalise_outputs
 
 __all__ = ["LocalTransport", "ToolRegistry", "ToolSource", "default_registry", "tool"]
 
@@ -109,8 +109,19 @@ class ToolRegistry:
                 f"Tool id {id!r} is not valid; use letters, digits and . _ - : /, "
                 'e.g. "acme.company".'
             )
-        if isinstance(cost, int | float):
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
             cost = Cost(cost)
+        for name, value, kind, example in (
+            ("rate", rate, Rate, "pl.Rate(per_second=5)"),
+            ("cost", cost, Cost, "pl.Cost(1) or a number of credits"),
+            ("batch", batch, Batch, "pl.Batch(max_size=100)"),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise PlayDefinitionError(
+                    f"@pl.tool({id!r}, {name}={value!r}): give {example}, or leave it out."
+                )
+        outputs_of, lists_of = normalise_outputs(outputs), normalise_lists(lists)
+        charged = cost if isinstance(cost, Cost) else Cost()
 
         def decorate(fn: F) -> F:
             if not callable(fn):
@@ -127,10 +138,10 @@ class ToolRegistry:
                 id=id,
                 transport=LocalTransport(fn, takes_list=takes_list),
                 rate=limits,
-                cost=cost or Cost(),
+                cost=charged,
                 batch=batch,
-                outputs=normalise_outputs(outputs),
-                lists=dict(lists or {}),
+                outputs=outputs_of,
+                lists=lists_of,
                 version=str(version),
                 retry_safe=retry_safe,
                 in_doubt=in_doubt,

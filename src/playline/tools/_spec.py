@@ -22,7 +22,10 @@ class Rate:
 
     def __post_init__(self) -> None:
         if self.per_second is not None and not (
-            math.isfinite(self.per_second) and self.per_second > 0
+            isinstance(self.per_second, int | float)
+            and not isinstance(self.per_second, bool)
+            and math.isfinite(self.per_second)
+            and self.per_second > 0
         ):
             raise PlayDefinitionError(
                 f"Rate(per_second={self.per_second!r}) must be a positive number; "
@@ -30,7 +33,9 @@ class Rate:
             )
         for name in ("burst", "concurrency"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
                 raise PlayDefinitionError(
                     f"Rate({name}={value!r}) must be a whole number >= 1; leave it unset for "
                     "the default."
@@ -199,14 +204,37 @@ class ToolSpec:
 def normalise_outputs(
     outputs: Mapping[str, str | Sequence[str]] | None,
 ) -> dict[str, tuple[str, ...]]:
+    """``outputs=``: each named output's dotted paths, tried in order."""
+    if outputs is not None and not isinstance(outputs, Mapping):
+        raise PlayDefinitionError(
+            f"outputs={outputs!r} must map output names to dotted paths, e.g. "
+            '{"domain": ["domain", "company.domain"]}.'
+        )
     result: dict[str, tuple[str, ...]] = {}
     for name, paths in (outputs or {}).items():
         if isinstance(paths, str):
             paths = (paths,)
-        if not paths or not all(isinstance(p, str) and p for p in paths):
+        if (
+            not isinstance(paths, Sequence)
+            or not paths
+            or not all(isinstance(p, str) and p for p in paths)
+        ):
             raise PlayDefinitionError(
                 f"outputs[{name!r}] must be a dotted path or a list of them, e.g. "
                 '{"domain": ["domain", "company.domain"]}.'
             )
         result[str(name)] = tuple(paths)
     return result
+
+
+def normalise_lists(lists: Mapping[str, str] | None) -> dict[str, str]:
+    """``lists=``: each named list output's dotted path."""
+    if lists is None:
+        return {}
+    if not isinstance(lists, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in lists.items()
+    ):
+        raise PlayDefinitionError(
+            f'lists={lists!r} must map list names to dotted paths, e.g. {{"emails": "emails"}}.'
+        )
+    return dict(lists)
