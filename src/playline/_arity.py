@@ -8,7 +8,22 @@ from typing import Any
 
 from .errors import PlayDefinitionError
 
-__all__ = ["takes_ctx"]
+__all__ = ["check_args", "takes_ctx"]
+
+
+def check_args(fn: Callable[..., Any], count: int, what: str, form: str) -> None:
+    """Refuse ``fn`` if it cannot be called with ``count`` positional arguments (``form``
+    shows them, e.g. ``"(ctx, input)"``), where it is defined rather than where it runs."""
+    if not callable(fn):
+        raise PlayDefinitionError(f"{what} must be a function {form}, not {fn!r}.")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: it will tell when called
+        return
+    try:
+        signature.bind(*([None] * count))
+    except TypeError as exc:
+        raise PlayDefinitionError(f"{what} must take {form}: {exc}.") from None
 
 
 def takes_ctx(fn: Callable[..., Any], what: str, names: str, *, unknown: bool = False) -> bool:

@@ -75,7 +75,7 @@ class Context:
             )
         if name in self._rt.datasets:
             self._rt.claim_dataset_name(name)  # raises with the explanation
-        if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
+        if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
             raise PlayDefinitionError(
                 f"Dataset {name!r}: rows must be a list or iterable of rows, not "
                 f"{type(rows).__name__}. To read a file, use ctx.csv(path)."

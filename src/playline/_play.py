@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from ._arity import check_args
 from ._limits import Limits, is_amount
 from .errors import PlayDefinitionError
 
@@ -49,6 +50,7 @@ def _make(fn: PlayFn, name: str | None, max_credits: float | None, limits: Any) 
             f"@pl.play needs an async function: write `async def {getattr(fn, '__name__', 'play')}"
             "(ctx, input): ...`."
         )
+    check_args(fn, 2, f"The play {getattr(fn, '__name__', '')}", "(ctx, input)")
     if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
     play_name = name or fn.__name__.replace("_", "-")

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any, Literal
 
-from ._arity import takes_ctx
+from ._arity import check_args, takes_ctx
 from .errors import PlayDefinitionError
 
 __all__ = [
@@ -57,16 +57,14 @@ class ToolStep:
     def __post_init__(self) -> None:
         _check_id(self.id, "ToolStep id")
         _check_id(self.tool, f"ToolStep {self.id!r}: the tool id")
-        if self.map_input is not None and not callable(self.map_input):
-            raise PlayDefinitionError(
-                f"ToolStep {self.id!r}: map_input must be a function input -> dict, not "
-                f"{self.map_input!r}."
-            )
+        if self.map_input is not None:
+            check_args(self.map_input, 1, f"ToolStep {self.id!r}: map_input", "(input) -> dict")
 
 
 @dataclass(frozen=True)
 class CodeStep:
-    """A step running ``run(input, ctx)`` (sync or async); its return value is the result.
+    """A step running ``run(input)`` or ``run(input, ctx)`` (sync or async); its return value
+    is the result.
 
     ``run`` may call ``ctx.tool`` (the calls are batched with other rows' and their cost is
     the step's), and may return a ``ToolResult``, which is read like a tool step's.
@@ -74,10 +72,14 @@ class CodeStep:
 
     id: str
     run: Callable[..., Any]
+    _takes_ctx: bool = field(init=False, repr=False, compare=False, default=True)
 
     def __post_init__(self) -> None:
         _check_id(self.id, "CodeStep id")
-        takes_ctx(self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)", unknown=True)
+        takes = takes_ctx(
+            self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)", unknown=True
+        )
+        object.__setattr__(self, "_takes_ctx", takes)
 
 
 Step = ToolStep | CodeStep

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import inspect
+import re
 import uuid
 
 import pytest
@@ -285,6 +286,46 @@ def test_tool_options_of_the_wrong_kind_are_refused_where_the_tool_is_defined(
     assert named in str(caught.value)
     with pytest.raises(pl.PlayDefinitionError, match="per_second"):
         pl.Rate(per_second="5")
+
+
+def test_functions_that_cannot_take_their_arguments_are_refused_where_they_are_defined(registry):
+    async def one_argument(ctx):
+        return None
+
+    cases = [
+        (lambda: pl.play(name="one-arg")(one_argument), "(ctx, input)"),
+        (lambda: registry.tool("t.none")(lambda: {}), "(input)"),
+        (lambda: registry.tool("t.bulk", batch=pl.Batch(max_size=5))(lambda: []), "(inputs)"),
+        (lambda: pl.ToolStep("s", "t.x", map_input=lambda a, b: a), "(input) -> dict"),
+    ]
+    for define, form in cases:
+        with pytest.raises(pl.PlayDefinitionError, match=re.escape(form)):
+            define()
+
+    async def play(ctx, input):
+        return await ctx.step("s", lambda x: 1)
+
+    result = run_play(play, tools=[])
+    assert isinstance(result.exception, pl.PlayDefinitionError) and "fn must take" in result.error
+
+
+def test_a_code_step_may_take_its_input_alone(registry):
+    spec = pl.Waterfall(
+        "code-alone", output="v", steps=[pl.CodeStep("double", lambda input: {"v": input["n"] * 2})]
+    )
+
+    async def play(ctx, input):
+        return await ctx.waterfall(spec, {"n": 21})
+
+    assert run_play(play, tools=[]).output == 42
+
+
+def test_rows_given_as_one_dict_are_refused():
+    async def play(ctx, input):
+        await ctx.dataset("d", {"a": 1}).with_column("x", lambda row: 1).run()
+
+    result = run_play(play, tools=[])
+    assert isinstance(result.exception, pl.PlayDefinitionError) and "not dict" in result.error
 
 
 @pytest.mark.parametrize("credits", [float("nan"), float("inf"), -1, "5"])

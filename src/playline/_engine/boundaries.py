@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from .._arity import check_args
 from .._clock import Clock
 from .._json import digest, dumps, loads
 from .._limits import is_amount
@@ -83,8 +84,7 @@ class Boundaries:
         self, name: str, fn: Callable[[], Any], *, stale_after: int | None = None
     ) -> Any:
         _check_name("ctx.step", name)
-        if not callable(fn):
-            raise PlayDefinitionError(f"ctx.step({name!r}, fn): fn must be a function.")
+        check_args(fn, 0, f"ctx.step({name!r}, fn): fn", "() (a lambda: or a function)")
         stale = validate_stale_after(stale_after)
         key = self.key("step", name, stale_bucket(stale, self._clock.now()))
         stored = await self.get(key)

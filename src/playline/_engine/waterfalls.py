@@ -253,7 +253,7 @@ async def _run_step(
                 )
             found: Any = await call_tool(step.tool, payload, label=f"{spec.id}.{step.id}")
         else:
-            found = await _maybe_await(step.run(input, ctx))
+            found = await _maybe_await(step.run(input, ctx) if step._takes_ctx else step.run(input))
         for value in extract(found, spec.output):
             if len(held) >= spec.min_results:
                 break  # satisfied: the rest need no (possibly paid) acceptance check

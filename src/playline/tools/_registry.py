@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from .._arity import check_args
 from .._secrets import reveal
 from ..errors import PlayDefinitionError, ToolError
 from ._spec import Batch, Cost, Rate, ToolSpec, normalise_lists, normalise_outputs
@@ -124,9 +125,8 @@ class ToolRegistry:
         charged = cost if isinstance(cost, Cost) else Cost()
 
         def decorate(fn: F) -> F:
-            if not callable(fn):
-                raise PlayDefinitionError(f"@pl.tool({id!r}) must decorate a function.")
             takes_list = batch is not None and batch.via is None
+            check_args(fn, 1, f"@pl.tool({id!r})", "(inputs)" if takes_list else "(input)")
             limits = rate or Rate()
             if limits.concurrency is None:
                 limits = Rate(
