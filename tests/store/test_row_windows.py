@@ -106,6 +106,9 @@ def test_a_window_the_grid_never_asks_for_is_refused(rows: Store) -> None:
         rows.row_window("r1", "people", state="done")
     with pytest.raises(StoreError, match="offset >= 0"):
         rows.row_window("r1", "people", offset=-1)
+    for name in ('a"b', "back\\slash", ""):  # SQLite's JSON paths cannot name them
+        with pytest.raises(StoreError, match="double quotes or backslashes"):
+            rows.row_window("r1", "people", sort=name)
 
 
 def test_last_seq_is_the_newest_event_of_the_run_and_kinds(store: Store) -> None:

@@ -129,6 +129,8 @@ def test_windows_filter_sort_and_count(demo_ui: UI) -> None:
     error = get(base, f"/api/rows/{run_id}?dataset=people&offset=-5", status=400)["error"]
     assert error == "offset=-5 is below 0; pass offset=0 or more."
     assert get(base, "/api/runs?limit=0", status=400)["error"].endswith("pass limit=1 or more.")
+    error = get(base, f"/api/rows/{run_id}?dataset=people&sort=frist_name", status=400)["error"]
+    assert "Unknown column 'frist_name'" in error and "first_name" in error
 
 
 def test_the_drawer_shows_a_waterfalls_attempts_and_charges(demo_ui: UI) -> None:

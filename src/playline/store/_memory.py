@@ -372,7 +372,7 @@ class MemoryStore(ReceiptWrites):
         sort: str | None = None,
         descending: bool = False,
     ) -> list[RowRecord]:
-        check_window(offset, limit, state)
+        check_window(offset, limit, state, sort)
         rows = self._matching(run_id, dataset, state)
         if sort is not None:  # stable, also reversed: ties stay in input order
             rows.sort(key=lambda r: sort_key(r.values.get(sort)), reverse=descending)

@@ -191,6 +191,12 @@ def api_rows(request: Request) -> Response:
         raise HTTPException(400, f"Unknown state {state!r}; use one of {', '.join(STATES)}.")
     offset = _int(request, "offset", 0)
     limit = _int(request, "limit", 100, high=MAX_WINDOW)
+    sort = request.query_params.get("sort") or None
+    columns = dataset_columns(cfg.store, run_id, dataset) if sort or offset == 0 else None
+    if sort is not None and columns is not None and sort not in columns:
+        raise HTTPException(
+            400, f"Unknown column {sort!r} to sort by; use one of {', '.join(columns)}."
+        )
     # The seq first: a change after it reaches the page through the stream, never lost
     # between this window and the stream's start.
     seq = sse.last_seq(cfg.store, run_id)
@@ -201,7 +207,7 @@ def api_rows(request: Request) -> Response:
             offset=offset,
             limit=limit,
             state=state,
-            sort=request.query_params.get("sort") or None,
+            sort=sort,
             descending=request.query_params.get("desc") in ("1", "true"),
         )
         total = cfg.store.count_rows(run_id, dataset, state=state)
@@ -214,7 +220,7 @@ def api_rows(request: Request) -> Response:
             "offset": offset,
             "total": total,
             "seq": seq,
-            "columns": dataset_columns(cfg.store, run_id, dataset) if offset == 0 else None,
+            "columns": columns if offset == 0 else None,
             "rows": [row_doc(r) for r in rows],
         }
     )

@@ -550,7 +550,7 @@ class SQLStore(ReceiptWrites, GateRows):
         sort: str | None = None,
         descending: bool = False,
     ) -> list[RowRecord]:
-        check_window(offset, limit, state)
+        check_window(offset, limit, state, sort)
         params: list[Any] = [run_id, dataset, *([state] if state else [])]
         order = "idx DESC, key DESC" if descending else "idx, key"
         if sort is not None:
