@@ -11,7 +11,7 @@ from ._engine.boundaries import FetchResponse
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
 from ._play import Play, PlayFn, get_play
-from ._secrets import Secrets, check_no_secret
+from ._secrets import Secrets, check_stored_name
 from ._waterfall import Waterfall, WaterfallStats, resolve
 from .errors import PlayDefinitionError
 from .tools import ToolResult
@@ -67,7 +67,7 @@ class Context:
             raise PlayDefinitionError(
                 "ctx.dataset needs a non-empty name, e.g. ctx.dataset('leads', rows)."
             )
-        check_no_secret(name, "A dataset name")
+        check_stored_name(name, "A dataset name")
         if current_row.get() is not None:
             raise PlayDefinitionError(
                 f"Dataset {name!r} was started inside a column. Datasets cannot be nested: "

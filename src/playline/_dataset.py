@@ -16,6 +16,7 @@ from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError, RowF
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
+from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
 from .store import Store
 
@@ -66,6 +67,7 @@ class DatasetBuilder:
         where = f"Dataset {self.name!r}"
         if not isinstance(name, str) or not name:
             raise PlayDefinitionError(f"{where}: with_column needs a non-empty column name.")
+        check_stored_name(name, f"{where}: the column name")
         if any(c.name == name for c in self._columns):
             raise PlayDefinitionError(
                 f"{where}: column {name!r} is defined twice; give each column its own name."

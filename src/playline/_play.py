@@ -9,6 +9,7 @@ from typing import Any, overload
 
 from ._arity import check_args
 from ._limits import Limits, is_amount
+from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
 
 __all__ = ["Play", "get_play", "play", "registered_plays"]
@@ -56,6 +57,7 @@ def _make(fn: PlayFn, name: str | None, max_credits: float | None, limits: Any) 
     play_name = name or fn.__name__.replace("_", "-")
     if not isinstance(play_name, str) or not play_name.strip():
         raise PlayDefinitionError("A play needs a non-empty name.")
+    check_stored_name(play_name, "The play name")
     result = Play(fn=fn, name=play_name, max_credits=max_credits, limits=_limits(limits))
     _registry[play_name] = result
     return result

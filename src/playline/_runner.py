@@ -26,6 +26,7 @@ from ._engine.attempt import (
     RunStats,
     Services,
     Status,
+    check_same_input,
     open_run,
     run_attempt,
 )
@@ -261,6 +262,7 @@ async def arun(
         input=input,
         options=options,
     )
+    check_same_input(record, input)
     if columns and sorted(record.options.get("refresh") or ()) != columns:
         raise PlayDefinitionError(
             f"Run {run_id} exists: refresh= (--refresh) re-buys columns in a new run. Start "

@@ -214,6 +214,18 @@ def check_no_secret(data: str | bytes | None, what: str) -> None:
         )
 
 
+def check_stored_name(name: str, what: str) -> None:
+    """Refuse a name or key that is stored as it is written (a dataset, column or play name,
+    a step's key) when it holds a secret, or a NUL character, which PostgreSQL's text
+    refuses."""
+    check_no_secret(name, what)
+    if "\x00" in name:
+        raise PlayDefinitionError(
+            f"{what} {name!r} holds a NUL character (U+0000), which a store cannot keep in a "
+            "name; remove it."
+        )
+
+
 def redact(text: str) -> str:
     """``text`` (an error message) with every secret replaced by ``[secret NAME]``, and no NUL
     character (PostgreSQL's text refuses it): an error's text as it may be stored or shown."""

@@ -18,7 +18,6 @@ from .store._changes import EVENTS, Watch, watch
 __all__ = ["Worker", "send_event"]
 
 _BATCH = 100  # due runs taken per look
-MIN_INTERVAL = 0.05  # seconds: the shortest pause between looks for due runs
 _RING_LOOK = 1000  # runs an event made due, looked at for runs on Temporal
 
 
@@ -74,6 +73,8 @@ class Worker:
     registered under the run's play name and the worker's ``tools``.
     """
 
+    MIN_INTERVAL = 0.05  # seconds: the shortest pause between looks for due runs
+
     def __init__(
         self,
         *,
@@ -84,10 +85,10 @@ class Worker:
         interval: float = 1.0,
         resolve: Resolve | None = None,
     ) -> None:
-        if not is_amount(interval, positive=True) or interval < MIN_INTERVAL:
+        if not is_amount(interval, positive=True) or interval < self.MIN_INTERVAL:
             raise PlayDefinitionError(
                 f"Worker(interval={interval!r}): give the seconds between checks for due runs, "
-                f"a number >= {MIN_INTERVAL:g}."
+                f"a number >= {self.MIN_INTERVAL:g}."
             )
         self.store = open_store(store)
         self._tools = list(tools) if tools is not None else None

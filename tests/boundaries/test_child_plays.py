@@ -59,6 +59,27 @@ def test_a_child_returning_a_dataset_gives_the_parent_a_dataset(run, worker, sto
     assert resumed.output == [2, 4, 6]
 
 
+def test_a_failed_child_resumed_by_its_parent_keeps_its_own_input(run, store):
+    attempts: list[int] = []
+
+    @pl.play(name=unique("flaky-child"))
+    async def child(ctx: pl.Context, input: Any) -> Any:
+        if len(attempts) == 1:
+            raise RuntimeError("not yet")
+        return input
+
+    @pl.play(name=unique("changing-parent"))
+    async def parent(ctx: pl.Context, input: Any) -> Any:
+        attempts.append(1)
+        return await ctx.run_play("child", child, {"attempt": len(attempts)})
+
+    first = run(parent)
+    assert first.status == "failed" and "not yet" in first.error
+    again = pl.run(parent, run_id=first.run_id, store=store, tools=[])
+    assert again.status == "completed", again.error
+    assert again.output == {"attempt": 1}  # the child's input as it started
+
+
 def test_a_suspended_child_suspends_its_parent_until_both_resume(run, worker, store):
     @pl.play(name=unique("waiting-child"))
     async def child(ctx: pl.Context, input: Any) -> Any:

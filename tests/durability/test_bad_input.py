@@ -183,3 +183,41 @@ def test_a_bad_store_url_option_is_a_clear_error(tmp_path: Path, query: str) -> 
         open_store(f"sqlite:///{tmp_path}/p.db{query}")
     assert "busy_timeout" in str(caught.value)
     assert not (tmp_path / "p.db").exists()
+
+
+def test_a_nul_in_a_key_fails_its_row_and_a_nul_in_a_log_line_is_dropped(store_url: str) -> None:
+    # PostgreSQL's text cannot hold U+0000: every store treats it alike, and no run fails
+    # for one bad key or log line.
+    @pl.play(name="nul-keys")
+    async def nul_keys(ctx: pl.Context, input: Any) -> pl.Dataset:
+        ctx.log("a line with a \x00 in it")
+        return await (
+            ctx.dataset("rows", [{"k": "a\x00b"}, {"k": "ok"}], key="k")
+            .with_column("x", lambda row: "v\x00w")  # a value: stored as JSON, escaped
+            .run()
+        )
+
+    result = pl.run(nul_keys, store=store_url, tools=[])
+    assert result.status == "completed_with_errors", result.error
+    assert result.stats.rows_failed == 1
+    rows = {r.key: r for r in open_store(store_url).iter_rows(result.run_id, "rows")}
+    (refused,) = [r for k, r in rows.items() if k.startswith("nul-")]
+    assert refused.status == "failed" and "NUL character" in (refused.error or "")
+    assert rows["ok"].values["x"] == "v\x00w" and rows["ok"].status == "completed"
+    for define in (
+        lambda: pl.play(name="bad\x00name")(nul_keys.fn),
+        lambda: pl.run(_dataset_named("d\x00"), store=store_url, tools=[]).exception,
+    ):
+        try:
+            raised = define()
+        except pl.PlayDefinitionError as exc:
+            raised = exc
+        assert isinstance(raised, pl.PlayDefinitionError) and "NUL" in str(raised)
+
+
+def _dataset_named(name: str) -> pl.Play:
+    @pl.play(name="nul-dataset-name")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.dataset(name, [{"k": 1}]).with_column("x", lambda row: 1).run()
+
+    return play

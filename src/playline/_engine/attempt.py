@@ -68,6 +68,7 @@ __all__ = [
     "Services",
     "Status",
     "StoredAs",
+    "check_same_input",
     "open_run",
     "run_attempt",
 ]
@@ -171,7 +172,7 @@ async def open_run(
     options: Mapping[str, Any] | None = None,
 ) -> RunRecord:
     """The run ``run_id``, created (not yet held) when it is new, with ``options``. A known run
-    must belong to ``play`` and keeps its input: ``input`` is None for it, or the same."""
+    must belong to ``play``; it keeps its input (``same_input`` says whether ``input`` is)."""
     io = StoreIO(store)
     existing = await io(store.get_run, run_id)
     if existing is None:
@@ -195,21 +196,23 @@ async def open_run(
             f"Run {run_id!r} belongs to play {existing.play!r}, not {play.name!r}. Resume it "
             "with its own play, or start a new run."
         )
-    if input is not None and dumps(input, what="The play input") != dumps(
-        existing.input, what="The run's input"
-    ):
-        raise PlayDefinitionError(
-            f"Run {run_id!r} exists with another input ({_shown(existing.input)}), and a run "
-            "keeps the input it started with. Resume it without an input (`playline resume "
-            f"{run_id}`, or pl.run(play, run_id={run_id!r})), or start a new run with this "
-            "input (no run id)."
-        )
     return existing
 
 
-def _shown(value: Any) -> str:
-    text = dumps(value, what="The run's input").decode()
-    return text if len(text) <= 80 else text[:79] + "…"
+def check_same_input(record: RunRecord, input: Any) -> None:
+    """A run resumed by its id keeps the input it started with: a person (``pl.run``,
+    ``playline run --run-id``) giving another one is told so, not silently ignored. (A child
+    play resumed by its parent keeps its own, whatever the parent passes now.)"""
+    if input is None or dumps(input, what="The play input") == dumps(record.input):
+        return
+    stored = dumps(record.input).decode()
+    stored = stored if len(stored) <= 80 else stored[:79] + "…"
+    raise PlayDefinitionError(
+        f"Run {record.run_id!r} exists with another input ({stored}), and a run keeps the "
+        f"input it started with. Resume it without an input (`playline resume "
+        f"{record.run_id}`, or pl.run(play, run_id={record.run_id!r})), or start a new run "
+        "with this input (no run id)."
+    )
 
 
 class Attempt:

@@ -20,7 +20,7 @@ from .._arity import check_args
 from .._clock import Clock
 from .._json import digest, dumps, loads
 from .._limits import is_amount
-from .._secrets import check_no_secret
+from .._secrets import check_stored_name
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
 from .receipts import stale_bucket, validate_stale_after
@@ -215,4 +215,4 @@ async def _request(
 def _check_name(what: str, name: Any) -> None:
     if not isinstance(name, str) or not name:
         raise PlayDefinitionError(f"{what} needs a non-empty key as its first argument.")
-    check_no_secret(name, f"The key of {what}")  # keys are stored, shown and waited for
+    check_stored_name(name, f"The key of {what}")  # keys are stored, shown and waited for

@@ -54,6 +54,17 @@ from .taskgroups import unwrapped
 __all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
 
 OnRowError = Literal["record", "raise"]
+# keys refused: (recorded as, why, what to do)
+_SECRET_KEY = (
+    "secret",
+    "holds a secret read with ctx.secrets",
+    "Give the dataset a key= without secrets.",
+)
+_NUL_KEY = (
+    "nul",
+    "holds a NUL character (U+0000)",
+    "Clean the key column, or choose another key=.",
+)
 # Playline errors that belong to one row (its cell fails); any other stops the run. A cell that
 # tries to leak a secret (a log line, str() of it) fails as a cell that returns one does.
 ROW_ERRORS = (ToolError, EventTimeout, SecretLeakError)
@@ -210,7 +221,9 @@ class DatasetRun:
                         if key in done and done[key].status == "completed":
                             self.stats.rows_reused += 1
                         elif leaks(key):
-                            self._refuse_row(index, key)
+                            self._refuse_row(index, key, *_SECRET_KEY)
+                        elif "\x00" in key:
+                            self._refuse_row(index, key, *_NUL_KEY)
                         else:
                             if rt.retry_failed and key in done and done[key].status == "failed":
                                 self._restart[key] = done[key]
@@ -366,13 +379,11 @@ class DatasetRun:
         self._advance(row, start)
         return True
 
-    def _refuse_row(self, index: int, key: str) -> None:
-        """A row whose key holds a secret fails, recorded under a digest of its key."""
-        hidden = "secret-" + digest("row key", key)[:16]
-        error = (
-            f"The key of row {index} holds a secret read with ctx.secrets, so the row is "
-            f"recorded as {hidden!r}. Give the dataset a key= without secrets."
-        )
+    def _refuse_row(self, index: int, key: str, kind: str, why: str, fix: str) -> None:
+        """A row whose key cannot be stored as it is (it holds a secret, or a NUL character,
+        which PostgreSQL's text refuses) fails, recorded under a digest of its key."""
+        hidden = f"{kind}-" + digest("row key", key)[:16]
+        error = f"The key of row {index} {why}, so the row is recorded as {hidden!r}. {fix}"
         self.stats.rows_executed += 1
         self.stats.rows_failed += 1
         self._writes.append(

@@ -60,7 +60,10 @@ class EventLog:
         return self._run_id
 
     def emit(self, kind: str, **fields: Any) -> Event:
-        check_no_secret(fields.get("preview"), "A log line or cell preview")
+        preview = fields.get("preview")
+        check_no_secret(preview, "A log line or cell preview")
+        if preview and "\x00" in preview:  # PostgreSQL's text cannot hold it
+            fields["preview"] = preview.replace("\x00", "")
         if fields.get("error"):
             fields["error"] = redact(fields["error"])
         event = Event(kind=kind, run_id=self._run_id, at=self._clock.now(), **fields)

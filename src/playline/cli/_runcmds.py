@@ -13,7 +13,6 @@ import playline as pl
 from playline import Dataset
 
 from .._trace import SOURCE_KIND, trace_of
-from .._worker import MIN_INTERVAL
 from ..errors import PlayDefinitionError
 from ..store import Event, RunRecord, Store
 from ._app import (
@@ -519,7 +518,9 @@ def worker(
     ] = False,
     interval: Annotated[
         float,
-        typer.Option("--interval", min=MIN_INTERVAL, help="Seconds between checks for due runs."),
+        typer.Option(
+            "--interval", min=pl.Worker.MIN_INTERVAL, help="Seconds between checks for due runs."
+        ),
     ] = 1.0,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,

@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ..._clock import SystemClock
 from ..._dataset import revive
-from ..._engine.attempt import RunStats, Status, open_run
+from ..._engine.attempt import RunStats, Status, check_same_input, open_run
 from ..._engine.events import Listener
 from ..._limits import is_amount
 from ..._play import Play, PlayFn, get_play
@@ -78,6 +78,7 @@ async def start(
     if max_credits is not None:
         options["max_credits"] = max_credits
     record = await open_run(db, clock, run_id=run_id, play=target, input=input, options=options)
+    check_same_input(record, input)
     if existing is None and source is not None:
         await io(
             db.append_events,
