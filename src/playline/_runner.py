@@ -98,16 +98,17 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
             )
         for spec in specs:
             known = table.setdefault(spec.id, spec)
-            if known is not spec and known != spec:  # the same tool twice is fine
-                differ = [
-                    f.name
-                    for f in dataclasses.fields(ToolSpec)
-                    if f.compare and getattr(known, f.name) != getattr(spec, f.name)
-                ]
+            differ = _differences(known, spec)
+            if differ:  # the same tool twice is fine
+                where = (
+                    "pass only one of them in tools="
+                    if tools is not None
+                    else "pass tools= to choose (by default a run has every @pl.tool of the "
+                    "process and the tools of the gateway PLAYLINE_GATEWAY_URL names)"
+                )
                 raise PlayDefinitionError(
                     f"Two tools of this run are named {spec.id!r}, with different "
-                    f"{', '.join(differ)}. Give one of them another id, or pass only one of "
-                    "them in tools=."
+                    f"{', '.join(differ)}. Give one of them another id, or {where}."
                 )
     for spec in table.values():
         via = spec.batch.via if spec.batch else None
@@ -121,6 +122,21 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
                 "via= of its own."
             )
     return table
+
+
+def _differences(known: ToolSpec, spec: ToolSpec) -> list[str]:
+    """What differs between two tools of one id: their settings, or their functions."""
+    if known is spec:
+        return []
+    differ = [
+        f.name
+        for f in dataclasses.fields(ToolSpec)
+        if f.compare and getattr(known, f.name) != getattr(spec, f.name)
+    ]
+    functions = [getattr(s.transport, "fn", None) for s in (known, spec)]
+    if functions[0] is not functions[1]:
+        differ.append("function")
+    return differ
 
 
 def _new_run_id(clock: Clock) -> str:

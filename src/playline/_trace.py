@@ -434,7 +434,8 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
     Credits are the ledger's, over every attempt: a paid call counts in the column of its row
     whose cell used its tool (the cell's provider or one of its waterfall's steps), so a cell
     that a later attempt answered from the receipt an earlier one paid for still shows what
-    it cost. Paid calls no stored cell claims (made outside a dataset, or for a row that was
+    it cost (a tool two columns of a row used counts in the first). Paid calls no stored cell
+    names (made outside a dataset, by a resolver that called several tools, or for a row
     never stored) are ``other_credits``. It reads every row, so a dataset past ``max_rows``
     is left out (``skipped`` names it)."""
     paid: dict[tuple[str, str], dict[str, float]] = {}  # (dataset, row key) -> tool -> credits
@@ -466,6 +467,7 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
                 provider = meta.get("provider")
                 if provider:
                     entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
+            other += sum(charges.values())
     other += sum(c for (dataset, _), tools in paid.items() if dataset not in skipped
                  for c in tools.values())  # fmt: skip
     return {

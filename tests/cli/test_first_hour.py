@@ -504,10 +504,13 @@ HERE = Path(__file__).parent
 
 @pl.tool("fh.quick")
 def quick(input):
+    (HERE / f"quick-{input['n']}").touch()
     return {"v": input["n"]}
 
 @pl.tool("fh.slow")
 async def slow(input):
+    while not (HERE / "quick-11").exists():  # row 1 has sent its last call: it finishes
+        await asyncio.sleep(0.01)
     (HERE / "called").touch()
     while not (HERE / "release").exists():  # the test signals the command meanwhile
         await asyncio.sleep(0.01)

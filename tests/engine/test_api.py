@@ -245,14 +245,16 @@ def test_a_second_stop_ends_the_run_at_once_leaving_its_call_in_doubt(registry, 
 
 
 def test_tools_that_cannot_make_a_tool_table_are_refused_before_the_run():
-    cheap, dear, self_bulk, loop_a, loop_b = (pl.ToolRegistry() for _ in range(5))
+    cheap, dear, other, self_bulk, loop_a, loop_b = (pl.ToolRegistry() for _ in range(6))
     cheap.tool("t.same", cost=1)(lambda input: {})
     dear.tool("t.same", cost=100)(lambda input: {})
+    other.tool("t.same", cost=1)(lambda input: {"another": "function"})
     self_bulk.tool("t.self", batch=pl.Batch(max_size=5, via="t.self"))(lambda inputs: inputs)
     loop_a.tool("t.a", batch=pl.Batch(max_size=5, via="t.b"))(lambda inputs: inputs)
     loop_b.tool("t.b", batch=pl.Batch(max_size=5, via="t.a"))(lambda inputs: inputs)
     cases = {
-        "differ in cost": [cheap, dear],
+        "different cost": [cheap, dear],
+        "different function": [cheap, other],
         "not a batch tool": [self_bulk],
         "no via= of its own": [loop_a, loop_b],
         "pass a list": "t.same",
@@ -342,7 +344,7 @@ def test_a_worker_interval_that_is_no_pause_is_refused(interval):
 
 @pytest.mark.parametrize(
     ("options", "named"),
-    [({"force": "false"}, "force="), ({"force": 1}, "force="), ({"key": 3}, "key=")],
+    [({"force": "false"}, "force="), ({"force": 1}, "force="), ({"key": [3]}, "key=")],
 )
 def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named):
     sent = []
@@ -365,6 +367,15 @@ def test_a_run_whose_every_row_failed_names_the_cause():
     result = run_dataset(rows, {"domain": lambda row: row["emial"].split("@")[1]}, tools=[])
     assert result.status == "failed"
     assert "All 3 rows failed: 3 x KeyError in column 'domain': 'emial'." in result.error
+
+
+def test_a_number_names_a_call_as_its_text(registry):
+    registry.tool("t.named")(lambda input: {"v": 1})
+
+    async def play(ctx, input):
+        return (await ctx.tool("t.named", {"x": 1}, key=7)).data
+
+    assert run_play(play, tools=[registry]).output == {"v": 1}
 
 
 def test_a_nan_key_is_a_missing_key_not_a_duplicate():

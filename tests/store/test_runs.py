@@ -290,3 +290,16 @@ def test_child_stopped_running_and_finished_runs_are_never_due(store: Store) -> 
     store.create_run(run("done", RunStatus.COMPLETED, waiting=past))
     store.create_run(run("failed", RunStatus.FAILED, waiting=past))
     assert _due(store) == ["root"]
+
+
+def test_a_claim_writes_the_options_it_is_given_over_the_runs(store: Store) -> None:
+    # A budget raised on resume is the run's from the claim on: a kill before the attempt
+    # ends does not take it back.
+    store.create_run(run("rb", options={"max_credits": 5, "cwd": "/work"}))
+    claim = store.claim_run(
+        "rb", holder=ME, lease_until=LEASE, now=NOW, options={"max_credits": 12}
+    )
+    assert claim.outcome is RunClaimOutcome.OWNED and claim.record is not None
+    assert claim.record.options == {"max_credits": 12, "cwd": "/work"}
+    stored = store.get_run("rb")
+    assert stored is not None and stored.options == {"max_credits": 12, "cwd": "/work"}

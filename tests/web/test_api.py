@@ -84,12 +84,18 @@ def test_ledger_by_column_counts_what_earlier_attempts_paid(tmp_path: Path) -> N
             raise RuntimeError("not yet")
         return int(row["n"])
 
+    registry.tool("t.verify", cost=pl.Cost(1))(lambda input: {"ok": True})
+
+    async def find_and_verify(row: Any, ctx: pl.Context) -> Any:
+        await ctx.tool("t.verify", {"n": row["n"]})  # a second tool in the cell: its provider
+        return await ctx.tool("t.paid", {"n": row["n"]})  # is the last one's
+
     @pl.play(name="paid-then-later")
     async def play(ctx: pl.Context, input: Any) -> Any:
         await ctx.tool("t.paid", {"n": -1})  # outside the dataset
         return await (
             ctx.dataset("rows", [{"n": n} for n in range(3)], key="n")
-            .with_column("paid", lambda row, ctx: ctx.tool("t.paid", {"n": row["n"]}))
+            .with_column("paid", find_and_verify)
             .with_column("later", later)
             .run()
         )
@@ -99,11 +105,13 @@ def test_ledger_by_column_counts_what_earlier_attempts_paid(tmp_path: Path) -> N
     assert first.status == "failed"  # every row failed at "later"
     ready.append(True)
     again = pl.run(play, store=url, tools=[registry], run_id=first.run_id)
-    assert again.status == "completed" and again.stats.tool_calls_cached == 4
+    assert again.status == "completed" and again.stats.tool_calls_cached == 7
     doc = ledger_by_column(open_store(url), first.run_id)
     columns = {c["column"]: c for c in doc["columns"]}
     assert columns["paid"]["credits"] == 6 and columns["later"]["credits"] == 0
-    assert doc["other_credits"] == 2
+    assert doc["other_credits"] == 2 + 3  # the call outside, the verifications
+    total = sum(c["credits"] for c in doc["columns"]) + doc["other_credits"]
+    assert total == sum(e.credits for e in open_store(url).read_ledger(first.run_id)) == 11
 
 
 def test_windows_filter_sort_and_count(demo_ui: UI) -> None:

@@ -367,9 +367,13 @@ class Attempt:
                 f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
                 "False (the default: a receipt answers it)."
             )
-        if label is not None and not isinstance(label, str):
+        named: object = label  # a row's id may come as a number: it names the call as well
+        if isinstance(named, int | float) and not isinstance(named, bool):
+            label = str(named)
+        elif named is not None and not isinstance(named, str):
             raise PlayDefinitionError(
-                f"ctx.tool({tool!r}, ..., key={label!r}): key is a text naming the call, or None."
+                f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
+                f"text or a number, not {label!r}."
             )
         spec = self.tool_spec(tool)
         stale = validate_stale_after(stale_after)
@@ -550,11 +554,13 @@ class Attempt:
             stop.cancel()
             if not play.done():
                 play.cancel()
-            current = asyncio.current_task()
-            if current is None or not current.cancelling():  # cancelled: it ends at once,
-                await self.executor.settle_in_flight()  # what is in flight stays in doubt
-            await self.tasks.close()
-            await self.executor.close()
+            try:
+                current = asyncio.current_task()
+                if current is None or not current.cancelling():  # cancelled: it ends at once,
+                    await self.executor.settle_in_flight()  # what is in flight stays in doubt
+            finally:  # also when a cancel comes while the calls in flight settle
+                await self.tasks.close()
+                await self.executor.close()
         if self.tasks.error is not None and error is None:
             error = self.tasks.error
         if isinstance(error, PlaylineError) and self.drain.reason == BUDGET:
@@ -637,7 +643,13 @@ async def run_attempt(
     io = StoreIO(store)
     now = clock.now()
     claim = await io(
-        store.claim_run, run_id, holder=holder, lease_until=now + services.lease, now=now
+        store.claim_run,
+        run_id,
+        holder=holder,
+        lease_until=now + services.lease,
+        now=now,
+        # a budget given now (raised to go on after a budget stop) stands from now on
+        options=None if max_credits is None else {"max_credits": max_credits},
     )
     if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
         raise StoreError(f"Run {run_id} is not in the store {store.url}: open it first.")
@@ -648,11 +660,7 @@ async def run_attempt(
     drain = drain or Drain()
     if lineage is None:
         lineage = Lineage.root(play, record.counters.get("tree"))
-    budget = max_credits
-    if budget is None:
-        budget = record.options.get("max_credits", play.max_credits)
-    elif record.options.get("max_credits") != budget:  # raised (or cut): it stands from now on
-        record = replace(record, options={**record.options, "max_credits": budget})
+    budget = record.options.get("max_credits", play.max_credits)
     spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
     ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
     attempt = Attempt(
@@ -749,7 +757,6 @@ async def _end(
         stats=stats.to_dict(),
         waiting=waiting,
         counters=counters,
-        options=record.options,
     )
     if attempt.drain.reason != LEASE_LOST:
         io = StoreIO(attempt.store)
@@ -763,9 +770,7 @@ async def _end(
             )
         except PlayDefinitionError as exc:  # something of the end cannot be stored
             status, message = "failed", _message(exc)
-            end = RunEnd(
-                status=RunStatus.FAILED, error=message, counters=counters, options=record.options
-            )
+            end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
             await io(
                 attempt.store.end_attempt,
                 attempt.run_id,

@@ -18,8 +18,9 @@ A run is held by one attempt at a time, under a lease its holder renews.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ._owners import owner_alive
 from ._records import (
@@ -111,7 +112,12 @@ def decide_claim(
 
 
 def decide_run_claim(
-    existing: RunRecord | None, *, holder: str, lease_until: float, now: float
+    existing: RunRecord | None,
+    *,
+    holder: str,
+    lease_until: float,
+    now: float,
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[RunClaim, RunRecord | None]:
     """The answer to a claim of a run, and the record to write when the claim is granted."""
     if existing is None:
@@ -132,6 +138,7 @@ def decide_run_claim(
         error=None,
         waiting=None,
         updated_at=now,
+        options={**existing.options, **(options or {})},
     )
     return RunClaim(RunClaimOutcome.OWNED, held), held
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from .._json import dumps, loads
 from ..errors import StoreError
@@ -111,10 +112,22 @@ class MemoryStore(ReceiptWrites):
             children = [r for r in self._runs.values() if r.parent_run_id == run_id]
         return sorted(children, key=lambda r: r.created_at)
 
-    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        holder: str,
+        lease_until: float,
+        now: float,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunClaim:
         with self._lock:
             claim, held = decide_run_claim(
-                self._runs.get(run_id), holder=holder, lease_until=lease_until, now=now
+                self._runs.get(run_id),
+                holder=holder,
+                lease_until=lease_until,
+                now=now,
+                options=options,
             )
             if held is not None:
                 self._runs[run_id] = held
@@ -142,7 +155,6 @@ class MemoryStore(ReceiptWrites):
                 stats=end.stats,
                 waiting=end.waiting,
                 counters=end.counters,
-                options=run.options if end.options is None else end.options,
                 holder=None,
                 lease_until=None,
                 stop_requested=False,

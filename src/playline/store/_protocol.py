@@ -18,8 +18,8 @@ next; the conformance suite (tests/store) holds them to the same behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from ._changes import ChangeFeed
 from ._gates import GateConfig, GateGrant, GateState
@@ -76,11 +76,20 @@ class RunStore(Protocol):
         """The runs whose parent is ``run_id``, oldest first."""
         ...
 
-    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        holder: str,
+        lease_until: float,
+        now: float,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunClaim:
         """Hold the run for an attempt: OWNED when it is free (finished, suspended, or
         running under a lease that expired or a holder that died) or already ``holder``'s;
-        it becomes ``running``, its attempt count goes up and its stop request is cleared.
-        HELD (with the record) while another live attempt holds it; MISSING if unknown."""
+        it becomes ``running``, its attempt count goes up, its stop request is cleared and
+        ``options`` replace those of the same names. HELD (with the record) while another
+        live attempt holds it; MISSING if unknown."""
         ...
 
     def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:

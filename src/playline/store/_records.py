@@ -90,7 +90,6 @@ class RunEnd:
     stats: dict[str, Any] = field(default_factory=dict)
     waiting: dict[str, Any] | None = None
     counters: dict[str, dict[str, int]] = field(default_factory=dict)
-    options: dict[str, Any] | None = None  # the run's options from now on; None keeps them
 
 
 class RunClaimOutcome(StrEnum):

@@ -8,7 +8,7 @@ receipt keys a claim decides on, and how errors read. Each public method is one 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -158,7 +158,15 @@ class SQLStore(ReceiptWrites, GateRows):
             ).fetchall()
         return [run_from(row) for row in rows]
 
-    def claim_run(self, run_id: str, *, holder: str, lease_until: float, now: float) -> RunClaim:
+    def claim_run(
+        self,
+        run_id: str,
+        *,
+        holder: str,
+        lease_until: float,
+        now: float,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunClaim:
         with self._transaction(f"claim run {run_id}", write=True) as cur:
             self._lock_keys(cur, [f"run:{run_id}"])
             row = cur.execute(
@@ -169,6 +177,7 @@ class SQLStore(ReceiptWrites, GateRows):
                 holder=holder,
                 lease_until=lease_until,
                 now=now,
+                options=options,
             )
             if held is not None:
                 cur.execute(UPSERT_RUN, run_params(held))
@@ -204,7 +213,6 @@ class SQLStore(ReceiptWrites, GateRows):
                 stats=end.stats,
                 waiting=end.waiting,
                 counters=end.counters,
-                options=run.options if end.options is None else end.options,
                 holder=None,
                 lease_until=None,
                 stop_requested=False,
@@ -512,8 +520,11 @@ class SQLStore(ReceiptWrites, GateRows):
     # row windows. JSON inside SQL is the one thing dialects spell differently: these three
     # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
     # ->> and jsonb_each. Each takes its parameters in the order written.
-    def _sql_value(self) -> str:
-        """The value of one column of a row (parameter: the column's name)."""
+    def _sql_value(self, name: str) -> str:
+        """The value of the column ``name`` of a row (parameter: the name). A JSON path cannot
+        hold a name with a double quote or a backslash: such a name is looked up by key."""
+        if '"' in name or "\\" in name:
+            return '(SELECT value FROM json_each("values") WHERE key = ?)'
         return "json_extract(\"values\", '$.\"' || ? || '\"')"
 
     def _sql_has_cell(self) -> str:
@@ -556,7 +567,7 @@ class SQLStore(ReceiptWrites, GateRows):
         if sort is not None:
             # nulls (and missing values) first, as SQLite sorts them, in every dialect
             way = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
-            order = f"{self._sql_value()} {way}, idx, key"
+            order = f"{self._sql_value(sort)} {way}, idx, key"
             params.append(sort)
         what = f"read a window of dataset {dataset!r} in run {run_id}"
         with self._transaction(what, write=False) as cur:

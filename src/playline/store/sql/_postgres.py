@@ -250,7 +250,7 @@ class PostgresStore(SQLStore):
             pool.check()
 
     # the JSON of a row's values and cells (stored as text), in PostgreSQL's terms
-    def _sql_value(self) -> str:
+    def _sql_value(self, name: str) -> str:  # a key, not a path: any name does
         return "NULLIF(\"values\"::jsonb -> ?, 'null'::jsonb)"
 
     def _sql_has_cell(self) -> str:
