@@ -77,13 +77,14 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
             from .tools import Gateway
 
             sources.append(Gateway(url, token=os.environ.get("PLAYLINE_GATEWAY_TOKEN", "")))
-    elif isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
-        raise PlayDefinitionError(
-            f"tools={tools!r}: pass a list of @pl.tool functions, pl.ToolRegistry objects and "
-            "pl.Gateway objects, e.g. tools=[lookup, pl.Gateway(url)]."
-        )
     else:
-        sources = list(tools)
+        listed = _listed(tools)
+        if listed is None:
+            raise PlayDefinitionError(
+                f"tools={tools!r}: pass a list of @pl.tool functions, pl.ToolRegistry objects "
+                "and pl.Gateway objects, e.g. tools=[lookup, pl.Gateway(url)]."
+            )
+        sources = listed
     table: dict[str, ToolSpec] = {}
     for source in sources:
         spec = getattr(source, "__playline_tool__", source)
@@ -122,6 +123,13 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
                 "via= of its own."
             )
     return table
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """``value`` as a list when it is a collection of items (not a text or a mapping)."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return None
+    return list(value)
 
 
 def _differences(known: ToolSpec, spec: ToolSpec) -> list[str]:
@@ -235,11 +243,7 @@ async def arun(
         raise PlayDefinitionError(
             f"clock={clock!r} is not a clock: give pl.ManualClock() (tests) or leave it out."
         )
-    listening = (
-        list(listeners)
-        if isinstance(listeners, Iterable) and not isinstance(listeners, str | bytes | Mapping)
-        else None
-    )
+    listening = _listed(listeners)
     if listening is None or not all(callable(f) for f in listening):
         raise PlayDefinitionError(
             f"listeners={listeners!r} must be a list of functions, each called with every "

@@ -213,26 +213,24 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
         trace.attempts = len(trace.attempt_list)
     # Live calls as each attempt counted them at its end (free tools have no ledger rows, and
     # an unusable answer is a live call that failed); the ledger's for one that never did.
-    counted = [a.stats.get("tools") is not None for a in trace.attempt_list]
-    for attempt, done in zip(trace.attempt_list, counted, strict=True):
-        if done:
-            for name, counts in attempt.stats["tools"].items():
-                live = int(counts.get("live", 0))
-                trace.tools[name].calls += live
-                attempt.calls += live
+    for attempt in trace.attempt_list:
+        for name, counts in (attempt.stats.get("tools") or {}).items():
+            live = int(counts.get("live", 0))
+            trace.tools[name].calls += live
+            attempt.calls += live
     starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
         tool.found += int(entry.found)
         tool.credits += entry.credits
         at = bisect.bisect_right(starts, entry.at) - 1  # the attempt that paid it
-        if at < 0 or not counted[at]:
+        paid_by = trace.attempt_list[at] if at >= 0 else None
+        if paid_by is None or "tools" not in paid_by.stats:  # its calls were never counted
             tool.calls += 1
-        if at >= 0:
-            attempt = trace.attempt_list[at]
-            attempt.calls += 0 if counted[at] else 1
-            attempt.found += int(entry.found)
-            attempt.credits += entry.credits
+        if paid_by is not None:
+            paid_by.calls += "tools" not in paid_by.stats
+            paid_by.found += int(entry.found)
+            paid_by.credits += entry.credits
     return trace
 
 

@@ -41,7 +41,7 @@ from .collector import fewer_collections
 from .datasets import DatasetStats
 from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
-from .events import EventLog, Listener
+from .events import EventLog, Listener, preview
 from .governance import Governor, Lineage
 from .history import (
     HISTORY_RUNS,
@@ -172,7 +172,7 @@ async def open_run(
     options: Mapping[str, Any] | None = None,
 ) -> RunRecord:
     """The run ``run_id``, created (not yet held) when it is new, with ``options``. A known run
-    must belong to ``play``; it keeps its input (``same_input`` says whether ``input`` is)."""
+    must belong to ``play``; it keeps its input (``check_same_input`` tells a person so)."""
     io = StoreIO(store)
     existing = await io(store.get_run, run_id)
     if existing is None:
@@ -205,10 +205,9 @@ def check_same_input(record: RunRecord, input: Any) -> None:
     play resumed by its parent keeps its own, whatever the parent passes now.)"""
     if input is None or dumps(input, what="The play input") == dumps(record.input):
         return
-    stored = dumps(record.input).decode()
-    stored = stored if len(stored) <= 80 else stored[:79] + "…"
     raise PlayDefinitionError(
-        f"Run {record.run_id!r} exists with another input ({stored}), and a run keeps the "
+        f"Run {record.run_id!r} exists with another input "
+        f"({preview(dumps(record.input).decode())}), and a run keeps the "
         f"input it started with. Resume it without an input (`playline resume "
         f"{record.run_id}`, or pl.run(play, run_id={record.run_id!r})), or start a new run "
         "with this input (no run id)."

@@ -555,10 +555,8 @@ class DatasetRun:
         }
         if not isinstance(error, ToolError):  # a tool's failures are counted by the calls
             cause = f"{type(error).__name__} in column {column.name!r}"
-            first = " ".join(meta["error"].split())  # on one line, and not too long
-            count, first = self.rt.cell_errors.get(
-                cause, (0, first if len(first) <= 160 else first[:159] + "…")
-            )
+            first = preview(" ".join(meta["error"].split()), 160) or ""  # one short line
+            count, first = self.rt.cell_errors.get(cause, (0, first))
             self.rt.cell_errors[cause] = (count + 1, first)
         if isinstance(error, ToolError):
             meta["tool"] = meta["provider"] = error.tool

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .._limits import is_amount
 from ..errors import PlayDefinitionError
 
 __all__ = ["Batch", "Cost", "JobState", "Jobs", "Rate", "ToolSpec", "Transport"]
@@ -21,12 +22,7 @@ class Rate:
     concurrency: int | None = None
 
     def __post_init__(self) -> None:
-        if self.per_second is not None and not (
-            isinstance(self.per_second, int | float)
-            and not isinstance(self.per_second, bool)
-            and math.isfinite(self.per_second)
-            and self.per_second > 0
-        ):
+        if self.per_second is not None and not is_amount(self.per_second, positive=True):
             raise PlayDefinitionError(
                 f"Rate(per_second={self.per_second!r}) must be a positive number; "
                 "leave it unset for no limit."
