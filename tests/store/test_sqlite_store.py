@@ -17,7 +17,7 @@ from playline.store import (
     open_store,
     owner_id,
 )
-from playline.store.sql import SQLiteStore
+from playline.store.sql import SQLiteStore, _sqlite_file
 from playline.store.sql._schema import SCHEMA_VERSION
 
 ME = owner_id("me")
@@ -185,3 +185,44 @@ def test_locked_database_gives_up_with_a_clear_error(db_url: str, tmp_path: Path
     )
     assert len(list(store.iter_rows("r", "d"))) == 1
     store.close()
+
+
+def _counted_ahead(path: Path) -> bytes:
+    """A sound store whose header counts two pages more than the file holds, as another
+    process's checkpoint leaves it for a moment; returns the pages still to come."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    data = path.read_bytes()
+    page = int.from_bytes(data[16:18], "big")
+    pages = len(data) // page
+    header = bytearray(data[:100])
+    header[28:32] = (pages + 2).to_bytes(4, "big")
+    path.write_bytes(bytes(header) + data[100:])
+    return bytes(2 * page)
+
+
+def test_a_header_another_process_is_writing_is_not_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "busy.db"
+    rest = _counted_ahead(path)
+
+    def the_writer_finishes(seconds: float) -> None:  # the pause between two looks
+        with path.open("ab") as file:
+            file.write(rest)
+
+    monkeypatch.setattr(_sqlite_file, "_pause", the_writer_finishes)
+    assert _sqlite_file.header_damage(path) is None
+
+
+def test_a_header_that_stays_wrong_is_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "short.db"
+    _counted_ahead(path)
+    looks: list[float] = []
+    monkeypatch.setattr(_sqlite_file, "_pause", looks.append)
+    found = _sqlite_file.header_damage(path)
+    assert found is not None and "the header counts" in found
+    assert sum(looks) == pytest.approx(_sqlite_file.SETTLE)

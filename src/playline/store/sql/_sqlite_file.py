@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -145,9 +146,29 @@ def no_store(path: Path | str) -> NoStore:
 
 
 def header_damage(path: Path) -> str | None:
-    """What the database header says is wrong with the file, if anything: read in one go,
-    before SQLite trusts the file (its page size, and its page count against the file's size
-    when no write-ahead log holds pages yet)."""
+    """What the database header says is wrong with the file, if anything: read before SQLite
+    trusts the file (its page size, and its page count against the file's size when no
+    write-ahead log holds pages yet).
+
+    The file is read without SQLite's locks, so another process writing it meanwhile (a
+    checkpoint writes the header's new page count before the pages it counts) can make a
+    sound file look wrong for a moment: what is wrong is looked at again, and only what
+    stays wrong for ``SETTLE`` seconds is damage."""
+    found = _header_damage(path)
+    for _ in range(_SETTLE_LOOKS):
+        if found is None:
+            return None
+        _pause(SETTLE / _SETTLE_LOOKS)
+        found = _header_damage(path)
+    return found
+
+
+SETTLE = 1.0  # seconds a header must stay wrong to be damage, not another process's write
+_SETTLE_LOOKS = 20
+_pause = time.sleep
+
+
+def _header_damage(path: Path) -> str | None:
     try:
         with path.open("rb") as file:
             header = file.read(100)
