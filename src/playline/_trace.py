@@ -429,21 +429,26 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
 def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> dict[str, Any]:
     """Cells and credits per dataset column.
 
-    Credits are the ledger's, over every attempt: a paid call counts in the column of its row
-    whose cell used its tool (the cell's provider or one of its waterfall's steps), so a cell
-    that a later attempt answered from the receipt an earlier one paid for still shows what
-    it cost (a tool two columns of a row used counts in the first). Paid calls no stored cell
-    names (made outside a dataset, by a resolver that called several tools, or for a row
-    never stored) are ``other_credits``. It reads every row, so a dataset past ``max_rows``
-    is left out (``skipped`` names it)."""
-    paid: dict[tuple[str, str], dict[str, float]] = {}  # (dataset, row key) -> tool -> credits
+    Credits are the ledger's, over every attempt, each in the column whose cell made the call
+    (so a cell that a later attempt answered from the receipt an earlier one paid for still
+    shows what it cost). A ledger written before entries named their column (Playline before
+    schema 6 on SQLite, 3 on PostgreSQL) counts a call in the column of its row whose cell
+    used its tool (its provider or one of its waterfall's steps). Paid calls no stored cell
+    claims (made outside a dataset, in a hidden column, or for a row never stored) are
+    ``other_credits``. It reads every row, so a dataset past ``max_rows`` is left out
+    (``skipped`` names it)."""
+    spent: dict[tuple[str, str, str], float] = {}  # (dataset, row key, column) -> credits
+    by_tool: dict[tuple[str, str], dict[str, float]] = {}  # older entries: row -> tool -> credits
     other = 0.0
     for charge in store.read_ledger(run_id):
         if charge.dataset is None or charge.row_key is None:
             other += charge.credits
-            continue
-        tools = paid.setdefault((charge.dataset, charge.row_key), {})
-        tools[charge.tool] = tools.get(charge.tool, 0.0) + charge.credits
+        elif charge.column is not None:
+            cell = (charge.dataset, charge.row_key, charge.column)
+            spent[cell] = spent.get(cell, 0.0) + charge.credits
+        else:
+            tools = by_tool.setdefault((charge.dataset, charge.row_key), {})
+            tools[charge.tool] = tools.get(charge.tool, 0.0) + charge.credits
     columns: dict[str, dict[str, Any]] = {}
     skipped = []
     for name in store.datasets(run_id):
@@ -451,7 +456,7 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
             skipped.append(name)
             continue
         for record in store.iter_rows(run_id, name):
-            charges = paid.pop((name, record.key), {})
+            charges = by_tool.pop((name, record.key), {})
             for column, meta in record.cells.items():
                 entry = columns.setdefault(
                     f"{name}.{column}",
@@ -460,13 +465,15 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
                 )  # fmt: skip
                 entry["cells"] += 1
                 entry["found"] += meta.get("status") in ("completed", "cached")
-                for tool in _tools_of(meta):
-                    entry["credits"] = round(entry["credits"] + charges.pop(tool, 0.0), 6)
+                credits = spent.pop((name, record.key, column), 0.0)
+                credits += sum(charges.pop(tool, 0.0) for tool in _tools_of(meta))
+                entry["credits"] = round(entry["credits"] + credits, 6)
                 provider = meta.get("provider")
                 if provider:
                     entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
             other += sum(charges.values())
-    other += sum(c for (dataset, _), tools in paid.items() if dataset not in skipped
+    other += sum(credits for (dataset, _, _), credits in spent.items() if dataset not in skipped)
+    other += sum(c for (dataset, _), tools in by_tool.items() if dataset not in skipped
                  for c in tools.values())  # fmt: skip
     return {
         "columns": list(columns.values()),

@@ -199,9 +199,11 @@ def test_events(store: Store, run_id: str, kind: str, at: float, texts: list[str
     dataset=_opt_text,
     row_key=_opt_text,
     generation=st.integers(min_value=1, max_value=2**62),
+    column=_opt_text,
 )
 def test_ledger(store: Store, run_id: str, tool: str, credits: float, found: bool, at: float,
-                dataset: str | None, row_key: str | None, generation: int) -> None:  # fmt: skip
+                dataset: str | None, row_key: str | None, generation: int,
+                column: str | None) -> None:  # fmt: skip
     entry = LedgerEntry(
         run_id=run_id,
         tool=tool,
@@ -212,6 +214,7 @@ def test_ledger(store: Store, run_id: str, tool: str, credits: float, found: boo
         dataset=dataset,
         row_key=row_key,
         generation=generation,
+        column=column,
     )
     store.claim_receipts(
         [Claim(key=run_id, tool=tool, run_id=run_id)], owner=ME, lease_until=NOW, now=NOW

@@ -72,7 +72,8 @@ def test_a_run_has_its_trace_ledger_by_tool_and_column_and_waterfall(demo_ui: UI
 
 def test_ledger_by_column_counts_what_earlier_attempts_paid(tmp_path: Path) -> None:
     """A row finished by a resume has its paid cell answered from the receipt (cost 0 in the
-    cell); the column still shows what the run paid for it, as the ledger has it."""
+    cell); the column still shows what the run paid for it, as the ledger has it, and a
+    column that calls two tools counts both."""
     ready: list[bool] = []
     registry = pl.ToolRegistry()
     registry.tool("t.paid", batch=pl.Batch(max_size=10), cost=pl.Cost(2))(
@@ -108,10 +109,54 @@ def test_ledger_by_column_counts_what_earlier_attempts_paid(tmp_path: Path) -> N
     assert again.status == "completed" and again.stats.tool_calls_cached == 7
     doc = ledger_by_column(open_store(url), first.run_id)
     columns = {c["column"]: c for c in doc["columns"]}
-    assert columns["paid"]["credits"] == 6 and columns["later"]["credits"] == 0
-    assert doc["other_credits"] == 2 + 3  # the call outside, the verifications
+    assert columns["paid"]["credits"] == 6 + 3 and columns["later"]["credits"] == 0
+    assert doc["other_credits"] == 2  # the call outside the dataset
     total = sum(c["credits"] for c in doc["columns"]) + doc["other_credits"]
     assert total == sum(e.credits for e in open_store(url).read_ledger(first.run_id)) == 11
+
+
+def _two_columns_of_one_tool(tmp_path: Path) -> tuple[str, str]:
+    """A run whose rows verify two emails with one paid tool, 1 credit a call; the second
+    email of row 2 is missing (its cell is skipped, nothing paid)."""
+    registry = pl.ToolRegistry()
+    registry.tool("t.verify", cost=pl.Cost(1))(lambda input: {"ok": True})
+
+    def verify(field: str) -> Any:
+        return lambda row, ctx: ctx.tool("t.verify", {"email": row[field]})
+
+    @pl.play(name="two-emails")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        people = [{"n": n, "work": f"w{n}@x.io", "home": f"h{n}@x.io" if n != 2 else ""}
+                  for n in range(3)]  # fmt: skip
+        return await (
+            ctx.dataset("people", people, key="n")
+            .with_column("work_ok", verify("work"))
+            .with_column("home_ok", verify("home"), when=lambda row: bool(row["home"]))
+            .run()
+        )
+
+    url = f"sqlite:///{tmp_path}/two.db"
+    result = pl.run(play, store=url, tools=[registry])
+    assert result.status == "completed"
+    return url, result.run_id
+
+
+def test_ledger_by_column_puts_a_tool_two_columns_use_in_each(tmp_path: Path) -> None:
+    url, run_id = _two_columns_of_one_tool(tmp_path)
+    doc = ledger_by_column(open_store(url), run_id)
+    columns = {c["column"]: c["credits"] for c in doc["columns"]}
+    assert columns == {"work_ok": 3, "home_ok": 2} and doc["other_credits"] == 0
+
+
+def test_ledger_by_column_reads_a_ledger_whose_entries_name_no_column(tmp_path: Path) -> None:
+    """Entries written before the ledger named columns count in the first column of their
+    row whose cell used the tool, as they did then: the totals still add up."""
+    url, run_id = _two_columns_of_one_tool(tmp_path)
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db, db:
+        db.execute('UPDATE ledger SET "column" = NULL')
+    doc = ledger_by_column(open_store(url), run_id)
+    columns = {c["column"]: c["credits"] for c in doc["columns"]}
+    assert columns == {"work_ok": 5, "home_ok": 0} and doc["other_credits"] == 0
 
 
 def test_windows_filter_sort_and_count(demo_ui: UI) -> None:

@@ -395,6 +395,7 @@ class Attempt:
             label=label,
             force=force,
             scope=scope,
+            column=None if scope is None else scope.column,
             sink=result_sink.get(),
             fresh_since=self._refreshed(scope),
         )

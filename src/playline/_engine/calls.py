@@ -82,6 +82,7 @@ class ToolCall:
     label: str | None = None
     force: bool = False
     scope: RowScope | None = None
+    column: str | None = None  # the column of the row that made it (the ledger names it)
     sink: list[ToolResult] | None = None  # a waterfall step collecting its results
     followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
     on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
@@ -776,6 +777,7 @@ class CallExecutor:
                         scope.dataset if scope else None,
                         scope.row_key if scope else None,
                         call.generation,
+                        call.column,
                     )
                     entries.append(entry)
                 try:

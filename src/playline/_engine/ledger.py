@@ -112,6 +112,7 @@ class Ledger:
         dataset: str | None,
         row_key: str | None,
         generation: int = 1,
+        column: str | None = None,
     ) -> LedgerEntry:
         return LedgerEntry(
             run_id=self._run_id,
@@ -123,4 +124,5 @@ class Ledger:
             dataset=dataset,
             row_key=row_key,
             generation=generation,
+            column=column,
         )

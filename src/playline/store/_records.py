@@ -182,6 +182,7 @@ class LedgerEntry:
     dataset: str | None = None
     row_key: str | None = None
     generation: int = 1
+    column: str | None = None  # the dataset column whose cell made the call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -165,8 +165,11 @@ _V2 = (
     "CREATE INDEX gate_slots_holder ON gate_slots (holder)",
 )
 
+# v3: a ledger entry names the dataset column whose cell made the call, as SQLite's v6.
+_V3 = (f'ALTER TABLE ledger ADD COLUMN "column" {_T}',)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

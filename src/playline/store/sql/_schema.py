@@ -172,7 +172,11 @@ _V5 = (
     "CREATE INDEX gate_slots_holder ON gate_slots (holder)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: a ledger entry names the dataset column whose cell made the call, so the ledger by
+# column puts each charge where it was spent (two columns of a row may use one tool).
+_V6 = ('ALTER TABLE ledger ADD COLUMN "column" TEXT',)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(

@@ -251,10 +251,12 @@ def event_from(row: Sequence[Any]) -> Event:
 
 
 # ledger
-LEDGER_COLUMNS = "run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation"
+LEDGER_COLUMNS = (
+    'run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation, "column"'
+)
 # A receipt's generation is charged once, whoever writes it and however often.
 INSERT_LEDGER = (
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(9)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
 )
 
@@ -270,6 +272,7 @@ def ledger_params(e: LedgerEntry) -> tuple[Any, ...]:
         e.dataset,
         e.row_key,
         e.generation,
+        e.column,
         e.receipt_key,
         e.generation,
     )
@@ -286,4 +289,5 @@ def ledger_from(row: Sequence[Any]) -> LedgerEntry:
         dataset=row[6],
         row_key=row[7],
         generation=row[8],
+        column=row[9],
     )
