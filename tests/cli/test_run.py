@@ -84,6 +84,34 @@ def test_failed_run_exits_1_and_resume_finishes_it(cli: Cli, tmp_path: Path) -> 
     assert final["status"] == "completed" and final["output"] == {"ok": True}
 
 
+TYPO_PLAY = """
+import playline as pl
+
+
+@pl.play
+async def domains(ctx, input):
+    people = [{{"email": "ada@x.io"}}, {{"emial": "alan@y.io"}}, {{"emial": "bob@z.io"}}]
+    return await ctx.dataset("people", people).with_column(
+        "domain", lambda row: {email}.split("@")[1]
+    ).run()
+"""
+
+
+def test_cells_the_play_failed_are_named_with_the_fix_and_retried_after_it(cli: Cli) -> None:
+    """Some rows fail in the play's own code: the summary names the error, says to fix the
+    play before retrying, and a retry after the fix finishes them."""
+    play = cli.play(TYPO_PLAY.format(email='row["email"]'))
+    first = cli("run", play, "--run-id", "typo")
+    assert first.exit_code == 0, first.output  # completed with errors
+    assert "failed: 2 x KeyError in column 'domain': 'email'" in first.stdout
+    assert "fix the play where the errors above say, then retry" in first.stdout
+    cli.play(TYPO_PLAY.format(email='row.get("email") or row["emial"]'))  # fixed
+    again = cli("resume", "typo", "--retry-failed", "--json")
+    assert again.exit_code == 0, again.output
+    final = cli.json_lines(again.stdout)[-1]
+    assert final["status"] == "completed" and final["stats"]["rows_failed"] == 0
+
+
 def test_resume_reuses_finished_rows_and_the_recorded_budget(cli: Cli, local_play: str) -> None:
     first = cli("run", local_play, "--run-id", "rb", "--max-credits", "1")
     assert first.exit_code == 1  # two hits cost 2 credits: the budget stops the run

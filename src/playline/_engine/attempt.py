@@ -121,6 +121,9 @@ class RunStats(DatasetStats):
     dispatch_passes: int = 0
     credits: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+    # cells the play's own code failed, by cause and first message:
+    # {"KeyError in column 'domain': 'emial'": 3}
+    cell_errors: dict[str, int] = field(default_factory=dict)
     # per tool id, its calls: live, cached, in_flight, failed (what `playline show` lists)
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
     # per waterfall, its steps' tallies over every attempt of the run (the store's history of
@@ -602,6 +605,7 @@ class Attempt:
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
             errors=dict(calls.errors),
+            cell_errors=_cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
             waterfalls=waterfalls,
         )
@@ -826,13 +830,16 @@ def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]] | None 
     """The most frequent cause of failed cells: a tool's failure, or a resolver's error with
     its first message (``3 x KeyError in column 'email': 'emial'``)."""
     causes = [(count, cause) for cause, count in calls.errors.items()]
-    causes += [
-        (count, f"{cause}: {first}") for cause, (count, first) in (cell_errors or {}).items()
-    ]
+    causes += [(count, cause) for cause, count in _cell_causes(cell_errors or {}).items()]
     if not causes:
         return "see the failed cells (playline show RUN_ID --rows 20)"
     count, cause = max(causes, key=lambda item: item[0])
     return f"{count} x {cause}"
+
+
+def _cell_causes(cell_errors: dict[str, tuple[int, str]]) -> dict[str, int]:
+    """Cells a resolver's error failed, by cause with its first message."""
+    return {f"{cause}: {first}": count for cause, (count, first) in cell_errors.items()}
 
 
 def _json_or_error(value: Any, what: str) -> Any:

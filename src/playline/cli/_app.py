@@ -226,12 +226,15 @@ _HINTS = (
 
 
 def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[str]:
-    """The causes of failed calls, most frequent first, each with what to do about it:
-    ``15 x 401 from sim.email.beta (unauthorized): check the token ...``."""
+    """The causes of failed cells, most frequent first, each with what to do about it:
+    ``15 x 401 from sim.email.beta (unauthorized): check the token ...`` for a tool's
+    failures, ``3 x KeyError in column 'domain': 'emial'`` for the play's own errors."""
+    causes = [(count, cause, True) for cause, count in stats.errors.items()]
+    causes += [(count, cause, False) for cause, count in stats.cell_errors.items()]
     lines = []
-    for cause, count in sorted(stats.errors.items(), key=lambda item: -item[1])[:limit]:
+    for count, cause, of_a_tool in sorted(causes, key=lambda item: -item[0])[:limit]:
         hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
-        lines.append(f"{count} x {cause}" + (f": {hint}" if hint else ""))
+        lines.append(f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else ""))
     return lines
 
 

@@ -227,6 +227,12 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
         )
     elif result.status in ("failed", "suspended"):
         console.print(f"  resume: playline resume {result.run_id}", highlight=False)
+    elif result.stats.cell_errors:  # the play failed them: as it is, it fails them again
+        console.print(
+            "  fix the play where the errors above say, then retry the failed cells: "
+            f"playline resume {result.run_id} --retry-failed",
+            highlight=False,
+        )
     elif result.stats.rows_failed:
         console.print(
             f"  retry the failed cells: playline resume {result.run_id} --retry-failed",
