@@ -362,6 +362,26 @@ def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named
     assert sent == []  # refused before anything was bought
 
 
+def test_force_may_be_a_numpy_boolean_as_a_pandas_row_holds_it(registry):
+    import numpy  # installed with pandas, which the tests need
+
+    sent = []
+
+    @registry.tool("t.paid", cost=1)
+    def paid(input):
+        sent.append(input)
+        return {"v": 1}
+
+    async def play(ctx, input):
+        await ctx.tool("t.paid", {"x": 1})
+        await ctx.tool("t.paid", {"x": 1}, force=numpy.bool_(False))  # from the receipt
+        await ctx.tool("t.paid", {"x": 1}, force=numpy.bool_(True))  # bought again
+
+    result = run_play(play, tools=[registry])
+    assert result.status == "completed", result.error
+    assert len(sent) == 2
+
+
 def test_a_run_whose_every_row_failed_names_the_cause():
     rows = [{"email": f"{n}@x.io"} for n in range(3)]
     result = run_dataset(rows, {"domain": lambda row: row["emial"].split("@")[1]}, tools=[])

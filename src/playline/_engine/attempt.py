@@ -364,6 +364,9 @@ class Attempt:
             raise PlayDefinitionError(
                 f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
             )
+        kind = type(force)
+        if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+            force = bool(force)  # numpy's, as a pandas row holds it
         if not isinstance(force, bool):
             raise PlayDefinitionError(
                 f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
