@@ -293,6 +293,32 @@ def test_a_bulk_call_slower_than_the_timeout_is_paid_once(sim: Simulator) -> Non
     assert result.stats.credits == ledger["credits"]
 
 
+@pytest.mark.parametrize("tool", ["sim.email.alpha", "sim.email.beta"])
+def test_a_call_slower_than_the_timeout_fails_in_doubt_when_the_provider_ignores_keys(
+    sim: Simulator, tool: str
+) -> None:
+    """The tools are safe to retry after a 5xx, but a timeout is no answer: the provider may
+    still be working, and without idempotency keys a repeat would pay twice. Each call is
+    sent once and its cell fails in doubt; the provider charges each input once."""
+    people = world_people(sim, 3)
+    bulk = f"{tool}.bulk" if tool == "sim.email.beta" else None
+    blind = {"no_idempotency": True}
+    sim.faults(tools={tool: {"hold": True, **blind}, **({bulk: blind} if bulk else {})})
+    gateway = pl.Gateway(sim.url, token=sim.token, timeout=0.2)  # reads the changed metadata
+    play = people_play("slow-blind", people, [("found", tool_column(tool), None)])
+    result = pl.run(play, store="memory://", tools=[gateway])
+    sent = sim.ledger()["calls"]
+    sim.faults(tools={tool: {"hold": None}})  # the provider finishes what it holds
+    assert result.status == "failed", result.error  # every row failed
+    errors = result.output.errors
+    assert len(errors) == len(people)
+    assert {e.code for e in errors} == {"in_doubt"}
+    assert all("may have reached the provider" in e.message for e in errors)
+    # none repeated: one bulk request for the three rows, or one request a row
+    assert sent == ({bulk: 1} if bulk else {tool: len(people)})
+    assert sim.ledger()["duplicate_charges"] == 0
+
+
 def test_a_paid_submit_that_failed_in_doubt_is_not_paid_again_on_resume(
     sim: Simulator, tmp_path: Path
 ) -> None:

@@ -4,11 +4,12 @@
   on this very request): wait, then send the same request again.
 - A request that never reached the provider (refused connection, connect timeout): safe to
   send again, with backoff.
-- A request that may have reached it (a 5xx, a read timeout, a dropped connection): sent again
-  only when that cannot pay twice: the tool declares its 5xx safe to retry, or its provider
-  honours idempotency keys (``in_doubt="resend"``: the repeat carries the same key). Otherwise
-  the call fails *in doubt*: its receipt says it may have been charged, and only the user
-  decides to buy it again.
+- A request that may have reached it is sent again only when that cannot pay twice. A 5xx:
+  when the tool declares its 5xx safe to retry (they strike before the work), or its provider
+  honours idempotency keys (``in_doubt="resend"``: the repeat carries the same key). No answer
+  (a read timeout, a dropped connection): only with idempotency keys, as the provider may still
+  be doing the work, whatever its 5xx are. Otherwise the call fails *in doubt*: its receipt
+  says it may have been charged, and only the user decides to buy it again.
 - Anything else (400, 401, 404, a local tool's exception): the provider said no; the call
   fails with its cause.
 """
@@ -56,7 +57,11 @@ def decide(error: ToolError, spec: ToolSpec, sends: int) -> Decision:
     backoff = BACKOFF * 2 ** (sends - 1)
     if error.code in NEVER_SENT:
         return Decision(Verdict.REPEAT if sends < MAX_ATTEMPTS else Verdict.FAIL, backoff)
-    if status >= 500 or error.code in MAYBE_SENT:
+    if error.code in MAYBE_SENT:  # no answer: the provider may still be doing the work
+        if spec.in_doubt == "resend" and sends < MAX_ATTEMPTS:
+            return Decision(Verdict.REPEAT, backoff)  # the same key: it is not paid twice
+        return Decision(Verdict.FAIL_IN_DOUBT)
+    if status >= 500:  # the provider answered that it failed
         if spec.retry_safe or spec.in_doubt == "resend":
             if sends < MAX_ATTEMPTS:
                 return Decision(Verdict.REPEAT, backoff)
