@@ -82,8 +82,11 @@ def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Pa
     [
         lambda key: RuntimeError(f"bad key {key}"),
         lambda key: pl.ToolError("t.refuses", f"key {key} is not allowed", status=403),
+        lambda key: pl.ToolError(  # the provider echoes the key in its code and request id
+            "t.refuses", "refused", status=401, code=f"bad_{key}", request_id=f"rid-{key}"
+        ),
     ],
-    ids=["exception", "tool-error"],
+    ids=["exception", "tool-error", "tool-error-fields"],
 )
 def test_a_tool_failure_naming_a_secret_is_stored_redacted(tmp_path: Path, failure: Any) -> None:
     # The receipt keeps why the call failed: with the secret's name, never its value.
@@ -103,8 +106,9 @@ def test_a_tool_failure_naming_a_secret_is_stored_redacted(tmp_path: Path, failu
     db = tmp_path / "s.db"
     result = pl.run(play, store=f"sqlite:///{db}", tools=[refuses])
 
-    (error,) = result.output.errors
+    (error,) = result.output.errors  # the cell failed; the run and its rows are kept
     assert "[secret API_KEY]" in error.message
+    assert SECRET not in f"{error.code} {error.request_id} {result.stats.errors}"
     with closing(sqlite3.connect(db)) as raw:
         [(stored,)] = raw.execute("SELECT error FROM receipts").fetchall()
     assert "[secret API_KEY]" in stored

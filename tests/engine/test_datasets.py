@@ -143,6 +143,32 @@ def test_hidden_columns_are_seen_by_later_columns_but_left_out_of_the_output(sto
     assert set(record.cells) == {"shown"}
 
 
+def test_a_failed_hidden_cell_fails_its_row_and_a_retry_runs_it_again(store):
+    """A hidden helper column that fails fails its row (its later columns never ran), as a
+    shown one does, and a retry of the failed rows runs it again with what is fixed."""
+    fixed: list[bool] = []
+
+    def domain(row):
+        return row["email"].split("@")[1] if not fixed else row["email"].partition("@")[2]
+
+    columns = {"_domain": domain, "upper": lambda row: row["_domain"].upper()}
+    rows = [{"email": "a@x.io"}, {"email": "bad-no-at"}]
+    first = run_dataset(rows, columns, tools=[], key="email", store=store)
+
+    assert first.status == "completed_with_errors" and first.stats.rows_failed == 1
+    (error,) = first.output.errors
+    assert (error.row_key, error.column) == ("bad-no-at", "_domain")
+    failed = store.load_rows(first.run_id, "rows", ["bad-no-at"])["bad-no-at"]
+    assert failed.status == "failed" and "upper" not in failed.cells
+    fixed.append(True)
+    again = run_dataset(
+        rows, columns, tools=[], key="email", store=store, run_id=first.run_id, retry_failed=True
+    )
+    assert again.status == "completed"
+    assert again.output.to_list() == [{"email": "a@x.io", "upper": "X.IO"},
+                                      {"email": "bad-no-at", "upper": ""}]  # fmt: skip
+
+
 def test_items_that_are_not_dicts_become_value_rows():
     result = run_dataset(["a", 2, None], {"y": lambda row: repr(row["value"])}, tools=[])
 

@@ -561,8 +561,9 @@ class DatasetRun:
         if isinstance(error, ToolError):
             meta["tool"] = meta["provider"] = error.tool
             meta["http_status"] = error.status
-            meta["code"] = error.code
-            meta["request_id"] = error.request_id
+            # the provider's words, as the message: a secret echoed in them is not stored
+            meta["code"] = None if error.code is None else redact(str(error.code))
+            meta["request_id"] = None if error.request_id is None else redact(str(error.request_id))
         if "waterfall" in notes:  # the provenance of a waterfall that ran before the failure
             meta["waterfall"] = notes["waterfall"]
         row.values[column.name] = None
@@ -590,8 +591,8 @@ class DatasetRun:
     def _finish(self, row: RowScope, waiting: Suspension | None = None) -> None:
         """The row is done (or, with ``waiting``, waits for a time or an event): record it."""
         cells = row.cells
-        if self._hidden_columns:
-            cells = {c: m for c, m in cells.items() if c[0] != "_"}
+        if self._hidden_columns:  # hidden cells are not stored, unless they failed the row
+            cells = {c: m for c, m in cells.items() if c[0] != "_" or m["status"] == "failed"}
         values = {
             k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
         }
