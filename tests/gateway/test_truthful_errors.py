@@ -319,6 +319,28 @@ def test_a_call_slower_than_the_timeout_fails_in_doubt_when_the_provider_ignores
     assert sim.ledger()["duplicate_charges"] == 0
 
 
+def test_calls_in_doubt_count_against_the_budget_in_the_attempt_and_after_it(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    """A provider that ignores idempotency keys holds every call past the timeout: each call
+    fails in doubt and may have been charged. Their worst case stays counted, so the budget
+    stops the run once they could have spent it, and a resume counts them too: a slow
+    provider never lets a budget be spent twice over."""
+    people = world_people(sim, 12)
+    sim.faults(tools={"sim.email.alpha": {"hold": True, "no_idempotency": True}})
+    gateway = pl.Gateway(sim.url, token=sim.token, timeout=0.2)  # reads the changed metadata
+    play = people_play("slow-budget", people, [("found", tool_column("sim.email.alpha"), None)])
+    url = f"sqlite:///{tmp_path}/b.db"
+    first = pl.run(play, store=url, tools=[gateway], max_credits=3)  # 1 credit a hit
+    assert first.status == "failed"
+    assert "3 in doubt (may have been charged)" in (first.error or "")
+    assert sim.ledger()["calls"]["sim.email.alpha"] == 3
+    again = pl.run(play, store=url, tools=[gateway], run_id=first.run_id)
+    assert again.status == "failed" and "3 in doubt" in (again.error or "")
+    assert sim.ledger()["calls"]["sim.email.alpha"] == 3  # nothing more was sent
+    sim.faults(tools={"sim.email.alpha": {"hold": None}})
+
+
 def test_a_paid_submit_that_failed_in_doubt_is_not_paid_again_on_resume(
     sim: Simulator, tmp_path: Path
 ) -> None:

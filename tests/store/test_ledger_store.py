@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from playline.store import Completion, LedgerEntry, LedgerTotals, Store
+from playline.store import Completion, Failure, LedgerEntry, LedgerTotals, Store
 
-from storehelp import ME, NOW, charge, claim
+from storehelp import FAR, ME, NOW, charge, claim, complete, fail
 
 
 def pay(store: Store, run_id: str, key: str, credits: float) -> LedgerEntry:
@@ -80,3 +80,22 @@ def test_ledger_totals_sum_every_run_by_tool(store: Store) -> None:
         "gamma": LedgerTotals(calls=1, found=0, credits=2.0),
     }
     assert totals["alpha"].hit_rate == 2 / 3 and LedgerTotals().hit_rate is None
+
+
+def test_doubtful_receipts_are_a_runs_calls_that_may_have_been_charged_unrecorded(
+    store: Store,
+) -> None:
+    """In doubt, or running with no live holder: of the run and its child plays only."""
+    claim(store, "done", "doubt", "dead", "refused")
+    complete(store, ("done", b"{}"))
+    store.fail_receipts([Failure(key="doubt", error="timeout", in_doubt=True)], owner=ME, now=NOW)
+    fail(store, ("refused", "400 bad input"))
+    claim(store, "live", owner=FAR)  # another host's, under a running lease
+    claim(store, "child", run_id="r1/step")
+    claim(store, "other", run_id="r10")  # another run whose id starts alike
+    assert store.doubtful_receipts("r1", now=NOW) == {
+        "doubt": "email",
+        "dead": "email",  # this process's attempt that claimed it is gone
+        "child": "email",
+    }
+    assert "live" in store.doubtful_receipts("r1", now=NOW + 120)  # its lease ran out

@@ -670,6 +670,11 @@ async def run_attempt(
     budget = record.options.get("max_credits", play.max_credits)
     spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
     ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
+    if record.attempts > 1:  # calls an earlier attempt left in doubt may have been charged
+        doubtful = await io(store.doubtful_receipts, run_id, now=now)
+        tools = services.tools
+        ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
+                      if tool in tools and tools[tool].cost.credits})  # fmt: skip
     attempt = Attempt(
         services,
         record=record,

@@ -518,7 +518,7 @@ class CallExecutor:
                     exhausted = ToolError(spec.id, str(exc), code="retry_budget")
                     in_doubt = decision.verdict is Verdict.REPEAT and not spec.retry_safe
                     await self._fail(spec, chunk, exhausted, claimed=True, in_doubt=in_doubt)
-                    self._ledger.release(spec, reserved)
+                    self._release(spec, chunk, reserved, in_doubt=in_doubt)
                     return
                 await self._clock.sleep(wait)
                 error = None
@@ -529,8 +529,17 @@ class CallExecutor:
             if in_doubt:
                 error = _in_doubt_error(spec, error)
             await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
-            self._ledger.release(spec, reserved)
+            self._release(spec, chunk, reserved, in_doubt=in_doubt)
             return
+
+    def _release(
+        self, spec: ToolSpec, chunk: list[ToolCall], reserved: int, *, in_doubt: bool
+    ) -> None:
+        """A request failed: its reservation is given back, but the worst case of calls in
+        doubt stays counted (the provider may have charged them)."""
+        self._ledger.release(spec, reserved)
+        if in_doubt and spec.cost.credits:
+            self._ledger.doubt({c.key: spec.cost.credits for c in chunk})
 
     async def _drop(
         self, spec: ToolSpec, chunk: list[ToolCall], *, claimed: bool, reserved: int
@@ -606,6 +615,8 @@ class CallExecutor:
             for call in chunk:
                 claim = next(results)
                 receipt = claim.receipt
+                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
+                    self._ledger.resolve(call.key)  # was it in doubt: settled from here on
                 if claim.outcome is ClaimOutcome.OWNED:
                     call.job = receipt.job
                     call.generation = receipt.generation

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .._clock import Clock
 from ..errors import BudgetExceeded
@@ -20,6 +20,11 @@ class Ledger:
     request that does not fit whole is shrunk to the inputs that do); after it returns the
     reservation is replaced by what was charged. So concurrent requests can never overspend
     together, and a budget fills rows up to the cap.
+
+    A call that may have been charged with no record of it (it failed in doubt, or its
+    process died with the request out) keeps its worst case counted, ``in_doubt``, until a
+    later send of it settles (a re-send with its idempotency key records what it cost): a slow
+    provider, or a crash, never lets the budget be spent twice.
     """
 
     def __init__(
@@ -36,6 +41,8 @@ class Ledger:
         self.max_credits = max_credits
         self.spent = spent
         self.reserved = 0.0
+        self.in_doubt = 0.0  # worst case of the calls that may have been charged unrecorded
+        self._doubtful: dict[str, float] = {}  # their receipt keys -> worst case
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
@@ -56,7 +63,7 @@ class Ledger:
         if each > 0:
             for ledger in self._chain():
                 if ledger.max_credits is not None:
-                    room = ledger.max_credits - ledger.spent - ledger.reserved
+                    room = ledger.max_credits - ledger.spent - ledger.reserved - ledger.in_doubt
                     allowed = max(0, min(allowed, int((room + 1e-9) // each)))
         for ledger in self._chain():
             ledger.reserved += each * allowed
@@ -65,18 +72,38 @@ class Ledger:
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
         """The error for ``calls`` refused: it names the budget that refused them."""
         limited = [ledger for ledger in self._chain() if ledger.max_credits is not None]
-        tight = min(limited, key=lambda g: (g.max_credits or 0.0) - g.spent - g.reserved)
+        tight = min(
+            limited, key=lambda g: (g.max_credits or 0.0) - g.spent - g.reserved - g.in_doubt
+        )
         limit = tight.max_credits or 0.0
         whose = "" if tight is self else f" of the parent run {tight._run_id}"
+        doubt = f", {tight.in_doubt:g} in doubt (may have been charged)" if tight.in_doubt else ""
         return BudgetExceeded(
             f"Budget{whose} of {limit:g} credits would be exceeded: {tight.spent:g} spent, "
-            f"{tight.reserved:g} in flight, and {calls} more call(s) to {spec.id} may cost "
+            f"{tight.reserved:g} in flight{doubt}, and {calls} more call(s) to {spec.id} may cost "
             f"{spec.cost.credits * calls:g}. Everything paid for so far is kept; raise "
             "max_credits and resume the run to go on.",
             spent=tight.spent,
             limit=limit,
             tool=spec.id,
         )
+
+    def doubt(self, credits: Mapping[str, float]) -> None:
+        """Count the worst case of calls (receipt key -> credits) that may have been charged
+        with no record: found in doubt when the attempt starts, or failed in doubt now. A
+        parent's budget counts its children's (once: it may have found them itself)."""
+        for ledger in self._chain():
+            for key, worst in credits.items():
+                if key not in ledger._doubtful:
+                    ledger._doubtful[key] = worst
+                    ledger.in_doubt += worst
+
+    def resolve(self, key: str) -> None:
+        """A call in doubt is sent again (its key tells the provider it is a repeat) or was
+        answered meanwhile: what it costs is reserved and recorded as any other call's."""
+        for ledger in self._chain():
+            if ledger._doubtful:
+                ledger.in_doubt -= ledger._doubtful.pop(key, 0.0)
 
     def release(self, spec: ToolSpec, reserved: int) -> None:
         """Give back the reservation of ``reserved`` inputs that were never sent."""

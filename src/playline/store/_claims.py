@@ -37,7 +37,14 @@ from ._records import (
     RunStatus,
 )
 
-__all__ = ["IN_DOUBT_MESSAGE", "ReceiptWrites", "decide_claim", "decide_run_claim", "lease_live"]
+__all__ = [
+    "IN_DOUBT_MESSAGE",
+    "ReceiptWrites",
+    "decide_claim",
+    "decide_run_claim",
+    "doubtful",
+    "lease_live",
+]
 
 IN_DOUBT_MESSAGE = (
     "its request may have reached the provider (and been charged) when the process that sent "
@@ -48,6 +55,15 @@ IN_DOUBT_MESSAGE = (
 def lease_live(holder: str | None, lease_until: float | None, now: float) -> bool:
     """Whether ``holder`` still holds what it leased: its lease runs and its process lives."""
     return holder is not None and (lease_until or 0.0) > now and owner_alive(holder)
+
+
+def doubtful(receipt: Receipt, now: float) -> bool:
+    """Whether ``receipt``'s call may have been charged with no record of it: in doubt, or
+    running with no live holder."""
+    return receipt.status is ReceiptStatus.UNKNOWN or (
+        receipt.status is ReceiptStatus.RUNNING
+        and not lease_live(receipt.owner, receipt.lease_until, now)
+    )
 
 
 def decide_claim(

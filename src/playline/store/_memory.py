@@ -12,7 +12,7 @@ from typing import Any
 from .._json import dumps, loads
 from ..errors import StoreError
 from ._changes import ChangeFeed
-from ._claims import ReceiptWrites, decide_claim, decide_run_claim
+from ._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
 from ._gates import GateConfig, GateGrant, GateState, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
@@ -187,6 +187,15 @@ class MemoryStore(ReceiptWrites):
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
         receipts = self._receipts
         return {k: receipts[k] for k in keys if k in receipts}
+
+    def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:
+        prefix = run_id + "/"
+        with self._lock:
+            return {
+                r.key: r.tool
+                for r in self._receipts.values()
+                if (r.run_id == run_id or r.run_id.startswith(prefix)) and doubtful(r, now)
+            }
 
     def write_receipts(
         self,

@@ -118,6 +118,12 @@ class ReceiptStore(Protocol):
         """The receipts of ``keys`` that exist (a read: nothing is claimed)."""
         ...
 
+    def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:
+        """The calls of ``run_id`` and its child plays that may have been charged with no
+        record of it, receipt key -> tool: in doubt, or running with no live holder (its
+        process died with the request out)."""
+        ...
+
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import StoreError
 from .._changes import EVENTS, RECEIPTS, ChangeFeed
-from .._claims import ReceiptWrites, decide_claim, decide_run_claim
+from .._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
 from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
     Boundary,
@@ -259,6 +259,17 @@ class SQLStore(ReceiptWrites, GateRows):
         with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
             found = self._select_receipts(cur, unique)
         return {key: found[key] for key in unique if key in found}
+
+    def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:
+        # few receipts are running or in doubt: an index holds just those (schema 6)
+        with self._transaction(f"find the calls in doubt of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM receipts "
+                "WHERE status IN ('running', 'unknown') "
+                "AND (run_id = ? OR (run_id >= ? AND run_id < ?))",
+                (run_id, run_id + "/", run_id + "0"),
+            ).fetchall()
+        return {r.key: r.tool for r in map(receipt_from, rows) if doubtful(r, now)}
 
     @staticmethod
     def _select_receipts(cur: Cursor, keys: Sequence[str]) -> dict[str, Receipt]:

@@ -165,8 +165,12 @@ _V2 = (
     "CREATE INDEX gate_slots_holder ON gate_slots (holder)",
 )
 
-# v3: a ledger entry names the dataset column whose cell made the call, as SQLite's v6.
-_V3 = (f'ALTER TABLE ledger ADD COLUMN "column" {_T}',)
+# v3: a ledger entry names the dataset column whose cell made the call, and the receipts
+# running or in doubt are indexed by run, as SQLite's v6.
+_V3 = (
+    f'ALTER TABLE ledger ADD COLUMN "column" {_T}',
+    "CREATE INDEX receipts_doubt ON receipts (run_id) WHERE status IN ('running', 'unknown')",
+)
 
 Migration = Sequence[str]
 MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)

@@ -173,8 +173,13 @@ _V5 = (
 )
 
 # v6: a ledger entry names the dataset column whose cell made the call, so the ledger by
-# column puts each charge where it was spent (two columns of a row may use one tool).
-_V6 = ('ALTER TABLE ledger ADD COLUMN "column" TEXT',)
+# column puts each charge where it was spent (two columns of a row may use one tool); the
+# receipts a run may have been charged for with no record (running or in doubt: few) are
+# indexed by run, so a resumed run counts them against its budget.
+_V6 = (
+    'ALTER TABLE ledger ADD COLUMN "column" TEXT',
+    "CREATE INDEX receipts_doubt ON receipts (run_id) WHERE status IN ('running', 'unknown')",
+)
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
