@@ -148,6 +148,7 @@ class CallExecutor:
         self._events = events
         self._tools = tools
         self._run_id = run_id
+        self._started = clock.now()  # receipts of this run older than this: earlier attempts'
         self._owner = owner
         self._drain = drain
         self._lease = lease  # renewed by the attempt's supervisor while the call runs
@@ -203,7 +204,7 @@ class CallExecutor:
                         call.force = True  # refreshed: bought again (its followers share it)
                         continue
                     assert receipt.result is not None
-                    self._settle_cached(call, receipt.result)
+                    self._settle_cached(call, receipt.result, self._bought_here(receipt))
         pending = [c for c in owners if not c.future.done()]
         if self._planner is not None:  # a plan: count what would be sent, send nothing
             self._planner.record(spec, pending, answered=len(owners) - len(pending))
@@ -423,7 +424,7 @@ class CallExecutor:
             for call in chunk:
                 self._settle(call, None, error)
 
-    def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
+    def _settle_cached(self, call: ToolCall, stored: bytes, replay: bool = False) -> None:
         result = ToolResult.from_json(
             loads(stored),
             outputs=call.spec.outputs,
@@ -431,7 +432,16 @@ class CallExecutor:
             source="cache",
             cost=0.0,
         )
+        if replay:
+            result.execution = _REPLAY
         self._settle(call, result)
+
+    def _bought_here(self, receipt: Receipt) -> bool:
+        """Whether an earlier attempt of this run (or of one of its child plays) bought the
+        receipt's result: a row that attempt ran is answered from it again."""
+        run = receipt.run_id
+        ours = run == self._run_id or run.startswith(self._run_id + "/")
+        return ours and receipt.updated_at < self._started
 
     def _stopping(self) -> bool:
         return self._drain.stopping
@@ -625,7 +635,7 @@ class CallExecutor:
                     send.append(call)
                 elif claim.outcome is ClaimOutcome.COMPLETED:
                     assert receipt.result is not None
-                    self._settle_cached(call, receipt.result)
+                    self._settle_cached(call, receipt.result, self._bought_here(receipt))
                 elif claim.outcome is ClaimOutcome.HELD:
                     self._waits.spawn(self._wait_for(spec, call))
                 else:
@@ -907,6 +917,7 @@ class _Sending:
 
 
 _LIVE = Execution("live")
+_REPLAY = Execution("cache", replay=True)
 _PLANNED = Execution("planned")
 
 
