@@ -307,14 +307,29 @@ def test_send_event_keeps_a_falsy_payload_and_refuses_a_body_that_is_no_object(
         **{key: json.loads(payload) for key, payload in sent.items()},
         "falsy:none": None,
     }
-    for body in ("[1]", '"text"', "{bad"):
+    for bad in ({"key": "k:nan", "payload": "NaN"}, {"key": {"a": 1}, "payload": "1"},
+                {"key": "k:deep", "payload": "[" * 5000 + "]" * 5000}):  # fmt: skip
+        refused = post(base, "/api/event", token, json=bad)
+        assert refused.status_code == 400, bad
+    with closing(sqlite3.connect(path)) as db:
+        assert not db.execute(
+            "SELECT key FROM inbox WHERE key LIKE 'k:%' OR key LIKE '{%'"
+        ).fetchall()
+    for body in ("[1]", '"text"', "{bad", "[" * 100_000 + "]" * 100_000):
         refused = httpx.post(
             base + "/api/event",
             content=body,
             headers={"X-CSRF-Token": token, "content-type": "application/json"},
             timeout=30,
         )
-        assert refused.status_code == 400 and "JSON object" in refused.json()["error"], body
+        assert refused.status_code == 400 and "JSON object" in refused.json()["error"], body[:9]
+    foreign = httpx.post(
+        base + "/api/event",
+        json={"key": "k:token", "payload": "1"},
+        headers={"X-CSRF-Token": "é".encode("latin-1")},
+        timeout=30,
+    )
+    assert foreign.status_code == 403  # a token that is not ASCII is a wrong token
 
 
 def test_only_loopback_binds_quietly() -> None:

@@ -196,7 +196,7 @@ async def send(request: Request) -> Response:
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
             body = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python parses
             body = None
     else:
         body = await form_fields(request)
@@ -204,14 +204,22 @@ async def send(request: Request) -> Response:
         return _error(
             'Send a JSON object: {"key": "the event key", "payload": "its JSON text"}.', 400
         )
-    key = str(body.get("key") or "").strip()
+    named = body.get("key")
+    key = named.strip() if isinstance(named, str) else ""
     raw = body.get("payload")
     if not key:
-        return _error("Name the event: its key, as the run's wait_for_event(key) has it.", 400)
+        return _error(
+            "Name the event: its key (text), as the run's wait_for_event(key) has it.", 400
+        )
     try:  # the payload as JSON text (a form's field); blank text is no payload
-        payload = (json.loads(raw) if raw.strip() else None) if isinstance(raw, str) else raw
-    except json.JSONDecodeError as exc:
-        return _error(f'The payload is not JSON ({exc.msg}); write e.g. {{"ok": true}}.', 400)
+        payload = (
+            (json.loads(raw, parse_constant=_no_constant) if raw.strip() else None)
+            if isinstance(raw, str)
+            else raw
+        )
+    except (ValueError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "nested too deep"
+        return _error(f'The payload is not JSON ({why}); write e.g. {{"ok": true}}.', 400)
     try:
         sent = await anyio.to_thread.run_sync(lambda: pl.send_event(key, payload, store=cfg.store))
     except PlaylineError as exc:
@@ -222,6 +230,11 @@ async def send(request: Request) -> Response:
         else f"{key!r} was sent before; the first payload stands."
     )
     return JSONResponse({"key": key, "sent": sent, "message": message})
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are no JSON: stored, they would become null."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def routes() -> list[Route]:

@@ -57,7 +57,8 @@ async def check_csrf(request: Request, token: str) -> Response | None:
             status_code=403,
         )
     given = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get("csrf_token")
-    if not given or not hmac.compare_digest(given, token):
+    # as bytes: compare_digest refuses text that is not ASCII (a 500, not the 403 owed)
+    if not given or not hmac.compare_digest(given.encode("utf-8", "replace"), token.encode()):
         return JSONResponse(
             {
                 "error": "Missing or wrong CSRF token: reload the page and try again "
