@@ -121,3 +121,27 @@ def test_playline_sim_port_0_prints_the_bound_url_first() -> None:
         sim.wait(timeout=30)
         assert sim.stdout is not None
         sim.stdout.close()
+
+
+def test_a_port_that_is_taken_is_a_one_line_error_with_exit_1() -> None:
+    """Not uvicorn's log line and its exit 3 (which Playline's commands use for a run that
+    is suspended)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from playline.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        command = CliRunner().invoke(app, ["sim", "--port", port])
+        module = subprocess.run(
+            [sys.executable, "-m", "playline.sim", "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert command.exit_code == 1 and f"Cannot listen on 127.0.0.1:{port}" in command.output
+    assert module.returncode == 1 and "cannot listen on" in module.stderr

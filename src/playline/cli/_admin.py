@@ -298,7 +298,14 @@ def sim(
     """
     from playline.sim import main as sim_main
 
-    sim_main(port, seed, host, token=token, latency_ms=latency_ms)
+    try:
+        sim_main(port, seed, host, token=token, latency_ms=latency_ms)
+    except OSError as exc:
+        raise CliError(
+            f"Cannot listen on {host}:{port} ({exc.strerror or exc}). Choose another port "
+            "with --port (0 picks a free one).",
+            code=1,
+        ) from None
 
 
 @app.command()

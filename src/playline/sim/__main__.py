@@ -5,6 +5,7 @@ on stdout names the URL."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ._run import main
 
@@ -20,11 +21,17 @@ parser.add_argument(
     help="also stop when stdin closes (a parent process that dies takes the simulator along)",
 )
 args = parser.parse_args()
-main(
-    args.port,
-    args.seed,
-    args.host,
-    token=args.token,
-    latency_ms=args.latency_ms,
-    stop_on_stdin_eof=args.stop_on_stdin_eof,
-)
+try:
+    main(
+        args.port,
+        args.seed,
+        args.host,
+        token=args.token,
+        latency_ms=args.latency_ms,
+        stop_on_stdin_eof=args.stop_on_stdin_eof,
+    )
+except OSError as exc:
+    sys.exit(
+        f"error: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+        "choose another port with --port (0 picks a free one)"
+    )

@@ -203,6 +203,15 @@ def main(
             flush=True,
         )
 
+    # bound here, so a port that is taken is an OSError the caller reports (uvicorn would
+    # log it and exit 3, which Playline's commands mean as "suspended")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     server = _Server(_config(state, host, port, foreground=True), on_listening=announce)
     if stop_on_stdin_eof:
 
@@ -211,6 +220,6 @@ def main(
             server.should_exit = True
 
         threading.Thread(target=watch, name="playline-sim-stdin", daemon=True).start()
-    server.run()
+    server.run(sockets=[sock])
     if not server.started:
-        raise SystemExit(1)  # uvicorn has said why (the port is taken, most likely)
+        raise SystemExit(1)
