@@ -77,6 +77,7 @@ def test_failed_run_exits_1_and_resume_finishes_it(cli: Cli, tmp_path: Path) -> 
     assert failed.exit_code == 1
     assert "failed run rf" in failed.stdout and "RuntimeError: not yet" in failed.stdout
     assert "playline resume rf" in failed.stdout
+    assert "a resume runs the play's code again, with the same input" in failed.stdout
     flag.touch()
     resumed = cli("resume", "rf", "--json")
     assert resumed.exit_code == 0, resumed.output

@@ -389,6 +389,19 @@ def test_a_run_whose_every_row_failed_names_the_cause():
     assert "All 3 rows failed: 3 x KeyError in column 'domain': 'emial'." in result.error
 
 
+def test_a_run_whose_every_row_returned_what_cannot_be_stored_names_the_cause():
+    result = run_dataset([{"a": 1}, {"a": 2}], {"b": lambda row: {1, 2}}, tools=[], key="a")
+    assert result.status == "failed"
+    assert (
+        "All 2 rows failed: 2 x unstorable value in column 'b': Column 'b' returned a set, "
+        "which cannot be stored." in (result.error or "")
+    )
+    assert result.stats.cell_errors == {
+        "unstorable value in column 'b': Column 'b' returned a set, which cannot be stored. "
+        "Return plain dicts, lists, strings, numbers, booleans or None.": 2
+    }
+
+
 def test_a_number_names_a_call_as_its_text(registry):
     registry.tool("t.named")(lambda input: {"v": 1})
 

@@ -740,7 +740,7 @@ async def _end(
         except PlaylineError as exc:
             error, status, returned = exc, "failed", False
         else:
-            error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors)
+            error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors, attempt.run_id)
             if error is not None:
                 status = "failed"
     message = _message(error)
@@ -815,14 +815,14 @@ async def _recorded_credits(attempt: Attempt, counted: float) -> float:
 
 
 def _all_failed(
-    stats: RunStats, calls: CallStats, cell_errors: dict[str, tuple[int, str]]
+    stats: RunStats, calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str
 ) -> PlaylineError | None:
     """The run failed as a whole although every row ended: all of them failed, or a tool
     was refused for every input (a wrong token, an unknown tool)."""
     for tool, counts in calls.by_tool.items():
         refused = counts.get("refused", 0)
         if refused and refused == counts.get("failed", 0) and not counts.get("live"):
-            cause = _top_cause(calls)
+            cause = _top_cause(calls, {}, run_id)
             fix = (
                 "the tool id is unknown to its gateway: check the id and the gateway URL"
                 if "unknown_tool" in cause
@@ -830,17 +830,18 @@ def _all_failed(
             )
             return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
     if stats.rows and stats.rows_failed == stats.rows:
-        return PlaylineError(f"All {stats.rows} rows failed: {_top_cause(calls, cell_errors)}.")
+        cause = _top_cause(calls, cell_errors, run_id)
+        return PlaylineError(f"All {stats.rows} rows failed: {cause}.")
     return None
 
 
-def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]] | None = None) -> str:
+def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str) -> str:
     """The most frequent cause of failed cells: a tool's failure, or a resolver's error with
     its first message (``3 x KeyError in column 'email': 'emial'``)."""
     causes = [(count, cause) for cause, count in calls.errors.items()]
-    causes += [(count, cause) for cause, count in _cell_causes(cell_errors or {}).items()]
+    causes += [(count, cause) for cause, count in _cell_causes(cell_errors).items()]
     if not causes:
-        return "see the failed cells (playline show RUN_ID --rows 20)"
+        return f"see the failed cells (playline show {run_id} --rows 20)"
     count, cause = max(causes, key=lambda item: item[0])
     return f"{count} x {cause}"
 

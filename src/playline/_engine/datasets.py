@@ -554,10 +554,7 @@ class DatasetRun:
             "updated_at": self.rt.clock.now(),
         }
         if not isinstance(error, ToolError):  # a tool's failures are counted by the calls
-            cause = f"{type(error).__name__} in column {column.name!r}"
-            first = preview(" ".join(meta["error"].split()), 160) or ""  # one short line
-            count, first = self.rt.cell_errors.get(cause, (0, first))
-            self.rt.cell_errors[cause] = (count + 1, first)
+            self._count_cause(f"{type(error).__name__} in column {column.name!r}", meta["error"])
         if isinstance(error, ToolError):
             meta["tool"] = meta["provider"] = error.tool
             meta["http_status"] = error.status
@@ -685,6 +682,14 @@ class DatasetRun:
                 )
             values[name] = None
             cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
+            self._count_cause(f"unstorable value in column {name!r}", why)
+
+    def _count_cause(self, cause: str, message: str) -> None:
+        """Count a cell failed by the play's own code (not a tool's), by cause, keeping the
+        first message in one short line."""
+        first = preview(" ".join(message.split()), 160) or ""
+        count, first = self.rt.cell_errors.get(cause, (0, first))
+        self.rt.cell_errors[cause] = (count + 1, first)
 
     def _write_due(self) -> None:
         """The rows finished a while ago are written, however few: a slow run's finished rows

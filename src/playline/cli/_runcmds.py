@@ -13,7 +13,7 @@ import playline as pl
 from playline import Dataset
 
 from .._trace import SOURCE_KIND, trace_of
-from ..errors import PlayDefinitionError
+from ..errors import PlayDefinitionError, PlaylineError
 from ..store import Event, RunRecord, Store
 from ._app import (
     EXIT_CODES,
@@ -227,6 +227,12 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
         )
     elif result.status in ("failed", "suspended"):
         console.print(f"  resume: playline resume {result.run_id}", highlight=False)
+        if result.status == "failed" and not isinstance(result.exception, PlaylineError | None):
+            console.print(  # the play's own code raised it
+                "  a resume runs the play's code again, with the same input: fix the code "
+                "first, or start a new run for another input",
+                highlight=False,
+            )
     elif result.stats.cell_errors:  # the play failed them: as it is, it fails them again
         console.print(
             "  fix the play where the errors above say, then retry the failed cells: "
