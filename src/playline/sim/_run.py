@@ -4,6 +4,8 @@ foreground for a terminal (:func:`main`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import socket
 import sys
 import threading
@@ -203,15 +205,6 @@ def main(
             flush=True,
         )
 
-    # bound here, so a port that is taken is an OSError the caller reports (uvicorn would
-    # log it and exit 3, which Playline's commands mean as "suspended")
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
     server = _Server(_config(state, host, port, foreground=True), on_listening=announce)
     if stop_on_stdin_eof:
 
@@ -220,6 +213,7 @@ def main(
             server.should_exit = True
 
         threading.Thread(target=watch, name="playline-sim-stdin", daemon=True).start()
-    server.run(sockets=[sock])
-    if not server.started:
-        raise SystemExit(1)
+    with contextlib.suppress(SystemExit):  # uvicorn could not bind: it logged why, and exits 3
+        server.run()
+    if not server.started:  # an OSError, which the callers report in one line (exit 1)
+        raise OSError(errno.EADDRINUSE, "uvicorn could not bind it; is the port taken?")
