@@ -21,6 +21,7 @@ from typing import Any
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
 from ._json import canonical
 from ._runner import gate_statistics
+from .errors import PlaylineError
 from .store import CellMeta, RowRecord, RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
@@ -264,12 +265,27 @@ def export_rows(
         row: dict[str, Any] = {"_key": record.key, "_status": record.status}
         row["_error"] = record.error
         for column, value in record.values.items():
+            if column in row:
+                raise PlaylineError(_clash(dataset, column))
             row[column] = value
             meta = record.cells.get(column)
             if meta is not None:
-                row[f"{column}.status"] = meta.get("status")
-                row[f"{column}.provider"] = meta.get("provider")
+                for name, part in (
+                    ("status", meta.get("status")),
+                    ("provider", meta.get("provider")),
+                ):
+                    if f"{column}.{name}" in record.values:
+                        raise PlaylineError(_clash(dataset, f"{column}.{name}"))
+                    row[f"{column}.{name}"] = part
         yield row
+
+
+def _clash(dataset: str, column: str) -> str:
+    return (
+        f"Dataset {dataset!r} has a column {column!r}, a name that --with-status gives a row's "
+        "key, status or error, or a cell's status or provider: export it without --with-status "
+        "(or rename that column in the play's input)."
+    )
 
 
 def columns_of(rows: Iterator[dict[str, Any]]) -> list[str]:
@@ -498,8 +514,9 @@ def dataset_columns(store: Store, run_id: str, dataset: str) -> list[str]:
         seen.update(dict.fromkeys(record.values))
     for event in store.read_events(run_id, kinds=["dataset"]):
         if event.dataset == dataset and event.status == "running":
-            seen.update(dict.fromkeys((event.data or {}).get("columns") or ()))
-    return [name for name in seen if not name.startswith("_")]
+            computed = (event.data or {}).get("columns") or ()
+            seen.update((name, None) for name in computed if not name.startswith("_"))
+    return list(seen)
 
 
 def row_doc(record: RowRecord) -> dict[str, Any]:

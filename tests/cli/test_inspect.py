@@ -97,6 +97,35 @@ def test_export_with_status_adds_row_and_cell_columns(cli: Cli, ran: str, tmp_pa
     assert "name.status" not in docs[0]  # input columns have no cell
 
 
+CLASH_PLAY = """
+import playline as pl
+
+
+@pl.play
+async def clash(ctx, input):
+    rows = [{"id": 1, "_note": "vip", "company.status": "active", "company": "Acme"}]
+    return await ctx.dataset("d", rows, key="id").with_column(
+        "company", lambda row: row["company"].upper()
+    ).run()
+"""
+
+
+def test_input_fields_keep_their_names_and_a_status_name_clash_is_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """An input field may start with "_" (only hidden computed columns are left out); one
+    named like a status column --with-status adds is refused, not overwritten."""
+    assert cli("run", cli.play(CLASH_PLAY), "--run-id", "clash").exit_code == 0
+    out = tmp_path / "plain.jsonl"
+    assert cli("export", "clash", "--out", str(out)).exit_code == 0
+    (doc,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert doc == {"id": 1, "_note": "vip", "company.status": "active", "company": "ACME"}
+    status = tmp_path / "status.csv"
+    line = one_error_line(cli("export", "clash", "--out", str(status), "--with-status"), 1)
+    assert "column 'company.status'" in line and "without --with-status" in line
+    assert not status.exists()
+
+
 def test_export_errors(cli: Cli, ran: str, tmp_path: Path) -> None:
     out = str(tmp_path / "x.csv")
     assert "No run 'nope'" in one_error_line(cli("export", "nope", "--out", out), 1)

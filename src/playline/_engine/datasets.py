@@ -165,7 +165,7 @@ class DatasetRun:
         self._fatal: BaseException | None = None
         self._waits: list[Suspension] = []
         self._tasks: asyncio.TaskGroup | None = None
-        self._hidden_columns = any(c.hidden for c in columns)
+        self._hidden = frozenset(c.name for c in columns if c.hidden)  # not stored
         self._budget: BudgetExceeded | None = None  # the budget stopped rows of this dataset
         self._pending = 0  # rows stopped by it, left for a resume
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
@@ -587,11 +587,13 @@ class DatasetRun:
 
     def _finish(self, row: RowScope, waiting: Suspension | None = None) -> None:
         """The row is done (or, with ``waiting``, waits for a time or an event): record it."""
-        cells = row.cells
-        if self._hidden_columns:  # hidden cells are not stored, unless they failed the row
-            cells = {c: m for c, m in cells.items() if c[0] != "_" or m["status"] == "failed"}
-        values = {
-            k: v.data if type(v) is ToolResult else v for k, v in row.values.items() if k[:1] != "_"
+        cells, hidden = row.cells, self._hidden
+        if hidden:  # hidden cells are not stored, unless they failed the row
+            cells = {c: m for c, m in cells.items() if c not in hidden or m["status"] == "failed"}
+        values = {  # an input field may start with "_": only hidden columns are left out
+            k: v.data if type(v) is ToolResult else v
+            for k, v in row.values.items()
+            if k not in hidden
         }
         size = _stored_size(values)
         if size is None or size > self.rt.cell_limit:
