@@ -23,7 +23,12 @@ def _refuse(value: Any) -> Any:
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
 
 
-def dumps(value: Any, *, what: str = "value", ordered: bool = False) -> bytes:
+_PLAIN_VALUES = "Return plain dicts, lists, strings, numbers, booleans or None."
+
+
+def dumps(
+    value: Any, *, what: str = "value", ordered: bool = False, advice: str = _PLAIN_VALUES
+) -> bytes:
     """Serialise ``value`` as canonical JSON bytes (sorted keys, no whitespace); with
     ``ordered`` keys keep their order (rows keep their column order).
 
@@ -35,10 +40,7 @@ def dumps(value: Any, *, what: str = "value", ordered: bool = False) -> bytes:
     except TypeError as exc:
         if isinstance(exc.__cause__, PlayDefinitionError):
             raise exc.__cause__ from None
-        raise PlayDefinitionError(
-            f"{what} is not JSON-serialisable ({exc}). Return plain dicts, lists, strings, "
-            "numbers, booleans or None."
-        ) from None
+        raise PlayDefinitionError(f"{what} is not JSON-serialisable ({exc}). {advice}") from None
     check_no_secret(data, what)
     return data
 

@@ -491,3 +491,25 @@ def test_dataset_errors_carry_tool_details(registry):
     assert (error.column, error.tool) == ("y", "t.remote")
     assert (error.status, error.code, error.request_id) == (402, "payment", "r-9")
     assert "quota" in error.message
+
+
+def test_a_tool_input_that_cannot_be_sent_fails_its_row_only(registry):
+    """One row's input nests past what JSON encoders take: that cell fails, saying so; the
+    other rows are called and kept."""
+    sent = []
+    registry.tool("t.look")(lambda input: sent.append(input) or {"ok": True})
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+    rows = [{"x": 1, "v": "a"}, {"x": 2, "v": deep}, {"x": 3, "v": "c"}]
+    look = call_tool("t.look", lambda row: {"v": row["v"]})
+    result = run_dataset(rows, {"y": look}, tools=[registry], key="x")
+
+    assert result.status == "completed_with_errors", result.error
+    errors = {e.column: e for e in result.output.errors}
+    assert set(errors) == {"y", "v"}  # the input field itself cannot be stored either
+    error = errors["y"]
+    assert error.row_key == "2" and error.code == "invalid_input" and error.tool == "t.look"
+    assert "its input cannot be sent" in error.message and "255 levels" in error.message
+    assert len(sent) == 2
+    assert result.stats.errors == {"invalid_input from t.look": 1}

@@ -384,14 +384,17 @@ class Attempt:
         stale = validate_stale_after(stale_after)
         self.governor.spend("tool_calls")
         payload = dict(input)
-        key = receipt_key(
-            org=self.services.org,
-            tool=spec.id,
-            input=payload,
-            auth=self._auth(spec),
-            version=spec.version,
-            bucket=stale_bucket(stale, self.clock.now()),
-        )
+        try:
+            key = receipt_key(
+                org=self.services.org,
+                tool=spec.id,
+                input=payload,
+                auth=self._auth(spec),
+                version=spec.version,
+                bucket=stale_bucket(stale, self.clock.now()),
+            )
+        except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
+            raise self.executor.refused_input(spec, exc) from None
         scope = current_row.get()
         call = ToolCall(
             spec=spec,

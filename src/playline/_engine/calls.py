@@ -381,6 +381,15 @@ class CallExecutor:
                 in_flight[call.key] = call
         return owners
 
+    def refused_input(self, spec: ToolSpec, error: PlayDefinitionError) -> ToolError:
+        """A call whose input cannot be sent (not JSON: a set, an object, nesting past 254
+        levels): it fails, counted with the calls that failed, and is never sent."""
+        refused = ToolError(spec.id, f"its input cannot be sent: {error}", code="invalid_input")
+        self.stats.count(spec.id, "failed")
+        cause = _cause(refused)
+        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+        return refused
+
     # settling
     def _settle(
         self, call: ToolCall, result: ToolResult | None, error: BaseException | None = None

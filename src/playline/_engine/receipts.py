@@ -56,5 +56,7 @@ def receipt_key(
     body = dumps(
         [KEY_VERSION, org, tool, normalise_input(input), auth, version, bucket],
         what=f"The input of tool {tool}",
+        advice="Pass plain dicts, lists, strings, numbers, booleans or None, nested fewer "
+        "than 255 levels deep.",
     )
     return hashlib.sha256(body).hexdigest()
