@@ -9,6 +9,7 @@ from typing import Any
 
 from .._json import canonical, digest
 from ..errors import PlayDefinitionError
+from .events import preview
 
 __all__ = ["KeySpec", "as_row", "row_key_function"]
 
@@ -44,11 +45,13 @@ def row_key_function(
     left out, so a row that already holds an output keeps its identity).
     """
 
-    def missing(index: int, what: str) -> PlayDefinitionError:
+    def missing(index: int, what: str, row: Mapping[str, Any]) -> PlayDefinitionError:
+        # the row as well as its index: a CSV's skipped lines make indexes and lines differ
+        shown = preview(dict(row), 200)
         return PlayDefinitionError(
-            f"Dataset {dataset!r}: row {index} has no value for {what}. Give every row a "
-            "value there, or choose another key= (a column, a list of columns, or "
-            "fn(row, index))."
+            f"Dataset {dataset!r}: row {index} (counting from 0: {shown}) has no value for "
+            f"{what}. Give every row a value there, or choose another key= (a column, a list "
+            "of columns, or fn(row, index))."
         )
 
     if key is None:
@@ -68,7 +71,7 @@ def row_key_function(
         def by_column(row: dict[str, Any], index: int) -> str:
             value = row.get(column)
             if _blank(value):
-                raise missing(index, f"key column {column!r}")
+                raise missing(index, f"key column {column!r}", row)
             return _text(value)
 
         return by_column
@@ -82,7 +85,7 @@ def row_key_function(
         def by_function(row: dict[str, Any], index: int) -> str:
             value = key(row, index) if takes_index else key(row)
             if _blank(value):
-                raise missing(index, "its key (key= returned nothing)")
+                raise missing(index, "its key (key= returned nothing)", row)
             return _text(value)
 
         return by_function
@@ -95,7 +98,7 @@ def row_key_function(
             for column in columns:
                 value = row.get(column)
                 if _blank(value):
-                    raise missing(index, f"key column {column!r}")
+                    raise missing(index, f"key column {column!r}", row)
                 values.append(value)
             return canonical(values, what="A row key")
 
