@@ -173,3 +173,34 @@ def test_bad_limits_are_refused_when_the_play_is_defined(limits):
         @pl.play(limits=limits)
         async def play(ctx, input):
             return None
+
+
+def test_a_tool_out_of_retries_fails_its_calls_and_a_resume_retries_them_afresh(registry, tmp_path):
+    """Retries are counted per tool and per attempt: a provider that keeps throttling fails
+    the calls left once its retries are used up (the play goes on), and a resume, later,
+    may retry them again (other counters go on from where the run left them)."""
+    throttled = [3]  # 429s still to answer
+
+    @registry.tool("t.busy")
+    def busy(input):
+        if throttled[0]:
+            throttled[0] -= 1
+            raise pl.ToolError("t.busy", "slow down", status=429, retry_after=0.01)
+        return {"x": input["x"]}
+
+    @pl.play(name="throttled", limits=pl.Limits(retries=2))
+    async def play(ctx, input):
+        return (
+            await ctx.dataset("rows", rows_of(1), key="x")
+            .with_column("y", call_tool("t.busy"))
+            .run()
+        )
+
+    store = f"sqlite:///{tmp_path}/r.db"
+    first = run_play(play, tools=[registry], store=store)
+    assert first.status == "failed"  # its one row failed
+    (error,) = first.output.errors
+    assert error.code == "retry_budget" and "raise limits" in error.message
+    throttled[0] = 2  # still busy at the resume: two more retries needed, within the limit
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+    assert again.status == "completed", again.error

@@ -1,6 +1,8 @@
 """Governance: what a run (and its tree of child plays) may spend, counted against its limits.
 
-Counters survive a resume: an attempt starts from the counts its run recorded last time.
+Counters survive a resume (a play does not escape its limits by resuming): an attempt starts
+from the counts its run recorded last time. Retries excepted: they guard an attempt against a
+provider that keeps failing or throttling, and a resume, later, may find it well again.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ class Governor:
 
     def __init__(self, limits: Limits, counts: Mapping[str, int] | None = None) -> None:
         self.limits = limits
-        self.counts: dict[str, int] = dict(counts or {})
+        self.counts: dict[str, int] = {
+            name: n for name, n in (counts or {}).items() if not name.startswith("retries:")
+        }
 
     def spend(self, counter: str, n: int = 1) -> None:
         total = self.counts.get(counter, 0) + n
