@@ -32,6 +32,7 @@ from ._play import Play, PlayFn, get_play
 from ._runner import resolve_tools
 from .errors import PlayDefinitionError
 from .store import (
+    Answer,
     LedgerTotals,
     MemoryStore,
     NoStore,
@@ -154,6 +155,11 @@ class _PlanStore(MemoryStore):
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
         found = self.real.find_receipts(keys)
         found.update(super().find_receipts(keys))
+        return found
+
+    def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        found = self.real.find_answers(keys)
+        found.update(super().find_answers(keys))
         return found
 
     def list_runs(

@@ -225,3 +225,14 @@ def test_renew_receipts_extends_the_owners_running_receipts(store: Store) -> Non
         LEASE,
     ]
     assert store.renew_receipts("nobody/1/x", lease_until=LEASE) == 0
+
+
+def test_find_answers_reads_the_completed_receipts_only(store: Store) -> None:
+    """The lookup every call makes first: what a completed receipt answers, when it was
+    bought and by which run; running, failed and unknown keys are not answers."""
+    claim(store, "done", "running", "failed", run_id="r7")
+    complete(store, ("done", b'{"ok":true}'), now=NOW + 1)
+    fail(store, ("failed", "400 bad input"))
+    answers = store.find_answers(["done", "running", "failed", "missing", "done"])
+    assert answers == {"done": (b'{"ok":true}', NOW + 1, "r7")}
+    assert isinstance(answers["done"].result, bytes)

@@ -192,19 +192,19 @@ class CallExecutor:
         fresh = [c.key for c in owners if not c.force]
         if fresh:
             try:
-                found = await self._io(self._store.find_receipts, fresh)
+                found = await self._io(self._store.find_answers, fresh)
             except PlaylineError as exc:
                 for call in owners:
                     self._settle(call, None, exc)
                 return
             for call in owners:
-                receipt = None if call.force else found.get(call.key)
-                if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
-                    if call.fresh_since is not None and receipt.updated_at < call.fresh_since:
+                answer = None if call.force else found.get(call.key)
+                if answer is not None:
+                    if call.fresh_since is not None and answer.updated_at < call.fresh_since:
                         call.force = True  # refreshed: bought again (its followers share it)
                         continue
-                    assert receipt.result is not None
-                    self._settle_cached(call, receipt.result, self._bought_here(receipt))
+                    replay = self._bought_here(answer.run_id, answer.updated_at)
+                    self._settle_cached(call, answer.result, replay)
         pending = [c for c in owners if not c.future.done()]
         if self._planner is not None:  # a plan: count what would be sent, send nothing
             self._planner.record(spec, pending, answered=len(owners) - len(pending))
@@ -445,12 +445,11 @@ class CallExecutor:
             result.execution = _REPLAY
         self._settle(call, result)
 
-    def _bought_here(self, receipt: Receipt) -> bool:
-        """Whether an earlier attempt of this run (or of one of its child plays) bought the
+    def _bought_here(self, run_id: str, bought_at: float) -> bool:
+        """Whether an earlier attempt of this run (or of one of its child plays) bought a
         receipt's result: a row that attempt ran is answered from it again."""
-        run = receipt.run_id
-        ours = run == self._run_id or run.startswith(self._run_id + "/")
-        return ours and receipt.updated_at < self._started
+        ours = run_id == self._run_id or run_id.startswith(self._run_id + "/")
+        return ours and bought_at < self._started
 
     def _stopping(self) -> bool:
         return self._drain.stopping
@@ -644,7 +643,8 @@ class CallExecutor:
                     send.append(call)
                 elif claim.outcome is ClaimOutcome.COMPLETED:
                     assert receipt.result is not None
-                    self._settle_cached(call, receipt.result, self._bought_here(receipt))
+                    replay = self._bought_here(receipt.run_id, receipt.updated_at)
+                    self._settle_cached(call, receipt.result, replay)
                 elif claim.outcome is ClaimOutcome.HELD:
                     self._waits.spawn(self._wait_for(spec, call))
                 else:

@@ -21,6 +21,7 @@ from ._protocol import (
     Store,
 )
 from ._records import (
+    Answer,
     Boundary,
     CellMeta,
     Claim,
@@ -47,6 +48,7 @@ __all__ = [
     "CELL_STATES",
     "DEFAULT_STORE_URL",
     "ROW_STATES",
+    "Answer",
     "Boundary",
     "BoundaryStore",
     "CellMeta",

@@ -16,6 +16,7 @@ from ._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
 from ._gates import GateConfig, GateGrant, GateState, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
+    Answer,
     Boundary,
     Claim,
     ClaimResult,
@@ -187,6 +188,15 @@ class MemoryStore(ReceiptWrites):
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
         receipts = self._receipts
         return {k: receipts[k] for k in keys if k in receipts}
+
+    def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        receipts = self._receipts
+        found = (receipts.get(k) for k in keys)
+        return {
+            r.key: Answer(r.result, r.updated_at, r.run_id)
+            for r in found
+            if r is not None and r.status is ReceiptStatus.COMPLETED and r.result is not None
+        }
 
     def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:
         prefix = run_id + "/"

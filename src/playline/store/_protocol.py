@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ._changes import ChangeFeed
 from ._gates import GateConfig, GateGrant, GateState
 from ._records import (
+    Answer,
     Boundary,
     Claim,
     ClaimResult,
@@ -116,6 +117,11 @@ class RunStore(Protocol):
 class ReceiptStore(Protocol):
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:
         """The receipts of ``keys`` that exist (a read: nothing is claimed)."""
+        ...
+
+    def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        """The completed receipts of ``keys``, as calls are answered from them: the lookup
+        every call makes first, so it reads no more than that."""
         ...
 
     def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Required, TypedDict
+from typing import Any, NamedTuple, Required, TypedDict
 
 __all__ = [
+    "Answer",
     "Boundary",
     "CellMeta",
     "Claim",
@@ -109,6 +110,15 @@ class ReceiptStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # the provider said no: safe to send again
     UNKNOWN = "unknown"  # in doubt: the request may have reached (and charged) the provider
+
+
+class Answer(NamedTuple):
+    """A completed receipt as a call is answered from it: its result, when it was bought and
+    by which run. A tuple: a cached re-run reads one per call."""
+
+    result: bytes
+    updated_at: float
+    run_id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

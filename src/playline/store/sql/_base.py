@@ -18,6 +18,7 @@ from .._changes import EVENTS, RECEIPTS, ChangeFeed
 from .._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
 from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
+    Answer,
     Boundary,
     Claim,
     ClaimResult,
@@ -259,6 +260,19 @@ class SQLStore(ReceiptWrites, GateRows):
         with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
             found = self._select_receipts(cur, unique)
         return {key: found[key] for key in unique if key in found}
+
+    def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, Answer] = {}
+        with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
+            for chunk in _chunks(unique):
+                for key, result, updated_at, run_id in cur.execute(
+                    "SELECT key, result, updated_at, run_id FROM receipts "
+                    f"WHERE status = 'completed' AND key IN ({marks(len(chunk))})",
+                    chunk,
+                ).fetchall():
+                    found[key] = Answer(bytes(result), updated_at, run_id)
+        return found
 
     def doubtful_receipts(self, run_id: str, *, now: float) -> dict[str, str]:
         # few receipts are running or in doubt: an index holds just those (schema 6)
