@@ -342,17 +342,24 @@ def test_a_worker_interval_that_is_no_pause_is_refused(interval):
         pl.Worker(store="memory://", interval=interval)
 
 
-@pytest.mark.parametrize(
-    ("options", "named"),
-    [({"force": "false"}, "force="), ({"force": 1}, "force="), ({"key": [3]}, "key=")],
-)
-def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named):
+def _paid_tool(registry):
+    """Registers t.paid (1 credit a call); returns the inputs it was sent."""
     sent = []
 
     @registry.tool("t.paid", cost=1)
     def paid(input):
         sent.append(input)
         return {"v": 1}
+
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [({"force": "false"}, "force="), ({"force": 1}, "force="), ({"key": [3]}, "key=")],
+)
+def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named):
+    sent = _paid_tool(registry)
 
     async def play(ctx, input):
         await ctx.tool("t.paid", {"x": 1}, **options)
@@ -365,12 +372,7 @@ def test_ctx_tool_options_of_the_wrong_type_are_refused(registry, options, named
 def test_force_may_be_a_numpy_boolean_as_a_pandas_row_holds_it(registry):
     import numpy  # installed with pandas, which the tests need
 
-    sent = []
-
-    @registry.tool("t.paid", cost=1)
-    def paid(input):
-        sent.append(input)
-        return {"v": 1}
+    sent = _paid_tool(registry)
 
     async def play(ctx, input):
         await ctx.tool("t.paid", {"x": 1})

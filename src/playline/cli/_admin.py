@@ -31,6 +31,7 @@ from ._app import (
 )
 from ._load import (
     CliError,
+    cannot_listen,
     gateway_from,
     load_play,
     parse_json,
@@ -301,11 +302,7 @@ def sim(
     try:
         sim_main(port, seed, host, token=token, latency_ms=latency_ms)
     except OSError as exc:
-        raise CliError(
-            f"Cannot listen on {host}:{port} ({exc.strerror or exc}). Choose another port "
-            "with --port (0 picks a free one).",
-            code=1,
-        ) from None
+        raise cannot_listen(host, port, exc) from None
 
 
 @app.command()

@@ -41,6 +41,15 @@ class CliError(Exception):
         self.code = code
 
 
+def cannot_listen(host: str, port: int, error: OSError) -> CliError:
+    """A server (the UI, the simulator) that cannot listen where it was told."""
+    return CliError(
+        f"Cannot listen on {host}:{port} ({error.strerror or error}). Choose another port "
+        "with --port (0 picks a free one).",
+        code=1,
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadedPlay:
     play: Play

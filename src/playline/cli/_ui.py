@@ -9,7 +9,7 @@ import typer
 
 from ..store import DEFAULT_STORE_URL, Store
 from ._app import GatewayOpt, StoreOpt, app, command, store_at
-from ._load import CliError
+from ._load import CliError, cannot_listen
 
 __all__ = ["start_beside", "store_url"]
 
@@ -63,11 +63,7 @@ def ui(
             path=path,
         )
     except OSError as exc:
-        raise CliError(
-            f"Cannot listen on {host}:{port} ({exc.strerror or exc}). Choose another port "
-            "with --port (0 picks a free one).",
-            code=1,
-        ) from None
+        raise cannot_listen(host, port, exc) from None
 
 
 def start_beside(db: Store, url: str | None, gateway: str | None) -> str:
