@@ -447,38 +447,3 @@ def test_a_code_step_bug_fails_the_cell_not_the_step(registry):
     assert result.output is not None
     assert result.status == "failed"
     assert result.error is not None and "All 1 rows failed" in result.error
-
-
-def test_a_resumed_run_counts_each_row_and_step_of_its_waterfall_once(registry):
-    """Rows that failed after their waterfall run again on resume, their steps answered from
-    the receipts the first attempt bought: the run's tallies (what `show` and
-    order="cheapest" read) still count each row and step once, as one clean run would."""
-    calls: dict[str, list[list[int]]] = {}
-    spec = three_steps(registry, calls)
-    ready: list[bool] = []
-
-    def later(row: Any) -> int:
-        if row["x"] % 4 == 0 and not ready:
-            raise RuntimeError("not yet")
-        return int(row["x"])
-
-    @pl.play(name="waterfall-then-later")
-    async def play(ctx: pl.Context, input: Any) -> Any:
-        return await (
-            ctx.dataset("rows", rows(12), key="x")
-            .with_column("value", lambda row, ctx: ctx.waterfall(spec, {"x": row["x"]}))
-            .with_column("later", later)
-            .run()
-        )
-
-    store, clock = fresh_store(), pl.ManualClock()
-    first = run(play, tools=[registry], store=store, clock=clock)
-    assert first.stats.rows_failed == 3
-    ready.append(True)
-    clock.advance(1.0)
-    again = run(play, tools=[registry], store=store, clock=clock, run_id=first.run_id)
-    assert again.status == "completed" and again.stats.tool_calls_live == 0
-    three = again.stats.waterfalls["three"]
-    assert (three["rows"], three["satisfied"]) == (12, 12)
-    steps = {s["id"]: (s["attempts"], s["hits"], s["credits"]) for s in three["steps"]}
-    assert steps == {"a": (12, 6, 6.0), "b": (6, 2, 2.0), "c": (4, 4, 8.0)}

@@ -148,7 +148,6 @@ class CallExecutor:
         self._events = events
         self._tools = tools
         self._run_id = run_id
-        self._started = clock.now()  # receipts of this run older than this: earlier attempts'
         self._owner = owner
         self._drain = drain
         self._lease = lease  # renewed by the attempt's supervisor while the call runs
@@ -203,8 +202,7 @@ class CallExecutor:
                     if call.fresh_since is not None and answer.updated_at < call.fresh_since:
                         call.force = True  # refreshed: bought again (its followers share it)
                         continue
-                    replay = self._bought_here(answer.run_id, answer.updated_at)
-                    self._settle_cached(call, answer.result, replay)
+                    self._settle_cached(call, answer.result)
         pending = [c for c in owners if not c.future.done()]
         if self._planner is not None:  # a plan: count what would be sent, send nothing
             self._planner.record(spec, pending, answered=len(owners) - len(pending))
@@ -433,7 +431,7 @@ class CallExecutor:
             for call in chunk:
                 self._settle(call, None, error)
 
-    def _settle_cached(self, call: ToolCall, stored: bytes, replay: bool = False) -> None:
+    def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
         result = ToolResult.from_json(
             loads(stored),
             outputs=call.spec.outputs,
@@ -441,15 +439,7 @@ class CallExecutor:
             source="cache",
             cost=0.0,
         )
-        if replay:
-            result.execution = _REPLAY
         self._settle(call, result)
-
-    def _bought_here(self, run_id: str, bought_at: float) -> bool:
-        """Whether an earlier attempt of this run (or of one of its child plays) bought a
-        receipt's result: a row that attempt ran is answered from it again."""
-        ours = run_id == self._run_id or run_id.startswith(self._run_id + "/")
-        return ours and bought_at < self._started
 
     def _stopping(self) -> bool:
         return self._drain.stopping
@@ -643,8 +633,7 @@ class CallExecutor:
                     send.append(call)
                 elif claim.outcome is ClaimOutcome.COMPLETED:
                     assert receipt.result is not None
-                    replay = self._bought_here(receipt.run_id, receipt.updated_at)
-                    self._settle_cached(call, receipt.result, replay)
+                    self._settle_cached(call, receipt.result)
                 elif claim.outcome is ClaimOutcome.HELD:
                     self._waits.spawn(self._wait_for(spec, call))
                 else:
@@ -926,7 +915,6 @@ class _Sending:
 
 
 _LIVE = Execution("live")
-_REPLAY = Execution("cache", replay=True)
 _PLANNED = Execution("planned")
 
 

@@ -171,41 +171,26 @@ async def run_waterfall(
     tally = tallies.get(spec.id)
     if tally is None:
         tally = tallies[spec.id] = Tally(spec)
+    tally.rows += 1
     held: list[Any] = []
     steps: dict[str, dict[str, Any]] = {}
     winner: str | None = None
     provider: str | None = None
     failure: _StepOutcome | None = None
-    # A row that an earlier attempt of the run ran (it was stopped, or failed later) runs
-    # again, its steps answered from the receipts that attempt bought: what that attempt
-    # counted is not counted again, so the run's tallies count each row and step once.
-    counts: list[tuple[str, StepStatus, float, bool]] = []
-    fresh = replayed = False
-    try:
-        for step in spec.steps if order is None else order:
-            if winner is not None:
-                steps[step.id] = {"status": "skipped"}
-                counts.append((step.id, "skipped", 0.0, False))
-                continue
-            outcome = await _run_step(spec, step, input, held, ctx, call_tool)
-            steps[step.id] = outcome.meta()
-            replay = bool(outcome.results) and all(r.execution.replay for r in outcome.results)
-            replayed |= replay
-            fresh |= bool(outcome.results) and not replay
-            if not replay:
-                counts.append((step.id, outcome.status, steps[step.id]["cost"],
-                               bool(steps[step.id].get("cached"))))  # fmt: skip
-            if outcome.error is not None and failure is None:
-                failure = outcome
-            if len(held) >= spec.min_results:
-                winner, provider = step.id, outcome.provider
-    finally:  # steps done before a stop are counted (they may have been paid), not the row
-        again = replayed and not fresh  # the whole waterfall, as the earlier attempt ran it
-        for step_id, status, cost, cached in [] if again else counts:
-            tally.step(step_id, status, cost, cached=cached)
-    if not again:
-        tally.rows += 1
-        tally.satisfied += winner is not None
+    for step in spec.steps if order is None else order:
+        if winner is not None:
+            steps[step.id] = {"status": "skipped"}
+            tally.step(step.id, "skipped", 0.0)
+            continue
+        outcome = await _run_step(spec, step, input, held, ctx, call_tool)
+        steps[step.id] = outcome.meta()
+        tally.step(step.id, outcome.status, steps[step.id]["cost"],
+                   cached=bool(steps[step.id].get("cached")))  # fmt: skip
+        if outcome.error is not None and failure is None:
+            failure = outcome
+        if len(held) >= spec.min_results:
+            winner, provider = step.id, outcome.provider
+            tally.satisfied += 1
     provenance: dict[str, Any] = {"id": spec.id, "winner": winner, "steps": steps}
     if provider is not None:
         provenance["provider"] = provider

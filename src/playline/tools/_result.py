@@ -14,9 +14,6 @@ Source = Literal["live", "cache", "checkpoint", "in_flight", "planned"]
 @dataclass(frozen=True, slots=True)
 class Execution:
     source: Source = "live"
-    # answered from a receipt that this run bought in an earlier attempt (a resumed row
-    # running again): its work was counted then
-    replay: bool = False
 
     @property
     def cached(self) -> bool:
@@ -114,7 +111,7 @@ class ToolResult:
             tool=self.tool,
             data=self.data,
             cost=self.cost if cost is None else cost,
-            execution=Execution(source, self.execution.replay),
+            execution=Execution(source),
             outputs=self._outputs,
             lists=self._lists,
         )
