@@ -204,3 +204,33 @@ def test_a_tool_out_of_retries_fails_its_calls_and_a_resume_retries_them_afresh(
     throttled[0] = 2  # still busy at the resume: two more retries needed, within the limit
     again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
     assert again.status == "completed", again.error
+
+
+def test_a_call_in_doubt_is_sent_again_with_its_key_within_the_budget(registry, tmp_path):
+    """A local tool's call that timed out is in doubt, its worst case counted; sent again
+    with its key (in_doubt="resend", the default) it is not paid twice, so its doubt becomes
+    its reservation: a budget that fits it once lets it through."""
+    timing_out = [True]
+
+    @registry.tool("t.slow", cost=1)
+    def slow(input):
+        if input["x"] == 2 and timing_out[0]:
+            raise pl.ToolError("t.slow", "no answer", code="timeout")
+        return {"x": input["x"]}
+
+    @pl.play(name="slow-budget", max_credits=3)
+    async def play(ctx, input):
+        return (
+            await ctx.dataset("rows", rows_of(3), key="x")
+            .with_column("y", call_tool("t.slow"))
+            .run()
+        )
+
+    store = f"sqlite:///{tmp_path}/d.db"
+    first = run_play(play, tools=[registry], store=store)
+    (error,) = first.output.errors
+    assert error.code == "in_doubt" and first.stats.credits == 2
+    timing_out[0] = False
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+    assert again.status == "completed", again.error
+    assert again.stats.credits == 3

@@ -289,6 +289,27 @@ def test_send_event_delivers_once(demo_ui: UI) -> None:
     assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
 
 
+def test_export_with_status_of_a_column_named_as_a_status_column_is_a_409(
+    tmp_path: Path,
+) -> None:
+    """Refused before anything is sent: a stream cut short would look like a whole file."""
+
+    @pl.play(name="status-clash")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.dataset("d", [{"id": 1, "_status": "vip"}], key="id").run()
+
+    url = f"sqlite:///{tmp_path}/clash.db"
+    db = open_store(url)
+    run_id = pl.run(play, store=db, tools=[]).run_id
+    config = UIConfig(store=db, store_url=url)
+    with serve_asgi(create_app(config)) as base:
+        for fmt in ("csv", "jsonl"):
+            form = {"csrf_token": config.csrf_token, "format": fmt, "with_status": "1"}
+            answer = httpx.post(base + f"/api/export/{run_id}", data=form, timeout=30)
+            assert answer.status_code == 409 and "'_status'" in answer.json()["error"], fmt
+    db.close()
+
+
 def test_send_event_keeps_a_falsy_payload_and_refuses_a_body_that_is_no_object(
     demo_ui: UI,
 ) -> None:
@@ -315,7 +336,8 @@ def test_send_event_keeps_a_falsy_payload_and_refuses_a_body_that_is_no_object(
         assert not db.execute(
             "SELECT key FROM inbox WHERE key LIKE 'k:%' OR key LIKE '{%'"
         ).fetchall()
-    for body in ("[1]", '"text"', "{bad", "[" * 100_000 + "]" * 100_000):
+    for body in ("[1]", '"text"', "{bad", "[" * 100_000 + "]" * 100_000,
+                 '{"key": "k:body-nan", "payload": {"v": NaN}}'):  # fmt: skip
         refused = httpx.post(
             base + "/api/event",
             content=body,

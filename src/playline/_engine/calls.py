@@ -56,7 +56,7 @@ from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import RateGate, ToolGates, one_call
-from ..tools._retry import Verdict, decide, provider_failure
+from ..tools._retry import MAYBE_SENT, Verdict, decide, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
 from .events import EventLog
@@ -524,7 +524,10 @@ class CallExecutor:
                     self._governor.retry(spec.id)
                 except RetryBudgetExceeded as exc:
                     exhausted = ToolError(spec.id, str(exc), code="retry_budget")
-                    in_doubt = decision.verdict is Verdict.REPEAT and not spec.retry_safe
+                    # it may have reached the provider: no answer, or a 5xx it may strike after
+                    in_doubt = error.code in MAYBE_SENT or (
+                        (error.status or 0) >= 500 and not spec.retry_safe
+                    )
                     await self._fail(spec, chunk, exhausted, claimed=True, in_doubt=in_doubt)
                     self._release(spec, chunk, reserved, in_doubt=in_doubt)
                     return
@@ -581,6 +584,10 @@ class CallExecutor:
         kept: list[list[ToolCall]] = []
         deferred: list[list[ToolCall]] = []
         for number, chunk in enumerate(requests):
+            if self._ledger.in_doubt and spec.in_doubt == "resend" and not self._retry_in_doubt:
+                for call in chunk:  # sent again with its key: not paid twice, reserved below
+                    if not call.force:
+                        self._ledger.resolve(call.key)
             reserved = self._reserve(spec, len(chunk))
             if reserved is None:  # later, once the requests sent have settled
                 deferred.extend(requests[number:])

@@ -22,7 +22,7 @@ from enum import Enum
 from ..errors import ToolError
 from ._spec import ToolSpec
 
-__all__ = ["BACKOFF", "MAX_ATTEMPTS", "Verdict", "decide", "provider_failure"]
+__all__ = ["BACKOFF", "MAX_ATTEMPTS", "MAYBE_SENT", "Verdict", "decide", "provider_failure"]
 
 MAX_ATTEMPTS = 3  # sends of one request that failed for the provider's reasons
 BACKOFF = 0.25  # seconds before the first repeat; doubles each time

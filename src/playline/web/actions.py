@@ -178,13 +178,16 @@ async def export(request: Request) -> Response:
         return _error(f"Unknown format {fmt!r}: use csv or jsonl.", 400)
     name = f"{run_id.replace('/', '_')}-{dataset}.{fmt}"
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    try:  # read once before anything is sent: a file cut short would look whole
+        fields = await anyio.to_thread.run_sync(
+            lambda: columns_of(export_rows(cfg.store, run_id, dataset, with_status=with_status))
+        )
+    except PlaylineError as exc:  # e.g. a column named as a status column
+        return _error(str(exc), 409)
     rows = export_rows(cfg.store, run_id, dataset, with_status=with_status)
     if fmt == "jsonl":
         lines = (json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
-    fields = await anyio.to_thread.run_sync(
-        lambda: columns_of(export_rows(cfg.store, run_id, dataset, with_status=with_status))
-    )
     return StreamingResponse(_csv_lines(rows, fields), media_type="text/csv", headers=headers)
 
 
@@ -194,8 +197,8 @@ async def send(request: Request) -> Response:
         return refused
     body: Any
     if request.headers.get("content-type", "").startswith("application/json"):
-        try:
-            body = await request.json()
+        try:  # NaN and Infinity refused here too: stored, they would become null
+            body = json.loads(await request.body(), parse_constant=_no_constant)
         except (ValueError, RecursionError):  # not JSON, or nested past what Python parses
             body = None
     else:
