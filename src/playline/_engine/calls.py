@@ -56,7 +56,7 @@ from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import RateGate, ToolGates, one_call
-from ..tools._retry import MAYBE_SENT, Verdict, decide, provider_failure
+from ..tools._retry import Verdict, decide, maybe_charged, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain
 from .events import EventLog
@@ -383,10 +383,17 @@ class CallExecutor:
         """A call whose input cannot be sent (not JSON: a set, an object, nesting past 254
         levels): it fails, counted with the calls that failed, and is never sent."""
         refused = ToolError(spec.id, f"its input cannot be sent: {error}", code="invalid_input")
-        self.stats.count(spec.id, "failed")
-        cause = _cause(refused)
-        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+        self._count_failed(spec, refused)
         return refused
+
+    def _count_failed(self, spec: ToolSpec, error: BaseException) -> None:
+        """A failed call in the stats: by tool (refused ones too), and by cause."""
+        self.stats.count(spec.id, "failed")
+        if _refused(error):
+            per = self.stats.by_tool[spec.id]
+            per["refused"] = per.get("refused", 0) + 1
+        cause = _cause(error)
+        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
 
     # settling
     def _settle(
@@ -411,13 +418,7 @@ class CallExecutor:
             call.future.cancel()
         else:
             call.future.set_exception(error)
-            self.stats.count(call.spec.id, "failed")
-            if _refused(error):
-                self.stats.by_tool[call.spec.id]["refused"] = (
-                    self.stats.by_tool[call.spec.id].get("refused", 0) + 1
-                )
-            cause = _cause(error)
-            self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+            self._count_failed(call.spec, error)
         if call.on_settle is not None:
             call.on_settle()
         for follower in call.followers:
@@ -524,10 +525,7 @@ class CallExecutor:
                     self._governor.retry(spec.id)
                 except RetryBudgetExceeded as exc:
                     exhausted = ToolError(spec.id, str(exc), code="retry_budget")
-                    # it may have reached the provider: no answer, or a 5xx it may strike after
-                    in_doubt = error.code in MAYBE_SENT or (
-                        (error.status or 0) >= 500 and not spec.retry_safe
-                    )
+                    in_doubt = maybe_charged(error, spec)
                     await self._fail(spec, chunk, exhausted, claimed=True, in_doubt=in_doubt)
                     self._release(spec, chunk, reserved, in_doubt=in_doubt)
                     return

@@ -22,7 +22,7 @@ from enum import Enum
 from ..errors import ToolError
 from ._spec import ToolSpec
 
-__all__ = ["BACKOFF", "MAX_ATTEMPTS", "MAYBE_SENT", "Verdict", "decide", "provider_failure"]
+__all__ = ["BACKOFF", "MAX_ATTEMPTS", "Verdict", "decide", "maybe_charged", "provider_failure"]
 
 MAX_ATTEMPTS = 3  # sends of one request that failed for the provider's reasons
 BACKOFF = 0.25  # seconds before the first repeat; doubles each time
@@ -47,6 +47,12 @@ class Decision:
 def provider_failure(error: ToolError) -> bool:
     """A failure of the provider's (down, overloaded, unreachable): what trips a breaker."""
     return (error.status or 0) >= 500 or error.code in NEVER_SENT or error.code in MAYBE_SENT
+
+
+def maybe_charged(error: ToolError, spec: ToolSpec) -> bool:
+    """Whether a failed request may have reached the provider and been charged: it gave no
+    answer, or a 5xx of a tool whose 5xx may strike after the work."""
+    return error.code in MAYBE_SENT or ((error.status or 0) >= 500 and not spec.retry_safe)
 
 
 def decide(error: ToolError, spec: ToolSpec, sends: int) -> Decision:
