@@ -323,22 +323,23 @@ class DatasetRun:
             if not live:
                 return
             plain: CellMeta = {"status": "completed", "updated_at": self.rt.clock.now()}
+            name, resolver, when, takes_ctx = (
+                column.name,
+                column.resolver,
+                column.when,
+                column.takes_ctx,
+            )
             visible = not column.hidden
             still: list[RowScope] = []
             for row in live:
                 token = current_row.set(row)
                 try:
-                    row.column = column.name
-                    view = row.view
+                    row.column = name
                     try:
-                        if column.when is not None and not self._runs(row, column, view):
+                        if when is not None and not self._runs(row, column, row.view):
                             still.append(row)
                             continue
-                        value = (
-                            column.resolver(view, ctx)
-                            if column.takes_ctx
-                            else column.resolver(view)
-                        )
+                        value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
                     except Exception as exc:
                         if self._failed(row, column, exc):
                             self._finish(row)
@@ -349,16 +350,18 @@ class DatasetRun:
                     if row.results or row.notes or type(value) is ToolResult:
                         self._set(row, column, value)
                     else:  # a plain value: the common case, kept lean
-                        row.values[column.name] = value
-                        row.cells[column.name] = plain
+                        row.values[name] = value
+                        row.cells[name] = plain
                         if visible:
-                            row.unreported.append(column.name)
+                            row.unreported.append(name)
                     still.append(row)
                 finally:
                     current_row.reset(token)
             live = still
-        for row in live:
-            self._finish(row)
+        if live:  # the rows that never waited: recorded and reported together
+            for row in live:
+                self._record(row)
+            self._finished(len(live))
 
     def _restarted(self, row: RowScope) -> bool:
         """A failed row being retried goes on alone from its stored row; False for others."""
@@ -376,6 +379,7 @@ class DatasetRun:
                 value = self.rt.stored_result(meta.get("provider"), value)
             row.values[column.name] = value
             row.cells[column.name] = meta
+            row.held = row.held or type(value) is ToolResult
         self._advance(row, start)
         return True
 
@@ -489,6 +493,7 @@ class DatasetRun:
         if column.when is None or column.when(view):
             return True
         row.values[column.name] = column.else_value
+        row.held = row.held or type(column.else_value) is ToolResult
         row.cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
         if not column.hidden:
             row.unreported.append(column.name)
@@ -527,6 +532,7 @@ class DatasetRun:
                 meta["reason"] = waterfall["reason"]
         meta["updated_at"] = self.rt.clock.now()
         row.values[column.name] = value
+        row.held = row.held or type(value) is ToolResult
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
@@ -587,17 +593,25 @@ class DatasetRun:
 
     def _finish(self, row: RowScope, waiting: Suspension | None = None) -> None:
         """The row is done (or, with ``waiting``, waits for a time or an event): record it."""
+        self._record(row, waiting)
+        self._finished(1)
+
+    def _record(self, row: RowScope, waiting: Suspension | None = None) -> None:
+        """Buffer the row for the store and report what changed since it last reported."""
         cells, hidden = row.cells, self._hidden
+        values = row.values
         if hidden:  # hidden cells are not stored, unless they failed the row
             cells = {c: m for c, m in cells.items() if c not in hidden or m["status"] == "failed"}
-        values = {  # an input field may start with "_": only hidden columns are left out
-            k: v.data if type(v) is ToolResult else v
-            for k, v in row.values.items()
-            if k not in hidden
-        }
-        size = _stored_size(values)
-        if size is None or size > self.rt.cell_limit:
+        if hidden or row.held:  # an input field may start with "_": only hidden columns go
+            values = {
+                k: v.data if type(v) is ToolResult else v
+                for k, v in values.items()
+                if k not in hidden
+            }
+        encoded = _encoded(values)
+        if encoded is None or len(encoded) > self.rt.cell_limit:
             self._fail_unstorable(values, cells)
+            encoded = None
         error = None
         for meta in cells.values():
             if meta["status"] == "failed":
@@ -623,6 +637,7 @@ class DatasetRun:
                 cells=cells,
                 error=error,
                 updated_at=self.rt.clock.now(),
+                values_json=encoded,
             )
         )
         # what changed since the row last reported: its cells' statuses, with their values
@@ -649,12 +664,15 @@ class DatasetRun:
                 error=error,
                 data=data,
             )
+
+    def _finished(self, count: int) -> None:
+        """``count`` rows were recorded: start a write when enough wait, free their places."""
         if len(self._writes) >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
             self._writing = asyncio.get_running_loop().create_task(self._write())
         elif self._write_timer is None:
             self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
-        self._active -= 1
-        self.rt.dispatcher.exit_row()
+        self._active -= count
+        self.rt.dispatcher.exit_rows(count)
         self._wake()
 
     def _report_done(self) -> None:
@@ -736,10 +754,10 @@ def _awaitable(value: Any) -> bool:
     )
 
 
-def _stored_size(values: dict[str, Any]) -> int | None:
-    """The row's values as stored (JSON bytes), or None when they cannot be stored."""
+def _encoded(values: dict[str, Any]) -> bytes | None:
+    """The row's values as stored (JSON), or None when they cannot be stored."""
     try:
-        return len(dumps(values, ordered=True))
+        return dumps(values, ordered=True)
     except PlayDefinitionError:
         return None
 

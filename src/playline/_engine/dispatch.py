@@ -45,7 +45,10 @@ class Dispatcher:
         self.active_rows += count
 
     def exit_row(self) -> None:
-        self.active_rows -= 1
+        self.exit_rows(1)
+
+    def exit_rows(self, count: int) -> None:
+        self.active_rows -= count
         self._check()
 
     def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:

@@ -28,6 +28,7 @@ class RowScope:
         "cells",
         "column",
         "dataset",
+        "held",
         "index",
         "notes",
         "pending",
@@ -52,6 +53,7 @@ class RowScope:
         self.results: list[ToolResult] = []  # tool results of the column
         self.unreported: list[str] = []  # cells set since the last event
         self.notes: dict[str, Any] = {}  # cell metadata from engine parts
+        self.held = False  # a value is a ToolResult (stored as its data)
 
     def __repr__(self) -> str:
         return f"RowScope({self.dataset!r}, {self.row_key!r}, column={self.column!r})"

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from .._json import dumps, loads
 from ..errors import StoreError
 from ._changes import ChangeFeed
@@ -43,6 +45,11 @@ EVENT_HISTORY = 200_000  # the newest events kept; older ones are dropped
 def _exact(data: bytes) -> bytes:
     """orjson's bytes carry a ~4 KB allocation each; keep an exact-size copy."""
     return bytes(memoryview(data))
+
+
+def _values(row: RowRecord) -> Any:
+    """The row's values, as the engine encoded them when it did."""
+    return row.values if row.values_json is None else orjson.Fragment(row.values_json)
 
 
 class MemoryStore(ReceiptWrites):
@@ -343,7 +350,7 @@ class MemoryStore(ReceiptWrites):
                 row,
                 _exact(
                     dumps(
-                        [row.status, row.values, row.cells, row.error, row.updated_at],
+                        [row.status, _values(row), row.cells, row.error, row.updated_at],
                         ordered=True,
                         what=f"Row {row.key!r} of dataset {row.dataset!r}",
                     )

@@ -267,6 +267,9 @@ class RowRecord:
     cells: dict[str, CellMeta]  # column -> its status, provider, error, cost, ...
     error: str | None = None
     updated_at: float = 0.0
+    # ``values`` as canonical JSON when the engine encoded them already (to check their
+    # size): a store writes these bytes instead of encoding the values again
+    values_json: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -188,7 +188,7 @@ def row_params(row: RowRecord) -> tuple[Any, ...]:
         row.key,
         row.index,
         row.status,
-        dumps(row.values, what=what, ordered=True).decode(),
+        (row.values_json or dumps(row.values, what=what, ordered=True)).decode(),
         dumps(row.cells, what=what, ordered=True).decode(),
         row.error,
         row.updated_at,
