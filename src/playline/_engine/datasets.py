@@ -377,9 +377,8 @@ class DatasetRun:
             value = stored.values.get(column.name)
             if meta.get("result"):
                 value = self.rt.stored_result(meta.get("provider"), value)
-            row.values[column.name] = value
+            row.keep(column.name, value)
             row.cells[column.name] = meta
-            row.held = row.held or type(value) is ToolResult
         self._advance(row, start)
         return True
 
@@ -492,8 +491,7 @@ class DatasetRun:
         """Whether the column runs for this row; if not, its cell is skipped."""
         if column.when is None or column.when(view):
             return True
-        row.values[column.name] = column.else_value
-        row.held = row.held or type(column.else_value) is ToolResult
+        row.keep(column.name, column.else_value)
         row.cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
         if not column.hidden:
             row.unreported.append(column.name)
@@ -531,8 +529,7 @@ class DatasetRun:
                 meta["status"] = "not_found"
                 meta["reason"] = waterfall["reason"]
         meta["updated_at"] = self.rt.clock.now()
-        row.values[column.name] = value
-        row.held = row.held or type(value) is ToolResult
+        row.keep(column.name, value)
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)

@@ -53,7 +53,13 @@ class RowScope:
         self.results: list[ToolResult] = []  # tool results of the column
         self.unreported: list[str] = []  # cells set since the last event
         self.notes: dict[str, Any] = {}  # cell metadata from engine parts
-        self.held = False  # a value is a ToolResult (stored as its data)
+        self.held = False  # a value is a ToolResult, stored as its data (set by keep)
+
+    def keep(self, column: str, value: Any) -> None:
+        """Set a column's value (a resolver's plain value may be set directly)."""
+        self.values[column] = value
+        if type(value) is ToolResult:
+            self.held = True
 
     def __repr__(self) -> str:
         return f"RowScope({self.dataset!r}, {self.row_key!r}, column={self.column!r})"
