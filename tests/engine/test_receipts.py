@@ -149,6 +149,30 @@ def test_force_executes_again_and_replaces_the_receipt(registry, store, counting
     ]
 
 
+def test_a_forced_call_is_bought_once_per_run_however_often_the_run_resumes(
+    registry, store, counting_tool
+):
+    broken = {"yes": True}
+
+    async def play(ctx, input):
+        found = [(await ctx.tool("t.count", {"x": x}, force=True)).data for x in range(3)]
+        if broken["yes"]:
+            raise RuntimeError("the play's own bug, after its calls")
+        return found
+
+    first = run_play(play, tools=[registry], store=store)
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+    broken["yes"] = False
+    fixed = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+
+    assert (first.status, again.status, fixed.status) == ("failed", "failed", "completed")
+    assert len(counting_tool) == 3  # the resumes were answered by the run's own purchases
+    assert fixed.output == [{"v": x, "n": x + 1} for x in range(3)]
+    assert fixed.stats.tool_calls_cached == 3
+    later = run_play(play, tools=[registry], store=store)  # another run buys them again
+    assert later.stats.tool_calls_live == 3 and len(counting_tool) == 6
+
+
 def test_stale_after_reuses_within_a_bucket_and_executes_in_the_next(
     registry, store, clock, counting_tool
 ):

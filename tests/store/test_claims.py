@@ -61,12 +61,34 @@ def test_force_buys_a_completed_receipt_again(store: Store) -> None:
     claim(store, "k")
     store.save_jobs([("k", b'"job"')], owner=ME)
     complete(store, ("k", b"1"))
-    [result] = claim(store, "k", owner=OTHER, force=True, now=NOW + 1)
+    [result] = claim(store, "k", owner=OTHER, run_id="r2", force=True, now=NOW + 1)
     assert result.outcome is ClaimOutcome.OWNED
     r = result.receipt
     assert (r.status, r.attempt, r.generation, r.job) == (ReceiptStatus.RUNNING, 2, 2, None)
     complete(store, ("k", b"2"), owner=OTHER, now=NOW + 2)
     assert store.find_receipts(["k"])["k"].result == b"2"
+
+
+def test_force_buys_again_once_per_run_not_once_per_attempt(store: Store) -> None:
+    claim(store, "k", run_id="r0")
+    complete(store, ("k", b"old"))
+    [bought] = claim(store, "k", force=True, now=NOW + 1)  # run r1's first attempt buys it
+    assert (bought.outcome, bought.receipt.generation) == (ClaimOutcome.OWNED, 2)
+    complete(store, ("k", b"new"), now=NOW + 2)
+    [again] = claim(store, "k", force=True, now=NOW + 3)  # the same attempt asks again: bought
+    assert (again.outcome, again.receipt.generation) == (ClaimOutcome.OWNED, 3)
+    complete(store, ("k", b"newer"), now=NOW + 4)
+
+    [resumed] = claim(store, "k", owner=OTHER, force=True, now=NOW + 5)  # r1's next attempt
+    assert (resumed.outcome, resumed.receipt.result) == (ClaimOutcome.COMPLETED, b"newer")
+
+    claim(store, "j", force=True, run_id="r2", owner=dead_owner())  # killed mid-call
+    [resent] = claim(store, "j", owner=OTHER, force=True, run_id="r2", now=NOW + 5)
+    assert (resent.outcome, resent.resent, resent.receipt.generation) == (
+        ClaimOutcome.OWNED,
+        True,  # sent again with the key of the purchase the kill cut off: not paid twice
+        1,
+    )
 
 
 def test_live_lease_of_another_owner_is_held(store: Store) -> None:
@@ -146,7 +168,7 @@ def test_a_receipt_failed_in_doubt_is_unknown(store: Store) -> None:
         True,
         1,
     )
-    [forced] = claim(store, "k", owner=FAR, now=LEASE + 99, force=True)
+    [forced] = claim(store, "k", owner=FAR, run_id="r2", now=LEASE + 99, force=True)
     assert (forced.outcome, forced.resent, forced.receipt.generation) == (
         ClaimOutcome.OWNED,
         False,

@@ -9,8 +9,8 @@ A receipt (keyed by a call's content) moves through::
 
 A claim of a receipt in doubt sends it again only under the same idempotency key (``resend``:
 the provider recognises the repeat), or as a new purchase when the caller asks for one
-(``force``, ``retry_in_doubt``: a new generation, a new key). Otherwise the claim answers
-IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
+(``force``, once per run; ``retry_in_doubt``: a new generation, a new key). Otherwise the
+claim answers IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
 
 A run is held by one attempt at a time, under a lease its holder renews.
 """
@@ -84,7 +84,10 @@ def decide_claim(
         )
         return ClaimResult(ClaimOutcome.OWNED, fresh, changed=True)
     status = existing.status
-    if status is ReceiptStatus.COMPLETED and not claim.force:
+    # force buys again once per run: a receipt an earlier attempt of this run claimed was that
+    # purchase (completed: reused; cut off by a kill: in doubt like any other call)
+    force = claim.force and not (existing.run_id == claim.run_id and existing.owner != owner)
+    if status is ReceiptStatus.COMPLETED and not force:
         return ClaimResult(ClaimOutcome.COMPLETED, existing)
     if status is ReceiptStatus.RUNNING and existing.owner != owner:
         if lease_live(existing.owner, existing.lease_until, now):
@@ -92,7 +95,7 @@ def decide_claim(
         status = ReceiptStatus.UNKNOWN  # its owner died or its lease ran out mid-call
     generation = existing.generation
     resent = False
-    if claim.force:
+    if force:
         generation += 1  # bought again on purpose
     elif status is ReceiptStatus.UNKNOWN:
         if claim.resend:
