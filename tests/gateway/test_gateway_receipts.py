@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+from typing import Any
+
 import httpx
+import pytest
 
 import playline as pl
+from playline._secrets import Secret
 from playline.sim import Simulator
 from playline.store import open_store
 
-from gwhelp import by_email, people_play, person_input, tool_column, world_people
+from gwhelp import by_email, fake_gateway, people_play, person_input, tool_column, world_people
 
 
 def test_a_second_run_is_served_from_receipts(sim: Simulator, gateway: pl.tools.Gateway) -> None:
@@ -91,3 +97,34 @@ def test_the_async_phone_finder_reports_no_result(
     assert record.cells["phone"]["status"] == "not_found"
     ledger = sim.ledger()
     assert ledger["calls"]["sim.phone.finder"] == 1 and ledger["credits"] == 0
+
+
+@pytest.mark.parametrize("as_secret", [False, True], ids=["text", "secret"])
+def test_a_gateway_token_its_provider_echoes_is_never_stored(
+    tmp_path: Path, as_secret: bool
+) -> None:
+    token = f"gw-{uuid.uuid4().hex}"  # PLAYLINE_GATEWAY_TOKEN comes as such a text
+    tools = [{"id": "echo.headers", "cost": {"credits": 1}}]
+    answer = {"status": "completed", "result": {"authorization": f"Bearer {token}"}}
+    with fake_gateway(tools, answer) as (url, _):
+        gateway = pl.Gateway(url, token=Secret("GW", token) if as_secret else token)
+
+        @pl.play(name="token-echo")
+        async def play(ctx: pl.Context, input: Any) -> Any:
+            return await (
+                ctx.dataset("rows", [{"x": 1}], key="x")
+                .with_column("r", lambda row, ctx: ctx.tool("echo.headers", {"x": row["x"]}))
+                .run()
+            )
+
+        result = pl.run(play, store=f"sqlite:///{tmp_path}/s.db", tools=[gateway])
+
+    (error,) = result.output.errors
+    assert "secret" in error.message
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert token.encode() not in stored
+
+
+def test_a_gateway_token_that_is_no_text_is_refused() -> None:
+    with pytest.raises(pl.GatewayError, match="token"):
+        pl.Gateway("http://127.0.0.1:1", token=b"bytes")  # type: ignore[arg-type]

@@ -64,7 +64,12 @@ class Gateway:
             )
         self.url = url.rstrip("/")
         self._headers = {"Accept": "application/json"}
-        secret = token.reveal() if isinstance(token, Secret) else token
+        if not isinstance(token, Secret | str):
+            raise GatewayError(
+                f"pl.Gateway(token=...) is a text or a pl.Secret, not {type(token).__name__}."
+            )
+        # a plain token is a secret as well: a provider echoing it must not get it stored
+        secret = (token if isinstance(token, Secret) else Secret("gateway token", token)).reveal()
         if secret:
             self._headers["Authorization"] = f"Bearer {secret}"
         self._timeout = timeout
