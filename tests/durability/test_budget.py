@@ -110,3 +110,24 @@ def test_resume_with_a_higher_budget_pays_only_for_the_rest(store_url: str) -> N
     assert sum(e.credits for e in store.read_ledger(first.run_id)) == 50
     values = [r.values.get("paid") for r in store.iter_rows(first.run_id, "rows")]
     assert values == [{"n": n} for n in range(ROWS)]
+
+
+@pl.tool("budget.tenth", cost=pl.Cost(0.1), batch=pl.Batch(max_size=3))
+def tenth(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    calls.extend(i["n"] for i in inputs)
+    return [{"n": i["n"]} for i in inputs]
+
+
+def test_a_budget_of_tenths_is_counted_exactly(store_url: str) -> None:
+    """Requests of 0.3 credits reserved and given back leave nothing in flight: the budget's
+    message says ``0 in flight``, not the float noise ``8.32667e-17 in flight``, and a budget
+    of 1 holds exactly ten calls of 0.1."""
+    url = store_url
+    result = pl.run(uncapped, {"tool": "budget.tenth"}, store=url, tools=[tenth], max_credits=1)
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.BudgetExceeded)
+    assert len(calls) == 10 and result.stats.credits == 1
+    assert result.exception.spent == 1
+    assert result.error is not None
+    assert "Budget of 1 credits would be exceeded: 1 spent, 0 in flight, and " in result.error
+    assert "e-" not in result.error, result.error  # no 8.32667e-17 anywhere

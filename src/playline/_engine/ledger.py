@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 from .._clock import Clock
 from ..errors import BudgetExceeded
@@ -25,6 +27,11 @@ class Ledger:
     process died with the request out) keeps its worst case counted, ``in_doubt``, until a
     later send of it settles (a re-send with its idempotency key records what it cost): a slow
     provider, or a crash, never lets the budget be spent twice.
+
+    Credits are counted exactly, as the decimals they were written as (``Cost(0.1)`` is one
+    tenth, not the float next to it): the reservations given back leave exactly nothing in
+    flight, and a budget of 1 holds ten calls of 0.1, with no epsilon. (In floats, 0.3 and
+    0.7 reserved and given back left ``-1.11022e-16 in flight`` in the budget's message.)
     """
 
     def __init__(
@@ -39,13 +46,37 @@ class Ledger:
         self._run_id = run_id
         self._clock = clock
         self.max_credits = max_credits
-        self.spent = spent
-        self.reserved = 0.0
-        self.in_doubt = 0.0  # worst case of the calls that may have been charged unrecorded
-        self._doubtful: dict[str, float] = {}  # their receipt keys -> worst case
+        self._limit = None if max_credits is None else _exact(max_credits)
+        # what earlier attempts spent is the store's sum of floats, so it may carry their
+        # noise (0.1 + 0.2 + 0.3 = 0.6000000000000001): counted to the billionth of a credit
+        self._spent = _exact(round(spent, _PLACES))
+        self._reserved = Fraction(0)
+        self._in_doubt = Fraction(0)  # worst case of the calls that may have been charged
+        self._doubtful: dict[str, Fraction] = {}  # their receipt keys -> worst case
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
+
+    @property
+    def spent(self) -> float:
+        """Credits charged to the run, its earlier attempts' and its child plays' included."""
+        return float(self._spent)
+
+    @property
+    def reserved(self) -> float:
+        """The worst case of the requests sent and not yet settled (in flight)."""
+        return float(self._reserved)
+
+    @property
+    def in_doubt(self) -> float:
+        """The worst case of the calls that may have been charged with no record of it."""
+        return float(self._in_doubt)
+
+    def _room(self) -> Fraction | None:
+        """Credits this budget has left (None: no budget)."""
+        if self._limit is None:
+            return None
+        return self._limit - self._spent - self._reserved - self._in_doubt
 
     def _chain(self) -> list[Ledger]:
         chain: list[Ledger] = []
@@ -58,30 +89,29 @@ class Ledger:
     def reserve(self, spec: ToolSpec, calls: int) -> int:
         """Reserve the worst-case cost of as many of ``calls`` as every budget in force
         allows (this run's and its parents'); returns how many may be sent."""
-        each = spec.cost.credits
+        each = _exact(spec.cost.credits)
         allowed = calls
         if each > 0:
             for ledger in self._chain():
-                if ledger.max_credits is not None:
-                    room = ledger.max_credits - ledger.spent - ledger.reserved - ledger.in_doubt
-                    allowed = max(0, min(allowed, int((room + 1e-9) // each)))
+                room = ledger._room()
+                if room is not None:
+                    allowed = max(0, min(allowed, room // each))
         for ledger in self._chain():
-            ledger.reserved += each * allowed
+            ledger._reserved += each * allowed
         return allowed
 
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
         """The error for ``calls`` refused: it names the budget that refused them."""
         limited = [ledger for ledger in self._chain() if ledger.max_credits is not None]
-        tight = min(
-            limited, key=lambda g: (g.max_credits or 0.0) - g.spent - g.reserved - g.in_doubt
-        )
+        tight = min(limited, key=lambda g: g._room() or Fraction(0))
         limit = tight.max_credits or 0.0
         whose = "" if tight is self else f" of the parent run {tight._run_id}"
         doubt = f", {tight.in_doubt:g} in doubt (may have been charged)" if tight.in_doubt else ""
+        worst = float(_exact(spec.cost.credits) * calls)
         return BudgetExceeded(
             f"Budget{whose} of {limit:g} credits would be exceeded: {tight.spent:g} spent, "
             f"{tight.reserved:g} in flight{doubt}, and {calls} more call(s) to {spec.id} may cost "
-            f"{spec.cost.credits * calls:g}. Everything paid for so far is kept; raise "
+            f"{worst:g}. Everything paid for so far is kept; raise "
             "max_credits and resume the run to go on.",
             spent=tight.spent,
             limit=limit,
@@ -95,15 +125,15 @@ class Ledger:
         for ledger in self._chain():
             for key, worst in credits.items():
                 if key not in ledger._doubtful:
-                    ledger._doubtful[key] = worst
-                    ledger.in_doubt += worst
+                    exact = ledger._doubtful[key] = _exact(worst)
+                    ledger._in_doubt += exact
 
     def resolve(self, key: str) -> None:
         """A call in doubt is sent again (its key tells the provider it is a repeat) or was
         answered meanwhile: what it costs is reserved and recorded as any other call's."""
         for ledger in self._chain():
             if ledger._doubtful:
-                ledger.in_doubt -= ledger._doubtful.pop(key, 0.0)
+                ledger._in_doubt -= ledger._doubtful.pop(key, 0)
 
     def release(self, spec: ToolSpec, reserved: int) -> None:
         """Give back the reservation of ``reserved`` inputs that were never sent."""
@@ -112,10 +142,11 @@ class Ledger:
     def settle(self, spec: ToolSpec, reserved: int, entries: Sequence[LedgerEntry]) -> None:
         """Replace the reservation of ``reserved`` calls by the entries charged (the caller
         writes them, with the results they paid for)."""
-        charged = sum(entry.credits for entry in entries)
+        charged = sum((_exact(entry.credits) for entry in entries), Fraction(0))
+        given_back = _exact(spec.cost.credits) * reserved
         for ledger in self._chain():
-            ledger.reserved -= spec.cost.credits * reserved
-            ledger.spent += charged
+            ledger._reserved -= given_back
+            ledger._spent += charged
             if ledger._settled is not None:
                 ledger._settled.set()
 
@@ -153,3 +184,13 @@ class Ledger:
             generation=generation,
             column=column,
         )
+
+
+_PLACES = 9  # the store's sum of what earlier attempts spent is rounded to these places
+
+
+@functools.lru_cache(maxsize=1024)  # a run's calls cost a few amounts, over and over
+def _exact(credits: float) -> Fraction:
+    """An amount of credits as the decimal it was written as: ``0.1`` is one tenth exactly
+    (its shortest repr), where ``Fraction(0.1)`` is the binary float next to it."""
+    return Fraction(repr(float(credits)))
