@@ -58,6 +58,7 @@ __all__ = [
 
 SOURCE_KIND = "source"  # the event `playline run` writes: which file and function ran
 INTERRUPTED = "interrupted"
+STOPPED = "stopped"  # a dataset that did not finish: the budget or a stop ended its attempt
 QUEUED = "queued"  # submitted to Temporal, and no worker has started it yet
 SHOWN_FOR_RUNNING = (INTERRUPTED, QUEUED)  # statuses shown for a stored "running" run
 # The events a step trace reads: everything but the (many) row and cell events.
@@ -175,9 +176,11 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
         if kind == SOURCE_KIND:
             trace.source = data
         elif kind == "run" and event.status == "running":
+            _left_running(trace, INTERRUPTED)  # the attempt before was killed mid-dataset
             trace.attempts += 1
             trace.attempt_list.append(AttemptTrace(number=trace.attempts, started_at=event.at))
         elif kind == "run" and trace.attempt_list:  # how the last attempt ended
+            _left_running(trace, STOPPED)
             last = trace.attempt_list[-1]
             last.status = event.status or last.status
             last.error = event.error
@@ -188,7 +191,7 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
                 ds.description = data.get("description")
                 ds.columns = list(data.get("columns") or [])
             ds.status = event.status or ds.status
-            if event.status == "completed":
+            if event.status != "running":  # its end (completed, stopped, ...): its counts
                 ds.stats = data
         elif kind == "batch" and event.provider:
             tool = trace.tools[event.provider]
@@ -233,6 +236,14 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
             paid_by.found += int(entry.found)
             paid_by.credits += entry.credits
     return trace
+
+
+def _left_running(trace: Trace, status: str) -> None:
+    """Datasets an attempt left ``running`` when it ended: it never reported their end
+    (killed, or, before Playline reported it, stopped by the budget): they did not finish."""
+    for ds in trace.datasets.values():
+        if ds.status == "running":
+            ds.status = status
 
 
 def flat(value: Any) -> Any:

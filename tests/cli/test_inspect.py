@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from playline.store import RunRecord, RunStatus, open_store
+from playline.store import Event, RunRecord, RunStatus, open_store
 
 from clihelp import Cli, one_error_line
 
@@ -194,3 +194,73 @@ def test_a_run_submitted_to_temporal_that_no_worker_started_is_queued(cli: Cli) 
     assert shown.exit_code == 0, shown.output
     assert "queued" in shown.stdout
     assert "no worker has started it yet" in " ".join(shown.stdout.split())
+
+
+PAID_PLAY = """
+import playline as pl
+
+@pl.tool("clitest.paid", batch=pl.Batch(max_size=10), cost=pl.Cost(1))
+def paid(inputs):
+    return [{"n": i["n"]} for i in inputs]
+
+@pl.play
+async def pay(ctx, input):
+    return await (
+        ctx.dataset("rows", [{"n": n} for n in range(5)], key="n")
+        .with_column("paid", lambda row, ctx: ctx.tool("clitest.paid", {"n": row["n"]}))
+        .run()
+    )
+"""
+
+
+def _dataset_statuses(out: str) -> dict[str, str]:
+    """The dataset table of `playline show`: dataset -> status."""
+    table = out[out.index("Datasets (rows as stored)") :]
+    table = table[: table.index("└")]
+    cells = [line.split("│") for line in table.splitlines() if line.startswith("│")]
+    return {row[1].strip(): row[2].strip() for row in cells if row[1].strip()}
+
+
+def test_show_lists_a_dataset_the_budget_stopped_as_stopped(cli: Cli) -> None:
+    """Not ``running``: the budget ended its attempt, its rows wait for a resume."""
+    play = cli.play(PAID_PLAY)
+    first = cli("run", play, "--run-id", "capped", "--max-credits", "2")
+    assert first.exit_code == 1, first.output
+    shown = cli("show", "capped")
+    assert shown.exit_code == 0, shown.output
+    assert _dataset_statuses(shown.stdout) == {"rows": "stopped"}
+    (dataset,) = json.loads(cli("show", "capped", "--json").stdout)["trace"]["datasets"]
+    assert dataset["status"] == "stopped" and dataset["stats"]["rows_pending"] == 3
+    done = cli("resume", "capped", "--max-credits", "10")
+    assert done.exit_code == 0, done.output
+    assert _dataset_statuses(cli("show", "capped").stdout) == {"rows": "completed"}
+
+
+def test_show_lists_the_datasets_an_attempt_left_unended_as_not_running(cli: Cli) -> None:
+    """A store written before datasets reported a budget stop, or by a process that was
+    killed: a dataset whose attempt ended (or was followed by another) is not running."""
+    db = open_store(cli.store)
+    when = time.time()
+    db.create_run(
+        RunRecord(
+            run_id="old", play="pay", status=RunStatus.FAILED, attempts=2, created_at=when,
+            updated_at=when, error="Budget of 2 credits would be exceeded",
+        )
+    )  # fmt: skip
+    events = [
+        ("run", None, "running"),  # attempt 1: killed while dataset "a" ran
+        ("dataset", "a", "running"),
+        ("run", None, "running"),  # attempt 2: the budget stopped dataset "b", unreported
+        ("dataset", "b", "running"),
+        ("run", None, "failed"),
+    ]
+    db.append_events(
+        [
+            Event(kind=kind, run_id="old", at=when + n, dataset=name, status=status)
+            for n, (kind, name, status) in enumerate(events)
+        ]
+    )
+    db.close()
+    shown = cli("show", "old")
+    assert shown.exit_code == 0, shown.output
+    assert _dataset_statuses(shown.stdout) == {"a": "interrupted", "b": "stopped"}

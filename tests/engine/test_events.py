@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
 
 import playline as pl
 
-from .helpers import call_tool, dataset_play, row_reports, run_dataset, run_play
+from .helpers import call_tool, dataset_play, row_reports, rows_of, run_dataset, run_play
 
 
 @pytest.fixture
@@ -100,6 +101,64 @@ def test_listeners_see_rows_datasets_batches_and_the_run(enriched):
     assert (batch.provider, batch.data) == ("t.company", {"tool": "t.company", "size": 2})
     assert [e.status for e in only(events, kind="run")] == ["running", "completed"]
     assert events[-1].data["rows"] == 2
+
+
+def test_a_dataset_the_budget_stops_reports_its_end_with_its_pending_rows(registry, store):
+    """It ends ``stopped`` (``playline show`` showed a budget-stopped dataset ``running``)."""
+    registry.tool("t.paid", batch=pl.Batch(max_size=2), cost=pl.Cost(1))(lambda inputs: inputs)
+    events: list[pl.Event] = []
+
+    result = run_dataset(
+        rows_of(5), {"y": call_tool("t.paid")}, tools=[registry], max_credits=2,
+        store=store, listeners=[events.append],
+    )  # fmt: skip
+
+    assert isinstance(result.exception, pl.BudgetExceeded)
+    started, ended = only(events, kind="dataset", dataset="rows")
+    assert (started.status, ended.status) == ("running", "stopped")
+    assert ended.data["rows_pending"] == 3 == result.stats.rows_pending
+    assert "Budget of 2 credits would be exceeded" in ended.error
+    stored = store.read_events(result.run_id, kinds=["dataset"])
+    assert [e.status for e in stored] == ["running", "stopped"]
+
+
+def test_a_dataset_an_error_stops_reports_its_end_failed():
+    events: list[pl.Event] = []
+
+    def explode(row):
+        raise ValueError("nope")
+
+    result = run_dataset(
+        [{"x": 1}], {"y": explode}, tools=[], on_row_error="raise", listeners=[events.append]
+    )
+
+    assert result.status == "failed"
+    _, ended = only(events, kind="dataset", dataset="rows")
+    assert ended.status == "failed" and "nope" in ended.error
+
+
+def test_a_dataset_a_stop_ends_reports_its_end_stopped(registry, store):
+    events: list[pl.Event] = []
+
+    async def main():
+        stop = asyncio.Event()
+
+        @registry.tool("t.stops", rate=pl.Rate(concurrency=1))
+        def stops(input):
+            stop.set()  # a Ctrl-C while the first call is out: the others are never sent
+            return input
+
+        play = dataset_play(rows_of(3), {"y": call_tool("t.stops")})
+        return await pl.arun(
+            play, tools=[registry], store=store, stop=stop, listeners=[events.append]
+        )
+
+    result = asyncio.run(main())
+
+    assert result.status == "suspended" and result.stats.rows_pending == 2
+    _, ended = only(events, kind="dataset", dataset="rows")
+    assert ended.status == "stopped" and ended.error is None
+    assert ended.data["rows_pending"] == 2
 
 
 def test_events_are_stored_in_order(enriched, store):

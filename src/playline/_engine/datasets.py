@@ -189,6 +189,47 @@ class DatasetRun:
                 "total": total,
             },
         )
+        try:
+            await self._feed(items)
+        except BaseException as error:  # the dataset ends early: its end is reported all the same
+            self._report_end(error)
+            raise
+        if self.stats.rows_duplicate:
+            rt.events.log(
+                f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
+            )
+        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
+        return self.stats
+
+    def _report_end(self, error: BaseException) -> None:
+        """How a dataset that did not complete ended, with its counts (rows pending included):
+        ``stopped`` by the budget or a stop (its rows go on in a resume), ``failed`` by an
+        error that stops the run. Rows waiting for an event or a time said so already. Without
+        this, a run the budget stopped had its datasets shown ``running`` for good."""
+        if isinstance(error, Suspension) and self._waits and not error.stop:
+            return  # reported "waiting"
+        message: str | None = None
+        if isinstance(error, BudgetExceeded | asyncio.CancelledError | Suspension):
+            status = "stopped"
+            message = str(error) if isinstance(error, BudgetExceeded) else None
+        else:
+            status = "failed"
+            try:
+                message = str(error) or type(error).__name__
+            except Exception:  # an exception whose text cannot be made
+                message = type(error).__name__
+        self.rt.events.emit(
+            "dataset",
+            dataset=self.name,
+            status=status,
+            error=message,
+            data=self.stats.to_dict(),
+        )
+
+    async def _feed(self, items: Iterable[Any]) -> None:
+        """Feed every row through the window and wait for the last; raise what stops them
+        (the budget, an error, the wait of rows for an event or a time)."""
+        rt = self.rt
         # The feeder counts as a busy row while it admits rows, so the dispatcher does not
         # flush a batch of one for each row it starts.
         rt.dispatcher.enter_row()
@@ -262,12 +303,6 @@ class DatasetRun:
             self.stats.rows_pending = self._active + self._pending  # left for a resume
             self._report_done()
             await self._flush()
-        if self.stats.rows_duplicate:
-            rt.events.log(
-                f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
-            )
-        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
-        return self.stats
 
     async def _keep_up(self) -> None:
         """Between chunks: give the writers their turn and wait for them when they fall behind.
