@@ -154,6 +154,56 @@ def test_a_budget_raised_on_resume_stands_for_the_resumes_after_it(cli: Cli) -> 
     assert cli.json_lines(done.stdout)[-1]["stats"]["credits"] == 5
 
 
+def test_the_summary_counts_the_calls_the_budget_refused_as_calls_not_sent(cli: Cli) -> None:
+    """Beside "0 failed" rows (they are pending), "failed: 3 x BudgetExceeded" counted calls
+    as if they were rows that failed."""
+    first = cli("run", cli.play(BUDGET_PLAY), "--run-id", "cap", "--max-credits", "2")
+    assert first.exit_code == 1, first.output
+    out = " ".join(first.stdout.split())
+    assert "5 rows: 5 run, 0 reused, 0 failed, 3 pending (a resume runs them)" in out
+    assert "calls not sent: 3 x BudgetExceeded: raise --max-credits and resume" in out
+    assert "failed: 3 x" not in out
+
+
+FAILING_CALLS_PLAY = """
+import asyncio
+import playline as pl
+
+@pl.tool("clitest.picky")
+def picky(input):
+    if input["n"] % 5 == 0:
+        raise pl.ToolError("clitest.picky", "no such record", status=422, code="invalid")
+    return {"n": input["n"]}
+
+async def both(row, ctx):  # two calls a row: a failed row has two failed calls
+    found = await asyncio.gather(
+        *(ctx.tool("clitest.picky", {"n": row["n"], "side": side}) for side in "ab")
+    )
+    return [result.data for result in found]
+
+@pl.play
+async def picky_pairs(ctx, input):
+    return await (
+        ctx.dataset("rows", [{"n": n} for n in range(10)], key="n").with_column("ab", both).run()
+    )
+"""
+
+
+def test_the_summary_counts_failed_calls_as_calls_beside_the_failed_rows(cli: Cli) -> None:
+    """2 rows failed, with 4 failed calls: "failed: 4 x 422" beside "2 failed" read as rows;
+    a retry of the failed rows said the same."""
+    first = cli("run", cli.play(FAILING_CALLS_PLAY), "--run-id", "picky")
+    assert first.exit_code == 0, first.output  # completed with errors
+    out = " ".join(first.stdout.split())
+    assert "10 rows: 10 run, 0 reused, 2 failed" in out
+    assert "calls failed: 4 x 422 from clitest.picky (invalid)" in out
+    again = cli("resume", "picky", "--retry-failed")
+    assert again.exit_code == 0, again.output
+    out = " ".join(again.stdout.split())
+    assert "10 rows: 2 run, 8 reused, 2 failed" in out
+    assert "calls failed: 4 x 422 from clitest.picky (invalid)" in out
+
+
 def test_a_run_id_of_a_run_with_another_input_is_refused(cli: Cli, local_play: str) -> None:
     first = cli("run", local_play, "--run-id", "ri", "--input-json", '{"names": ["ada"]}')
     assert first.exit_code == 0, first.output

@@ -391,6 +391,23 @@ def test_a_run_whose_every_row_failed_names_the_cause():
     assert "All 3 rows failed: 3 x KeyError in column 'domain': 'emial'." in result.error
 
 
+def test_a_run_whose_every_row_failed_counts_the_failed_calls_of_its_cause_as_calls(registry):
+    """Two calls a row: "All 2 rows failed: 4 x 422" counted calls as if they were rows."""
+
+    @registry.tool("t.picky")
+    def picky(input):
+        raise pl.ToolError("t.picky", "no such record", status=422, code="invalid")
+
+    async def both(row, ctx):
+        return await asyncio.gather(
+            *(ctx.tool("t.picky", {"x": row["x"], "side": s}) for s in "ab")
+        )
+
+    result = run_dataset(rows_of(2), {"ab": both}, tools=[registry])
+    assert result.status == "failed"
+    assert "All 2 rows failed: 4 calls failed with 422 from t.picky (invalid)." in result.error
+
+
 def test_a_run_whose_every_row_returned_what_cannot_be_stored_names_the_cause():
     result = run_dataset([{"a": 1}, {"a": 2}], {"b": lambda row: {1, 2}}, tools=[], key="a")
     assert result.status == "failed"

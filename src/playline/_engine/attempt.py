@@ -839,14 +839,17 @@ def _all_failed(
 
 
 def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str) -> str:
-    """The most frequent cause of failed cells: a tool's failure, or a resolver's error with
-    its first message (``3 x KeyError in column 'email': 'emial'``)."""
-    causes = [(count, cause) for cause, count in calls.errors.items()]
-    causes += [(count, cause) for cause, count in _cell_causes(cell_errors).items()]
+    """The most frequent cause of failed cells: a tool's failure, counted in calls (``40
+    calls failed with 503 from ...``: a row may make several), or a resolver's error with its
+    first message, counted in cells (``3 x KeyError in column 'email': 'emial'``)."""
+    causes = [
+        (count, f"{count} call{'s' if count != 1 else ''} failed with {cause}")
+        for cause, count in calls.errors.items()
+    ]
+    causes += [(count, f"{count} x {cause}") for cause, count in _cell_causes(cell_errors).items()]
     if not causes:
         return f"see the failed cells (playline show {run_id} --rows 20)"
-    count, cause = max(causes, key=lambda item: item[0])
-    return f"{count} x {cause}"
+    return max(causes, key=lambda item: item[0])[1]
 
 
 def _cell_causes(cell_errors: dict[str, tuple[int, str]]) -> dict[str, int]:

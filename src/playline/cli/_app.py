@@ -225,16 +225,25 @@ _HINTS = (
 )
 
 
-def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[str]:
-    """The causes of failed cells, most frequent first, each with what to do about it:
-    ``15 x 401 from sim.email.beta (unauthorized): check the token ...`` for a tool's
-    failures, ``3 x KeyError in column 'domain': 'emial'`` for the play's own errors."""
+def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[tuple[str, str]]:
+    """The causes of what failed, most frequent first, each named with what it counts, as
+    (what, line): a tool's ``calls failed`` (``15 x 401 from sim.email.beta (unauthorized):
+    check the token ...``, with what to do), the ``calls not sent`` the budget refused, and
+    the ``cells failed`` by the play's own errors (``3 x KeyError in column 'domain':
+    'emial'``). Calls are not rows: a row may make several calls (a waterfall, a retry of a
+    failed row), and a call the budget refused leaves its row pending, not failed."""
     causes = [(count, cause, True) for cause, count in stats.errors.items()]
     causes += [(count, cause, False) for cause, count in stats.cell_errors.items()]
     lines = []
     for count, cause, of_a_tool in sorted(causes, key=lambda item: -item[0])[:limit]:
         hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
-        lines.append(f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else ""))
+        if not of_a_tool:
+            what = "cells failed"
+        elif cause == pl.BudgetExceeded.__name__:
+            what = "calls not sent"
+        else:
+            what = "calls failed"
+        lines.append((what, f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else "")))
     return lines
 
 

@@ -208,8 +208,8 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
     console.print("  " + stats_line(result.stats, this), highlight=False)
     if result.error:
         console.print(f"  [red]error:[/red] {result.error}", highlight=False)
-    for line in failure_lines(result.stats):
-        console.print(f"  [red]failed:[/red] {line}", highlight=False)
+    for what, line in failure_lines(result.stats):  # calls or cells: not the rows above
+        console.print(f"  [red]{what}:[/red] {line}", highlight=False)
     waiting = result.waiting or {}
     if result.status == "suspended" and waiting.get("stop"):
         console.print(
