@@ -206,7 +206,7 @@ class DatasetRun:
         ``stopped`` by the budget or a stop (its rows go on in a resume), ``failed`` by an
         error that stops the run. Rows waiting for an event or a time said so already. Without
         this, a run the budget stopped had its datasets shown ``running`` for good."""
-        if isinstance(error, Suspension) and self._waits and not error.stop:
+        if isinstance(error, Suspension) and self._waits:
             return  # reported "waiting"
         message: str | None = None
         if isinstance(error, BudgetExceeded | asyncio.CancelledError | Suspension):
@@ -215,9 +215,11 @@ class DatasetRun:
         else:
             status = "failed"
             try:
-                message = str(error) or type(error).__name__
+                message = str(error)
             except Exception:  # an exception whose text cannot be made
-                message = type(error).__name__
+                message = ""
+            if not isinstance(error, PlaylineError):  # as the run's error says it
+                message = f"{type(error).__name__}: {message}" if message else type(error).__name__
         self.rt.events.emit(
             "dataset",
             dataset=self.name,

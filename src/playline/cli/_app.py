@@ -230,8 +230,8 @@ def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[tuple[str, str]]:
     (what, line): a tool's ``calls failed`` (``15 x 401 from sim.email.beta (unauthorized):
     check the token ...``, with what to do), the ``calls not sent`` the budget refused, and
     the ``cells failed`` by the play's own errors (``3 x KeyError in column 'domain':
-    'emial'``). Calls are not rows: a row may make several calls (a waterfall, a retry of a
-    failed row), and a call the budget refused leaves its row pending, not failed."""
+    'emial'``). Calls are not rows: a row may make several calls (a waterfall's steps, calls
+    made together), and a call the budget refused leaves its row pending, not failed."""
     causes = [(count, cause, True) for cause, count in stats.errors.items()]
     causes += [(count, cause, False) for cause, count in stats.cell_errors.items()]
     lines = []
