@@ -567,7 +567,7 @@ class CallExecutor:
         their worst case and what they really cost may leave room (an on-hit tool's misses
         are free)."""
         allowed = self._ledger.reserve(spec, size)
-        if allowed or self._ledger.reserved <= 1e-9:
+        if allowed or not self._ledger.reserved:
             return allowed
         return None
 

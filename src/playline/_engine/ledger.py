@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 from .._clock import Clock
 from ..errors import BudgetExceeded
@@ -28,9 +26,10 @@ class Ledger:
     later send of it settles (a re-send with its idempotency key records what it cost): a slow
     provider, or a crash, never lets the budget be spent twice.
 
-    Credits are counted exactly, as the decimals they were written as (``Cost(0.1)`` is one
-    tenth, not the float next to it): the reservations given back leave exactly nothing in
-    flight, and a budget of 1 holds ten calls of 0.1, with no epsilon. (In floats, 0.3 and
+    Credits are counted exactly, in whole billionths of a credit (``Cost(0.1)`` is 100,000,000
+    of them, not the float next to a tenth): the reservations given back leave exactly nothing
+    in flight, and a budget of 1 holds ten calls of 0.1, with no epsilon; integers, so a call
+    costs the hot path no more than floats did. (In floats, 0.3 and
     0.7 reserved and given back left ``-1.11022e-16 in flight`` in the budget's message.)
     """
 
@@ -48,11 +47,11 @@ class Ledger:
         self.max_credits = max_credits
         self._limit = None if max_credits is None else _exact(max_credits)
         # what earlier attempts spent is the store's sum of floats, so it may carry their
-        # noise (0.1 + 0.2 + 0.3 = 0.6000000000000001): counted to the billionth of a credit
-        self._spent = _exact(round(spent, _PLACES))
-        self._reserved = Fraction(0)
-        self._in_doubt = Fraction(0)  # worst case of the calls that may have been charged
-        self._doubtful: dict[str, Fraction] = {}  # their receipt keys -> worst case
+        # noise (0.1 + 0.2 + 0.3 = 0.6000000000000001): rounded to the billionth of a credit
+        self._spent = _exact(spent)
+        self._reserved = 0
+        self._in_doubt = 0  # worst case of the calls that may have been charged
+        self._doubtful: dict[str, int] = {}  # their receipt keys -> worst case
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
@@ -60,19 +59,19 @@ class Ledger:
     @property
     def spent(self) -> float:
         """Credits charged to the run, its earlier attempts' and its child plays' included."""
-        return float(self._spent)
+        return self._spent / _UNIT
 
     @property
     def reserved(self) -> float:
         """The worst case of the requests sent and not yet settled (in flight)."""
-        return float(self._reserved)
+        return self._reserved / _UNIT
 
     @property
     def in_doubt(self) -> float:
         """The worst case of the calls that may have been charged with no record of it."""
-        return float(self._in_doubt)
+        return self._in_doubt / _UNIT
 
-    def _room(self) -> Fraction | None:
+    def _room(self) -> int | None:
         """Credits this budget has left (None: no budget)."""
         if self._limit is None:
             return None
@@ -103,11 +102,11 @@ class Ledger:
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
         """The error for ``calls`` refused: it names the budget that refused them."""
         limited = [ledger for ledger in self._chain() if ledger.max_credits is not None]
-        tight = min(limited, key=lambda g: g._room() or Fraction(0))
+        tight = min(limited, key=lambda g: g._room() or 0)
         limit = tight.max_credits or 0.0
         whose = "" if tight is self else f" of the parent run {tight._run_id}"
         doubt = f", {tight.in_doubt:g} in doubt (may have been charged)" if tight.in_doubt else ""
-        worst = float(_exact(spec.cost.credits) * calls)
+        worst = _exact(spec.cost.credits) * calls / _UNIT
         return BudgetExceeded(
             f"Budget{whose} of {limit:g} credits would be exceeded: {tight.spent:g} spent, "
             f"{tight.reserved:g} in flight{doubt}, and {calls} more call(s) to {spec.id} may cost "
@@ -142,7 +141,7 @@ class Ledger:
     def settle(self, spec: ToolSpec, reserved: int, entries: Sequence[LedgerEntry]) -> None:
         """Replace the reservation of ``reserved`` calls by the entries charged (the caller
         writes them, with the results they paid for)."""
-        charged = sum((_exact(entry.credits) for entry in entries), Fraction(0))
+        charged = sum(_exact(entry.credits) for entry in entries)
         given_back = _exact(spec.cost.credits) * reserved
         for ledger in self._chain():
             ledger._reserved -= given_back
@@ -186,11 +185,10 @@ class Ledger:
         )
 
 
-_PLACES = 9  # the store's sum of what earlier attempts spent is rounded to these places
+_UNIT = 10**9  # credits are counted in billionths of a credit
 
 
-@functools.lru_cache(maxsize=1024)  # a run's calls cost a few amounts, over and over
-def _exact(credits: float) -> Fraction:
-    """An amount of credits as the decimal it was written as: ``0.1`` is one tenth exactly
-    (its shortest repr), where ``Fraction(0.1)`` is the binary float next to it."""
-    return Fraction(repr(float(credits)))
+def _exact(credits: float) -> int:
+    """An amount of credits in billionths, exactly as written to 9 places: ``0.1`` is
+    100,000,000 (the float's noise, below a billionth, rounds away)."""
+    return round(credits * _UNIT)
