@@ -117,7 +117,8 @@ class Context:
         step attempts, hits, not found, failed, skipped, credits and credits per hit.
 
         Read it after the datasets ran, e.g. ``return ctx.waterfall_stats()["work_email"]
-        .to_dict()`` or log it; each cell also keeps its own provenance in the store.
+        .to_dict()`` or log it; each cell also keeps its own provenance in the store. Each row
+        counts once: on a resume, the rows this attempt ran and those it reused as stored.
         """
         return self._rt.waterfall_stats()
 

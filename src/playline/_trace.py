@@ -205,6 +205,8 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
             trace.logs += 1
         elif kind != "run":
             if kind == "waterfall" and data.get("id"):
+                if event.status == "run":  # the run's tallies so far: they replace, not add
+                    trace.waterfalls.pop(data["id"], None)
                 _add_waterfall(trace.waterfalls, data)
             elif kind == "child" and event.status == "running":
                 trace.children.append(dict(data))
@@ -309,7 +311,9 @@ def columns_of(rows: Iterator[dict[str, Any]]) -> list[str]:
 
 
 def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> None:
-    """Fold one attempt's tally of a waterfall into the run's (attempts add up)."""
+    """Fold a waterfall event's tally into the run's. An attempt's end reports the run's
+    tallies so far (each row once, as stored: status ``run``), which replace the earlier ones;
+    before, it reported its own, which add up."""
     current = into.setdefault(
         data["id"], {"id": data["id"], "rows": 0, "satisfied": 0, "credits": 0.0, "steps": {}}
     )

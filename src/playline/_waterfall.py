@@ -12,8 +12,9 @@ step satisfied stops there, so later steps are never called for it. Receipts mak
 free. Outside a column the same code runs with direct calls.
 
 Per cell, the provenance (which step won; each step's status, provider and cost) goes into
-the cell metadata under ``"waterfall"`` (see ``DatasetRun._set``). Per run, the steps' tallies
-are read with ``ctx.waterfall_stats()``.
+the cell metadata under ``"waterfall"`` (see ``DatasetRun._set``). Per run, the steps' tallies,
+each row counted once from its stored cell (``_engine/tallies.py``), are read with
+``ctx.waterfall_stats()``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from .._secrets import redact
 from .._waterfall import Step, Waterfall, WaterfallStats
 from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
+    RowRecord,
     RunClaimOutcome,
     RunEnd,
     RunRecord,
@@ -43,22 +44,16 @@ from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
 from .events import EventLog, Listener, preview
 from .governance import Governor, Lineage
-from .history import (
-    HISTORY_RUNS,
-    History,
-    StepRecord,
-    add_tallies,
-    advise_order,
-    step_history,
-)
+from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
 from .planning import Planner
 from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
 from .scope import current_row, result_sink
 from .supervise import DEFAULT_LEASE, Supervisor
 from .suspension import Suspension
+from .tallies import Tallies, stored_tallies
 from .taskgroups import TaskSet, first_error
-from .waterfalls import Tally, run_waterfall
+from .waterfalls import run_waterfall
 
 __all__ = [
     "Attempt",
@@ -126,8 +121,9 @@ class RunStats(DatasetStats):
     cell_errors: dict[str, int] = field(default_factory=dict)
     # per tool id, its calls: live, cached, in_flight, failed (what `playline show` lists)
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
-    # per waterfall, its steps' tallies over every attempt of the run (the store's history of
-    # hit rates and costs that Waterfall(order="cheapest") learns from)
+    # per waterfall, its rows and its steps' tallies over the run, each row counted once as it
+    # is stored (tallies.py): the store's history of hit rates and costs that
+    # Waterfall(order="cheapest") learns from
     waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
@@ -249,9 +245,6 @@ class Attempt:
         # refreshed columns: their calls buy again what was bought before the run started
         self.refresh = frozenset(record.options.get("refresh") or ())
         self._fresh_since = record.created_at
-        self._earlier_waterfalls: dict[str, Any] = dict(
-            (record.stats or {}).get("waterfalls") or {}
-        )
         self.holder = holder
         self.drain = drain
         self.lineage = lineage
@@ -295,13 +288,23 @@ class Attempt:
         )
         self.datasets: dict[str, DatasetStats | None] = {}
         self.cell_errors: dict[str, tuple[int, str]] = {}
-        self.waterfalls: dict[str, Tally] = {}
+        # waterfall tallies (tallies.py): every waterfall this attempt ran, those of them no
+        # stored row keeps (outside a dataset, in a hidden column), and the stored rows it
+        # reused (completed in an earlier attempt)
+        self.waterfalls = Tallies()
+        self._unstored = Tallies()
+        self._reused = Tallies()
         self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
-        self._history: asyncio.Task[History] | None = None
+        self._history: asyncio.Task[tuple[History, History]] | None = None
         self._auth_scopes: dict[str, str] = {}
         self.ctx = services.context(self)
 
     # datasets
+    def reused_row(self, record: RowRecord) -> None:
+        """A row completed in an earlier attempt, reused as stored: its waterfalls count in
+        ``ctx.waterfall_stats()`` as they are stored."""
+        self._reused.add_rows((record,))
+
     def claim_dataset_name(self, name: str) -> None:
         if name in self.datasets:
             raise PlayDefinitionError(
@@ -441,14 +444,28 @@ class Attempt:
             input,
             ctx=self.ctx,
             call_tool=self.call_tool,
-            tallies=self.waterfalls,
+            count=self._count_waterfall,
             order=steps,
         )
+
+    def _count_waterfall(self, provenance: dict[str, Any]) -> None:
+        """A waterfall ran: count it for this attempt, and apart when no stored row will keep
+        its provenance (outside a dataset, or a hidden column's cell that does not fail)."""
+        self.waterfalls.add(provenance)
+        row = current_row.get()
+        if row is None:
+            self._unstored.add(provenance)
+        elif row.column is not None and row.column.startswith("_"):
+            fails = provenance["winner"] is None and any(
+                step.get("status") == "failed" for step in provenance["steps"].values()
+            )
+            if not fails:  # a failed hidden cell is stored
+                self._unstored.add(provenance)
 
     async def _ordered_waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
         """The first rows of a waterfall wait for the store's history (one read per attempt),
         which decides the order of ``order="cheapest"`` and the suggested one."""
-        history, runs = await self._waterfall_history()
+        (history, runs), _ = await self.waterfall_history()
         steps = self._orders.get(spec)
         if steps is None:
             steps = tuple(spec.steps)
@@ -471,28 +488,50 @@ class Attempt:
             self._orders[spec] = steps
         return await self._run_waterfall(spec, input, steps)
 
-    async def _waterfall_history(self) -> History:
+    async def waterfall_history(self) -> tuple[History, History]:
+        """The store's history: of its newest runs, and of those other than this one."""
         if self._history is None:
             self._history = asyncio.get_running_loop().create_task(self._read_history())
         return await asyncio.shield(self._history)
 
-    async def _read_history(self) -> History:
+    async def _read_history(self) -> tuple[History, History]:
         try:
             runs = await StoreIO(self.store)(self.store.list_runs, limit=HISTORY_RUNS)
         except PlaylineError as exc:  # no history: the waterfalls run as declared
             self.events.log(f"Could not read the store's waterfall history: {exc}")
             runs = []
-        return step_history(runs)
+        others = [run for run in runs if run.run_id != self.run_id]
+        return step_history(runs), step_history(others)
 
     def waterfall_stats(self) -> dict[str, WaterfallStats]:
-        """This attempt's tallies, each with the step order the store's history and this
-        attempt suggest (the history is read when the waterfall first runs)."""
+        """The run's waterfall tallies as this attempt knows them (the rows it ran and those
+        it reused), each with the step order the store's history and this run suggest (the
+        history is read when the waterfall first runs)."""
+        return self.advised(self.known_tallies())
+
+    def known_tallies(self) -> Tallies:
+        """The rows this attempt ran and those it reused as stored, each once."""
+        return Tallies().merge(self._reused, self.waterfalls)
+
+    def unstored_tallies(self) -> Tallies:
+        """What this attempt ran that no stored row keeps (outside a dataset, hidden columns)."""
+        return self._unstored
+
+    async def read_history(self) -> None:
+        """Read the store's history (for the suggested orders) unless it was read already."""
+        task = self._history
+        if task is None or not task.done():
+            await self.waterfall_history()
+
+    def advised(self, tallies: Tallies) -> dict[str, WaterfallStats]:
+        """The run's ``tallies``, each with the step order that the history of the store's
+        other runs and these tallies suggest."""
         task = self._history
         known: History = ({}, Counter())
         if task is not None and task.done() and not task.cancelled() and not task.exception():
-            known = task.result()
+            known = task.result()[1]
         stats = {}
-        for wid, tally in self.waterfalls.items():
+        for wid, tally in tallies.by_id.items():
             snap = tally.snapshot()
             earlier = known[0].get(wid, {})
             steps = {}
@@ -597,10 +636,6 @@ class Attempt:
             if ds is not None:
                 for name, value in ds.to_dict().items():
                     totals[name] = totals.get(name, 0) + value
-        waterfalls = add_tallies({}, self._earlier_waterfalls.values())
-        add_tallies(waterfalls, [t.snapshot().to_dict() for t in self.waterfalls.values()])
-        for tally in waterfalls.values():
-            tally["steps"] = list(tally["steps"].values())
         return RunStats(
             **totals,
             tool_calls_live=calls.live,
@@ -613,7 +648,7 @@ class Attempt:
             errors=dict(calls.errors),
             cell_errors=_cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
-            waterfalls=waterfalls,
+            waterfalls=self.known_tallies().records(),
         )
 
     def describe(self) -> str:
@@ -728,6 +763,8 @@ async def _end(
 ) -> AttemptOutcome:
     stats = attempt.stats()
     stats.credits = await _recorded_credits(attempt, stats.credits)
+    tallies = await _run_tallies(attempt)
+    stats.waterfalls = tallies.records()
     suspension = error if isinstance(error, Suspension) else None
     returned = error is None  # the play returned: its output is kept whatever the verdict
     status: Status
@@ -754,8 +791,10 @@ async def _end(
         )
     waiting = suspension.waiting() if suspension else None
     events = attempt.events
-    for tally in attempt.waterfall_stats().values():  # the step trace
-        events.emit("waterfall", data=tally.to_dict())
+    if tallies:  # the step order the history suggests needs it read
+        await attempt.read_history()
+    for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
+        events.emit("waterfall", status="run", data=tally.to_dict())
     events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
     try:
         await events.flush()
@@ -803,6 +842,21 @@ async def _end(
         exception=error,
         waiting=waiting,
     )
+
+
+async def _run_tallies(attempt: Attempt) -> Tallies:
+    """The run's waterfall tallies (``tallies.py``). A run's first attempt stored the rows it
+    ran, each once: its own counts are the run's. A resume's are its stored rows, each once as
+    stored (whichever attempt wrote it: a killed one's too, which never reported), and what
+    this attempt ran that no row keeps; what the attempt counted when the store cannot say."""
+    if not attempt.resuming:
+        return attempt.known_tallies()
+    try:
+        stored = await StoreIO(attempt.store)(stored_tallies, attempt.store, attempt.run_id)
+    except PlaylineError as exc:
+        attempt.events.log(f"Could not read the run's rows for its waterfall tallies: {exc}")
+        return attempt.known_tallies()
+    return stored.merge(attempt.unstored_tallies())
 
 
 async def _recorded_credits(attempt: Attempt, counted: float) -> float:

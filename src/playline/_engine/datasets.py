@@ -138,6 +138,10 @@ class DatasetHost(Protocol):
 
     def stored_result(self, tool: str | None, data: Any) -> ToolResult: ...
 
+    def reused_row(self, record: RowRecord) -> None:
+        """A row completed in an earlier attempt is reused as stored (its waterfalls count)."""
+        ...
+
 
 class DatasetRun:
     """One execution of a dataset: feeds rows through the window and records them."""
@@ -263,6 +267,7 @@ class DatasetRun:
                         self.stats.rows += 1
                         if key in done and done[key].status == "completed":
                             self.stats.rows_reused += 1
+                            rt.reused_row(done[key])
                         elif leaks(key):
                             self._refuse_row(index, key, *_SECRET_KEY)
                         elif "\x00" in key:

@@ -1,7 +1,8 @@
 """What a store's history says about waterfall steps: how often each hits, what it costs.
 
-Every attempt records its waterfalls' step tallies with the run (``RunStats.waterfalls``,
-summed over the run's attempts), so the history of a store is one read of its newest runs.
+Every attempt records its run's waterfall step tallies with the run (``RunStats.waterfalls``:
+each row counted once, as it is stored; ``tallies.py``), so the history of a store is one read
+of its newest runs, each run counted once however many attempts it took.
 From it, the step order with the lowest expected credits per hit is suggested (``playline
 show``, ``ctx.waterfall_stats()``) and applied by ``Waterfall(order="cheapest")`` once every
 step has ``MIN_STEP_ATTEMPTS`` recorded attempts.

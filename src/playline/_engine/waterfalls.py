@@ -10,7 +10,8 @@ A step learns what its calls returned (and cost) through ``result_sink``: a code
 the play's own context and nothing wraps it. Per cell, the provenance (which step won; each
 step's status, provider and cost) goes into the cell's metadata under ``"waterfall"``. A row
 that no step satisfied while a step *failed* (a 5xx, a 401, a timeout) fails with that cause,
-so a resume tries it again; a row every step answered "not found" is not found.
+so a resume tries it again; a row every step answered "not found" is not found. The run's
+tallies are folded from these provenances, each row once (``tallies.py``).
 """
 
 from __future__ import annotations
@@ -20,73 +21,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._waterfall import Step, StepStats, StepStatus, ToolStep, Waterfall, WaterfallStats
+from .._waterfall import Step, StepStatus, ToolStep, Waterfall
 from ..errors import PlayDefinitionError, ToolError
 from ..tools import ToolResult, dotted, is_value
 from .scope import current_row, result_sink
 
-__all__ = ["Tally", "extract", "run_waterfall"]
+__all__ = ["extract", "run_waterfall"]
 
 CallTool = Callable[..., Awaitable[ToolResult]]
-
-
-@dataclass(slots=True)
-class _StepCount:
-    attempts: int = 0
-    hits: int = 0
-    not_found: int = 0
-    failed: int = 0
-    skipped: int = 0
-    credits: float = 0.0
-    cached: int = 0
-
-
-class Tally:
-    """A waterfall's running counts in one run (every dataset and direct call)."""
-
-    def __init__(self, spec: Waterfall) -> None:
-        self.id = spec.id
-        self.rows = 0
-        self.satisfied = 0
-        self.steps = {s.id: _StepCount() for s in spec.steps}
-
-    def step(self, step_id: str, status: StepStatus, cost: float, cached: bool = False) -> None:
-        count = self.steps.setdefault(step_id, _StepCount())  # a same-id spec, other steps
-        if cached and status != "skipped":
-            count.cached += 1  # answered from receipts: evidence of hits, not of prices
-        if status == "completed":
-            count.hits += 1
-        elif status == "not_found":
-            count.not_found += 1
-        elif status == "failed":
-            count.failed += 1
-        else:
-            count.skipped += 1
-        if status != "skipped":
-            count.attempts += 1
-        count.credits += cost
-
-    def snapshot(self) -> WaterfallStats:
-        steps = tuple(
-            StepStats(
-                id=step_id,
-                attempts=c.attempts,
-                hits=c.hits,
-                not_found=c.not_found,
-                failed=c.failed,
-                skipped=c.skipped,
-                credits=round(c.credits, 6),
-                cached=c.cached,
-            )
-            for step_id, c in self.steps.items()
-        )
-        return WaterfallStats(
-            id=self.id,
-            rows=self.rows,
-            satisfied=self.satisfied,
-            credits=round(sum(s.credits for s in steps), 6),
-            steps=steps,
-        )
+Count = Callable[[dict[str, Any]], None]
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -158,20 +101,18 @@ async def run_waterfall(
     *,
     ctx: object,
     call_tool: CallTool,
-    tallies: dict[str, Tally],
+    count: Count,
     order: Sequence[Step] | None = None,
 ) -> Any:
     """Run ``spec`` for one input (one row); returns the value, or None.
 
     ``ctx`` is the play's context (what code steps and ``accept`` receive), ``call_tool`` the
-    attempt's ``call_tool``, ``tallies`` the run's per-waterfall counts, ``order`` the steps
-    in the order to try them (default: as declared; ``order="cheapest"`` gives another).
+    attempt's ``call_tool``, ``count`` takes the provenance once the waterfall has run (a
+    waterfall cut off, by a budget or a stop, is not counted: its row is not stored either),
+    ``order`` the steps in the order to try them (default: as declared; ``order="cheapest"``
+    gives another).
     """
     row = current_row.get()
-    tally = tallies.get(spec.id)
-    if tally is None:
-        tally = tallies[spec.id] = Tally(spec)
-    tally.rows += 1
     held: list[Any] = []
     steps: dict[str, dict[str, Any]] = {}
     winner: str | None = None
@@ -180,17 +121,13 @@ async def run_waterfall(
     for step in spec.steps if order is None else order:
         if winner is not None:
             steps[step.id] = {"status": "skipped"}
-            tally.step(step.id, "skipped", 0.0)
             continue
         outcome = await _run_step(spec, step, input, held, ctx, call_tool)
         steps[step.id] = outcome.meta()
-        tally.step(step.id, outcome.status, steps[step.id]["cost"],
-                   cached=bool(steps[step.id].get("cached")))  # fmt: skip
         if outcome.error is not None and failure is None:
             failure = outcome
         if len(held) >= spec.min_results:
             winner, provider = step.id, outcome.provider
-            tally.satisfied += 1
     provenance: dict[str, Any] = {"id": spec.id, "winner": winner, "steps": steps}
     if provider is not None:
         provenance["provider"] = provider
@@ -198,6 +135,7 @@ async def run_waterfall(
         provenance["reason"] = _reason(spec, held, steps)
     if row is not None:  # folded into the cell's metadata when the column settles or fails
         row.notes["waterfall"] = provenance
+    count(provenance)
     if winner is None and failure is not None:
         raise _unsatisfied(spec, failure)
     if winner is None:

@@ -1,0 +1,264 @@
+"""A run's waterfall tallies: each row counted once, as its stored cell last has it.
+
+A waterfall that fills a cell leaves its provenance in the cell's metadata
+(``meta["waterfall"]``: the winner, and each step's status, provider, cost and whether
+receipts answered it; see ``waterfalls.py``). A run's tallies per waterfall and step (rows,
+satisfied; attempts, hits, not found, failed, skipped, cached, credits) are folded from
+those: one provenance per stored row and column, whichever attempt wrote it. So:
+
+- a row that a resume runs again (a failed row, a row a budget or a stop left pending,
+  ``--retry-failed``) counts once, as it is stored now, not once per attempt;
+- a row an attempt stored before it was killed counts when the next attempt ends (or whenever
+  the rows are read: ``stored_tallies``), although the killed attempt never wrote its stats;
+- ``Waterfall(order="cheapest")`` and the suggested order learn from each run once.
+
+What no stored row keeps is counted by the attempt that ran it, and a run keeps its latest
+attempt's count of it: waterfalls called outside a dataset (every attempt runs the play from
+its start, so it runs them again, answered from receipts) and those of hidden columns
+(``_name``: not stored; a resume runs them again for the rows it runs).
+
+One pass over a run's stored rows costs about what reading them does (``playline show``
+does it for a run that has not ended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._waterfall import StepStats, WaterfallStats
+from ..store import RowRecord, Store
+
+__all__ = ["Tallies", "Tally", "provenances", "stored_tallies"]
+
+_STATUSES = ("completed", "not_found", "failed", "skipped")
+
+
+@dataclass(slots=True)
+class _StepCount:
+    attempts: int = 0
+    hits: int = 0
+    not_found: int = 0
+    failed: int = 0
+    skipped: int = 0
+    credits: float = 0.0
+    cached: int = 0
+
+
+class Tally:
+    """One waterfall's counts over the provenances added: one per row (or direct call)."""
+
+    __slots__ = ("id", "rows", "satisfied", "steps")
+
+    def __init__(self, wid: str) -> None:
+        self.id = wid
+        self.rows = 0
+        self.satisfied = 0
+        self.steps: dict[str, _StepCount] = {}  # in the order first run
+
+    def add(self, provenance: Mapping[str, Any]) -> None:
+        """Count one row's provenance (``meta["waterfall"]``)."""
+        self.rows += 1
+        if provenance.get("winner") is not None:
+            self.satisfied += 1
+        steps = provenance.get("steps")
+        if not isinstance(steps, Mapping):
+            return
+        for step_id, meta in steps.items():
+            if not isinstance(step_id, str) or not isinstance(meta, Mapping):
+                continue
+            count = self.steps.get(step_id)
+            if count is None:
+                count = self.steps[step_id] = _StepCount()
+            status = meta.get("status")
+            if status == "completed":
+                count.hits += 1
+            elif status == "not_found":
+                count.not_found += 1
+            elif status == "failed":
+                count.failed += 1
+            else:
+                count.skipped += 1
+            if status in _STATUSES and status != "skipped":
+                count.attempts += 1
+                if meta.get("cached"):  # answered from receipts: evidence of hits, not prices
+                    count.cached += 1
+            cost = meta.get("cost")
+            if isinstance(cost, int | float) and not isinstance(cost, bool):
+                count.credits += cost
+
+    def merge(self, other: Tally) -> None:
+        self.rows += other.rows
+        self.satisfied += other.satisfied
+        for step_id, theirs in other.steps.items():
+            mine = self.steps.get(step_id)
+            if mine is None:
+                mine = self.steps[step_id] = _StepCount()
+            mine.attempts += theirs.attempts
+            mine.hits += theirs.hits
+            mine.not_found += theirs.not_found
+            mine.failed += theirs.failed
+            mine.skipped += theirs.skipped
+            mine.credits += theirs.credits
+            mine.cached += theirs.cached
+
+    def snapshot(self) -> WaterfallStats:
+        steps = tuple(
+            StepStats(
+                id=step_id,
+                attempts=c.attempts,
+                hits=c.hits,
+                not_found=c.not_found,
+                failed=c.failed,
+                skipped=c.skipped,
+                credits=round(c.credits, 6),
+                cached=c.cached,
+            )
+            for step_id, c in self.steps.items()
+        )
+        return WaterfallStats(
+            id=self.id,
+            rows=self.rows,
+            satisfied=self.satisfied,
+            credits=round(sum(s.credits for s in steps), 6),
+            steps=steps,
+        )
+
+    def record(self) -> dict[str, Any]:
+        """As the run's stats keep it (``RunStats.waterfalls``, the store's history)."""
+        snap = self.snapshot()
+        return {
+            "id": snap.id,
+            "rows": snap.rows,
+            "satisfied": snap.satisfied,
+            "credits": snap.credits,
+            "steps": [
+                {
+                    "id": s.id,
+                    "attempts": s.attempts,
+                    "hits": s.hits,
+                    "not_found": s.not_found,
+                    "failed": s.failed,
+                    "skipped": s.skipped,
+                    "credits": s.credits,
+                    "cached": s.cached,
+                }
+                for s in snap.steps
+            ],
+        }
+
+
+class Tallies:
+    """Per waterfall id, its ``Tally``."""
+
+    __slots__ = ("by_id",)
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Tally] = {}
+
+    def add(self, provenance: Mapping[str, Any]) -> None:
+        wid = provenance.get("id")
+        if not isinstance(wid, str):
+            return
+        tally = self.by_id.get(wid)
+        if tally is None:
+            tally = self.by_id[wid] = Tally(wid)
+        tally.add(provenance)
+
+    def add_rows(self, records: Iterable[RowRecord]) -> None:
+        for record in records:
+            for provenance in provenances(record):
+                self.add(provenance)
+
+    def merge(self, *others: Tallies) -> Tallies:
+        for other in others:
+            for wid, theirs in other.by_id.items():
+                mine = self.by_id.get(wid)
+                if mine is None:
+                    mine = self.by_id[wid] = Tally(wid)
+                mine.merge(theirs)
+        return self
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        return {wid: tally.record() for wid, tally in self.by_id.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_id)
+
+
+def provenances(record: RowRecord) -> Iterator[Mapping[str, Any]]:
+    """The waterfall provenances a stored row's cells keep (one per column at most)."""
+    for meta in record.cells.values():
+        provenance = meta.get("waterfall") if isinstance(meta, Mapping) else None
+        if isinstance(provenance, Mapping):
+            yield provenance
+
+
+def stored_tallies(store: Store, run_id: str, *, resumed: bool = True) -> Tallies:
+    """The tallies of every stored row of ``run_id``: each row once, as stored now.
+
+    A row that an attempt ran again (``resumed``: the run had earlier attempts) may have its
+    steps answered from the receipts that an earlier attempt of the run bought for it: its
+    cell says ``cached`` at no cost, yet the run paid for them. Such a step counts as paid, at
+    what the run's ledger charged for that cell and tool (``_bought_here``), so the run's
+    credits per step are what it paid and a step's price is learnt from it once."""
+    tallies = Tallies()
+    replayed: list[tuple[tuple[str, str, str], Mapping[str, Any]]] = []
+    for dataset in store.datasets(run_id):
+        for record in store.iter_rows(run_id, dataset):
+            for column, meta in record.cells.items():
+                provenance: Any = meta.get("waterfall") if isinstance(meta, Mapping) else None
+                if not isinstance(provenance, Mapping):
+                    continue
+                if resumed and _answered_from_receipts(provenance):
+                    replayed.append(((dataset, record.key, column), provenance))
+                else:
+                    tallies.add(provenance)
+    if replayed:
+        paid = _paid_by_cell(store, run_id)
+        for cell, provenance in replayed:
+            charged = paid.get(cell)
+            tallies.add(_bought_here(provenance, charged) if charged else provenance)
+    return tallies
+
+
+def _answered_from_receipts(provenance: Mapping[str, Any]) -> bool:
+    steps = provenance.get("steps")
+    return isinstance(steps, Mapping) and any(
+        isinstance(meta, Mapping) and meta.get("cached") for meta in steps.values()
+    )
+
+
+def _paid_by_cell(store: Store, run_id: str) -> dict[tuple[str, str, str], dict[str, float]]:
+    """The run's charges per cell (dataset, row key, column) and tool, over its attempts."""
+    paid: dict[tuple[str, str, str], dict[str, float]] = {}
+    for charge in store.read_ledger(run_id):
+        if charge.dataset is None or charge.row_key is None or charge.column is None:
+            continue  # outside a dataset, or an entry from before entries named their column
+        if charge.credits:
+            tools = paid.setdefault((charge.dataset, charge.row_key, charge.column), {})
+            tools[charge.tool] = tools.get(charge.tool, 0.0) + charge.credits
+    return paid
+
+
+def _bought_here(provenance: Mapping[str, Any], charged: Mapping[str, float]) -> Mapping[str, Any]:
+    """``provenance`` with its steps that receipts answered but this run paid for (its
+    ledger charged the cell for the step's tool beyond what the cell's paid steps cost)
+    counted as paid, at that charge."""
+    steps = provenance["steps"]
+    left = dict(charged)
+    for meta in steps.values():
+        if isinstance(meta, Mapping) and not meta.get("cached") and meta.get("provider"):
+            cost = meta.get("cost")
+            if isinstance(cost, int | float):
+                left[meta["provider"]] = left.get(meta["provider"], 0.0) - cost
+    mended: dict[str, Any] = {}
+    for step_id, meta in steps.items():
+        provider = meta.get("provider") if isinstance(meta, Mapping) else None
+        if isinstance(meta, Mapping) and meta.get("cached") and left.get(provider or "", 0) > 1e-9:
+            assert provider is not None
+            meta = {**meta, "cached": False, "cost": left[provider]}
+            left[provider] = 0.0
+        mended[step_id] = meta
+    return {**provenance, "steps": mended}
