@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
+from ._engine.tallies import stored_tallies
 from ._json import canonical
 from ._runner import gate_statistics
 from .errors import PlaylineError
@@ -164,11 +165,14 @@ class Trace:
         }
 
 
-def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace:
+def trace_of(
+    store: Store, run_id: str, *, attempts: int | None = None, recount: bool = False
+) -> Trace:
     """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
     record counts; attempts whose start event was never written (their process was killed
     before its first write) are listed as interrupted, first, and hold the charges made
-    before the first attempt on record."""
+    before the first attempt on record. ``recount`` (a run whose last attempt was killed, so
+    it never reported them): its waterfalls are counted from its stored rows."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -211,6 +215,8 @@ def trace_of(store: Store, run_id: str, *, attempts: int | None = None) -> Trace
             elif kind == "child" and event.status == "running":
                 trace.children.append(dict(data))
             trace.other[kind] += 1
+    if recount:
+        _recount_waterfalls(trace.waterfalls, store, run_id)
     lost = (attempts or 0) - len(trace.attempt_list)
     if lost > 0:
         trace.attempt_list[:0] = [AttemptTrace(number=0, started_at=0.0) for _ in range(lost)]
@@ -331,6 +337,14 @@ def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> Non
         mine["credits"] = round(mine["credits"] + float(step.get("credits") or 0), 6)
 
 
+def _recount_waterfalls(into: dict[str, dict[str, Any]], store: Store, run_id: str) -> None:
+    """The waterfalls of the run's stored rows, each row once, replace what the events said
+    (a waterfall no stored row keeps stays as its last report had it)."""
+    for wid, tally in stored_tallies(store, run_id).records().items():
+        into.pop(wid, None)
+        _add_waterfall(into, tally)
+
+
 def waterfall_advice(
     store: Store, waterfalls: dict[str, dict[str, Any]], *, runs: int = HISTORY_RUNS
 ) -> dict[str, OrderAdvice]:
@@ -421,7 +435,7 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
 def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
     waterfalls with credits per hit, child plays, and what a suspended run waits for."""
-    trace = trace_of(store, run.run_id)
+    trace = trace_of(store, run.run_id, recount=run_status(run) == INTERRUPTED)
     tools = []
     for tool, t in sorted(trace.tools.items()):
         tools.append(

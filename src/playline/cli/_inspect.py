@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._trace import (
+    INTERRUPTED,
     OrderAdvice,
     Trace,
     dataset_columns,
@@ -136,7 +137,7 @@ def show(
     if dataset is not None or columns is not None:
         raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
     try:
-        trace = trace_of(db, run_id, attempts=run.attempts)
+        trace = trace_of(db, run_id, attempts=run.attempts, recount=run_status(run) == INTERRUPTED)
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
