@@ -435,3 +435,22 @@ def test_a_stop_submits_no_async_job_that_was_waiting_for_its_gate(sim: Simulato
     submitted = sim.ledger()["calls"].get("sim.phone.finder", 0)
     assert 1 <= submitted <= 4  # the jobs out when the stop came; none of the 8 waiting
     assert result.stats.rows_pending >= len(people) - 4
+
+
+def test_jobs_whose_polls_fail_stay_counted_against_the_budget(sim: Simulator) -> None:
+    """The phone finder charges at submit. Jobs submitted and then never answered (every poll
+    a 503) may have been charged: their worst case stays counted, so the budget lets no more
+    submits out than it holds (the reservations given back let 40 jobs out for a budget of
+    20: 55 credits charged)."""
+    people = world_people(sim, 40, offset=5000)
+    sim.faults(tools={"sim.phone.finder.poll": {"error_rate": 1.0, "status": 503}})
+    play = people_play(
+        "phones-poll-fail", people, [("phone", tool_column("sim.phone.finder"), None)]
+    )
+
+    gateway = pl.Gateway(sim.url, token=sim.token)
+    result = pl.run(play, store="memory://", tools=[gateway], max_credits=20)
+
+    cost = sim.ledger()["credits"]
+    assert 0 < cost <= 20, result.stats.errors
+    assert result.stats.tool_calls_live == 0

@@ -732,7 +732,8 @@ class CallExecutor:
     ) -> None:
         """Poll a submitted job until it is done, then record it. Polls are free and safe to
         repeat; a job the provider no longer knows (``unknown_job``) fails the call, and the
-        next attempt buys it anew."""
+        next attempt buys it anew. A job that fails to answer its polls was submitted, and so
+        may have been charged: its worst case stays counted against the budget."""
         failures = 0
         while not state.done:
             await self._clock.sleep(jobs.poll_interval)
@@ -754,7 +755,7 @@ class CallExecutor:
                         error = ToolError(spec.id, str(budget), code="retry_budget")
                 if error is not None:
                     await self._fail(spec, chunk, error, claimed=True)
-                    self._ledger.release(spec, reserved)
+                    self._release(spec, chunk, reserved, in_doubt=True)
                     return
                 await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
         await self._complete(spec, [(chunk, [state.result], reserved)])
