@@ -181,7 +181,7 @@ def _forms(value: str) -> set[str]:
     # and stored values are JSON, which escapes quotes, backslashes and control characters
     # once more. Escaping goes character by character, so an escaped piece is a piece of the
     # escaped text.
-    once = {_escaped(f) for f in forms} | {_repr(f) for f in forms}
+    once = {_escaped(f) for f in forms} | {_ascii(f) for f in forms} | {_repr(f) for f in forms}
     forms |= once | {_escaped(f) for f in once}
     return {f for f in forms if len(f) >= _MIN_LENGTH}
 
@@ -189,6 +189,12 @@ def _forms(value: str) -> set[str]:
 def _escaped(text: str) -> str:
     # json's escapes are orjson's, and json also takes the surrogates an environment may hold
     return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _ascii(text: str) -> str:
+    """``text`` as ``json.dumps`` writes it by default: every character past ASCII escaped
+    (``pässwört`` is ``p\\u00e4ssw\\u00f6rt``)."""
+    return json.dumps(text)[1:-1]
 
 
 def _repr(text: str) -> str:

@@ -147,6 +147,34 @@ def test_a_result_holding_an_escaped_secret_fails_its_cell(
     assert escaped not in stored and b"0123456789" not in stored
 
 
+def test_a_short_secret_past_ascii_returned_as_json_dumps_writes_it_fails_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``json.dumps`` escapes every character past ASCII (``p\\u00e4ssw...``): a secret too
+    short for its pieces to be looked for is caught in that form too."""
+    secret = "pässwört99"
+    monkeypatch.setenv("PLAYLINE_SECRET_API_KEY", secret)
+
+    @pl.tool("t.dump_key")
+    def dump_key(input: dict[str, Any]) -> dict[str, Any]:
+        return {"v": json.dumps(input["key"])}
+
+    @pl.play(name="secret-ascii")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool("t.dump_key", {"key": key}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[dump_key])
+
+    assert result.status == "failed"  # its only row failed
+    assert json.dumps(secret)[1:-1].encode() not in _store_text(db)
+
+
 @pytest.mark.parametrize(
     "misuse",
     [
