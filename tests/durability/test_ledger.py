@@ -132,7 +132,12 @@ def test_a_failed_call_retried_with_its_key_is_counted_once_as_in_the_ledger(
     sends the call again with the same idempotency key (a provider answers it again for
     free), so the run's credits stay what its ledger holds."""
 
-    @pl.tool("ledger.sets", batch=pl.Batch(max_size=10), cost=pl.Cost(1, charge="on_hit"))
+    @pl.tool(
+        "ledger.sets",
+        batch=pl.Batch(max_size=10),
+        cost=pl.Cost(1, charge="on_hit"),
+        in_doubt="resend",  # its provider answers a repeat of a key for free
+    )
     def sets(inputs: list[dict[str, Any]]) -> list[Any]:
         return [{"v": {1, 2}} if i["n"] % 3 == 0 else {"v": i["n"]} for i in inputs]
 

@@ -208,11 +208,11 @@ def test_a_tool_out_of_retries_fails_its_calls_and_a_resume_retries_them_afresh(
 
 def test_a_call_in_doubt_is_sent_again_with_its_key_within_the_budget(registry, tmp_path):
     """A local tool's call that timed out is in doubt, its worst case counted; sent again
-    with its key (in_doubt="resend", the default) it is not paid twice, so its doubt becomes
-    its reservation: a budget that fits it once lets it through."""
+    with its key (in_doubt="resend": its provider recognises the key) it is not paid twice,
+    so its doubt becomes its reservation: a budget that fits it once lets it through."""
     timing_out = [True]
 
-    @registry.tool("t.slow", cost=1)
+    @registry.tool("t.slow", cost=1, in_doubt="resend")
     def slow(input):
         if input["x"] == 2 and timing_out[0]:
             raise pl.ToolError("t.slow", "no answer", code="timeout")
@@ -234,3 +234,35 @@ def test_a_call_in_doubt_is_sent_again_with_its_key_within_the_budget(registry, 
     again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
     assert again.status == "completed", again.error
     assert again.stats.credits == 3
+
+
+@pytest.mark.parametrize("cost", [1, 0], ids=["paid", "free"])
+def test_a_local_tools_call_in_doubt_runs_again_on_resume_only_when_it_is_free(
+    registry, tmp_path, cost
+):
+    """A call in doubt (a timeout here, a kill alike) may have paid the provider a paid local
+    tool wraps: a resume fails it again rather than run it twice, until the user retries it
+    (retry_in_doubt). A free tool's call runs again, at once (in_doubt="resend")."""
+    calls: list[int] = []
+
+    @registry.tool("t.maybe_paid", cost=cost)
+    def maybe_paid(input):
+        calls.append(input["x"])
+        if len(calls) == 1:
+            raise pl.ToolError("t.maybe_paid", "no answer", code="timeout")
+        return {"x": input["x"]}
+
+    play = dataset_play(rows_of(1), {"y": call_tool("t.maybe_paid")}, key="x")
+    store = f"sqlite:///{tmp_path}/d.db"
+    first = run_play(play, tools=[registry], store=store)
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
+
+    if cost:
+        assert first.output.errors[0].code == "in_doubt"
+        assert again.output.errors[0].code == "in_doubt" and calls == [0]
+        retried = run_play(
+            play, tools=[registry], store=store, run_id=first.run_id, retry_in_doubt=True
+        )
+        assert retried.status == "completed" and calls == [0, 0]
+    else:
+        assert first.status == again.status == "completed" and calls == [0, 0]

@@ -91,17 +91,18 @@ class ToolRegistry:
         lists: Mapping[str, str] | None = None,
         version: str = "1",
         retry_safe: bool = False,
-        in_doubt: Literal["resend", "fail"] = "resend",
+        in_doubt: Literal["resend", "fail"] | None = None,
         description: str | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a tool (see ``pl.tool``).
 
         ``in_doubt`` says what happens to a call that was running when its process died:
-        ``"resend"`` (the default) runs it again (the function receives nothing to tell a
-        repeat; make it idempotent, or choose ``"fail"``), ``"fail"`` fails it until the user
-        retries it.
+        ``"resend"`` runs it again (the function receives nothing to tell a repeat), ``"fail"``
+        fails it until the user retries it (``--retry-in-doubt``). The default is ``"fail"``
+        for a tool that costs credits (it may have paid its provider: running it again could
+        pay twice) and ``"resend"`` for a free one.
         """
-        if in_doubt not in ("resend", "fail"):
+        if in_doubt is not None and in_doubt not in ("resend", "fail"):
             raise PlayDefinitionError(
                 f'@pl.tool({id!r}, in_doubt={in_doubt!r}): use "resend" or "fail".'
             )
@@ -123,6 +124,8 @@ class ToolRegistry:
                 )
         outputs_of, lists_of = normalise_outputs(outputs), normalise_lists(lists)
         charged = cost if isinstance(cost, Cost) else Cost()
+        if in_doubt is None:
+            in_doubt = "fail" if charged.credits else "resend"
 
         def decorate(fn: F) -> F:
             takes_list = batch is not None and batch.via is None
@@ -168,7 +171,8 @@ default_registry = ToolRegistry()
 # Calls of a local tool in flight at once, unless its Rate says otherwise: their claims and
 # results are written together. It also bounds the requests (of up to the batch size each)
 # that may be in doubt should the process die: those in flight, and up to as many answered
-# and waiting for the next group commit. They run again on resume (in_doubt="resend").
+# and waiting for the next group commit. A free tool's run again on resume (in_doubt="resend");
+# a paid tool's fail in doubt until the user retries them.
 LOCAL_CONCURRENCY = 64
 
 
