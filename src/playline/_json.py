@@ -11,10 +11,12 @@ import orjson
 from ._secrets import Secret, check_no_secret
 from .errors import PlayDefinitionError
 
-__all__ = ["canonical", "digest", "dumps", "loads", "normalise_input"]
+__all__ = ["canonical", "digest", "dumps", "loads", "normalise_input", "without_numpy"]
 
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-_ORDERED = orjson.OPT_NON_STR_KEYS
+# NumPy scalars and arrays as the numbers and lists they hold (a pandas row holds them): a
+# numpy.int64(3) is stored, and keys a receipt, as a 3 does.
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_ORDERED = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
 def _refuse(value: Any) -> Any:
@@ -95,7 +97,51 @@ def normalise_input(value: Any) -> Any:
         return normalise_input(dict(value))
     if isinstance(value, list | tuple):
         return [normalise_input(v) for v in value]
+    if _numeric_numpy(value):  # what ctx.tool sends: the Python number (or list) it holds
+        return normalise_input(value.tolist())
     return value
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
+
+
+def _numeric_numpy(value: Any) -> bool:
+    """A NumPy number or boolean (a scalar or an array of them), found without importing
+    NumPy: a play that never uses it pays nothing."""
+    dtype = getattr(value, "dtype", None) if type(value).__module__ == "numpy" else None
+    return getattr(dtype, "kind", None) in ("b", "i", "u", "f")
+
+
+def _has_numpy(value: Any) -> bool:
+    kind = type(value)
+    if kind is str or kind in _PLAIN:
+        return False
+    if _numeric_numpy(value):
+        return True
+    if isinstance(value, Mapping):  # a tool's input: checked once per call, kept lean
+        for k, v in value.items():
+            if type(k) is not str and _numeric_numpy(k):
+                return True
+            if type(v) is not str and type(v) not in _PLAIN and _has_numpy(v):
+                return True
+        return False
+    if isinstance(value, list | tuple):
+        return any(_has_numpy(v) for v in value)
+    return False
+
+
+def _as_python(value: Any) -> Any:
+    if _numeric_numpy(value):
+        return value.tolist()  # a scalar's Python number, an array's (nested) list
+    if isinstance(value, Mapping):
+        return {_as_python(k): _as_python(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_python(v) for v in value]
+    return value
+
+
+def without_numpy(value: Any) -> Any:
+    """``value`` with the NumPy numbers and booleans in it (scalars and arrays, in dicts,
+    lists and tuples, keys too) as the Python ones they hold: what a tool is sent, as a
+    pandas row holds ``numpy.int64`` and ``numpy.bool_``. Without any, ``value`` itself."""
+    return _as_python(value) if _has_numpy(value) else value

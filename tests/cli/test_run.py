@@ -36,6 +36,18 @@ def test_run_json_prints_one_object_per_event_and_a_result(cli: Cli, local_play:
     assert final["output"] == {"$dataset": "names", "rows": 3}
 
 
+def test_run_json_shows_numpy_numbers_as_the_numbers_stored(cli: Cli) -> None:
+    play = cli.play(
+        "import numpy\nimport playline as pl\n\n@pl.play\nasync def nums(ctx, input):\n"
+        "    return await ctx.dataset('d', [{'x': 1}], key='x').with_column(\n"
+        "        'n', lambda row: numpy.int64(row['x']) * 2).run()\n"
+    )
+    result = cli("run", play, "--json")
+    assert result.exit_code == 0, result.output
+    (rows,) = [line for line in cli.json_lines(result.stdout) if line["kind"] == "rows"]
+    assert rows["data"]["rows"][0]["values"] == {"n": 2}  # a number, not the text "2"
+
+
 def test_inputs_from_i_and_input_json(cli: Cli, tmp_path: Path) -> None:
     echo = cli.play(
         "import playline as pl\n\n@pl.play\nasync def echo(ctx, input):\n    return input\n"

@@ -7,6 +7,7 @@ import operator
 from collections.abc import Iterator
 from typing import Any
 
+import numpy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -215,6 +216,28 @@ def test_a_when_predicate_that_raises_is_a_row_error():
     assert result.stats.rows_failed == 1
 
 
+def test_numpy_numbers_and_booleans_are_stored_as_the_python_ones_they_hold(store):
+    """A pandas row holds numpy.int64, numpy.float64 and numpy.bool_; a column computing
+    with NumPy returns them: they are stored, and read back, as plain JSON numbers."""
+    columns = {
+        "mean": lambda row: numpy.float64(row["x"]) / 2,
+        "count": lambda row: numpy.int64(row["x"]),
+        "big": lambda row: numpy.uint8(200),
+        "flag": lambda row: numpy.bool_(row["x"] > 0),
+        "seen": lambda row: {"n": numpy.int32(7), "all": numpy.array([1, 2])},
+    }
+
+    result = run_dataset([{"x": 3}], columns, key="x", tools=[], store=store)
+
+    assert result.status == "completed", result.error
+    expected = {"x": 3, "mean": 1.5, "count": 3, "big": 200, "flag": True,
+                "seen": {"n": 7, "all": [1, 2]}}  # fmt: skip
+    (stored,) = store.iter_rows(result.run_id, "rows")
+    assert stored.values == expected
+    assert [type(stored.values[k]) for k in ("count", "flag")] == [int, bool]
+    assert result.output.to_list() == [expected]
+
+
 # --- row identity -----------------------------------------------------------------------
 
 
@@ -235,6 +258,33 @@ def test_explicit_keys_name_the_rows(store, key, expected):
 
     assert result.status == "completed"
     assert row_keys(store, result) == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "numpys"),
+    [
+        ("n", [numpy.int64(1), numpy.int64(2)]),
+        (["n"], [numpy.int32(1), numpy.int32(2)]),
+        (lambda row: row["n"], [numpy.uint8(1), numpy.uint8(2)]),
+    ],
+    ids=["column", "columns", "fn"],
+)
+def test_a_numpy_key_names_its_row_as_the_python_number_does(store, key, numpys):
+    python = run_dataset([{"n": 1}, {"n": 2}], {"y": lambda row: 1}, key=key, tools=[],
+                         store=store)  # fmt: skip
+    rows = [{"n": n} for n in numpys]
+
+    result = run_dataset(rows, {"y": lambda row: 1}, key=key, tools=[], store=store)
+
+    assert result.status == "completed", result.error
+    assert row_keys(store, result) == row_keys(store, python)
+
+
+def test_a_numpy_nan_key_is_a_missing_key():
+    rows = [{"n": numpy.float32(1)}, {"n": numpy.float32("nan")}]
+    result = run_dataset(rows, {"y": lambda row: 1}, key="n", tools=[])
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "has no value for key column 'n'" in (result.error or "")
 
 
 def test_a_builtin_callable_is_a_valid_key(store):

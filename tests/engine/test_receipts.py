@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+import numpy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -106,6 +107,38 @@ def test_a_failed_call_is_not_reused(registry, store):
     assert isinstance(first.exception, pl.ToolError)
     assert (second.status, second.output) == ("completed", {"ok": True})
     assert len(attempts) == 2
+
+
+def test_a_call_with_numpy_numbers_is_answered_by_the_receipt_of_python_ones(
+    registry, store, counting_tool
+):
+    """A pandas row holds numpy.int64 and numpy.bool_: the tool is sent the Python numbers
+    they hold, and the call is the one a Python 3 makes (one receipt, paid once)."""
+
+    def play_with(x, flag):
+        async def play(ctx, input):
+            return (await ctx.tool("t.count", {"x": x, "flag": flag, "at": [x]})).data
+
+        return play
+
+    first = run_play(play_with(numpy.int64(3), numpy.bool_(True)), tools=[registry], store=store)
+    second = run_play(play_with(3, True), tools=[registry], store=store)
+
+    assert first.status == "completed", first.error
+    assert (first.output, second.output) == ({"v": 3, "n": 1}, {"v": 3, "n": 1})
+    assert second.stats.tool_calls_cached == 1
+    (sent,) = counting_tool
+    assert sent == {"x": 3, "flag": True, "at": [3]}
+    assert [type(sent["x"]), type(sent["flag"]), type(sent["at"][0])] == [int, bool, int]
+
+
+def test_a_numpy_number_may_name_a_call(registry, counting_tool):
+    async def play(ctx, input):
+        return (await ctx.tool("t.count", {"x": 1}, key=numpy.int64(7))).data
+
+    result = run_play(play, tools=[registry])
+
+    assert result.output == {"v": 1, "n": 1}, result.error
 
 
 # --- within a run -----------------------------------------------------------------------
@@ -284,6 +317,22 @@ def test_key_order_and_surrounding_whitespace_do_not_change_the_key(input, left,
     padded = {k: f"{left}{v}{right}" if isinstance(v, str) else v for k, v in reordered.items()}
 
     assert receipt_key(**{**BASE, "input": padded}) == receipt_key(**{**BASE, "input": input})
+
+
+@pytest.mark.parametrize(
+    ("numpys", "pythons"),
+    [
+        ({"n": numpy.int64(3)}, {"n": 3}),
+        ({"n": numpy.uint16(3), "m": numpy.int8(-1)}, {"n": 3, "m": -1}),
+        ({"f": numpy.float64(1.5), "g": numpy.float32(0.5)}, {"f": 1.5, "g": 0.5}),
+        ({"b": numpy.bool_(True), "c": numpy.bool_(False)}, {"b": True, "c": False}),
+        ({"v": numpy.array([1, 2]), "w": {"x": [numpy.int64(4)]}}, {"v": [1, 2], "w": {"x": [4]}}),
+    ],
+    ids=["int64", "small-ints", "floats", "bools", "nested"],
+)
+def test_numpy_numbers_key_a_receipt_as_the_python_ones_they_hold(numpys, pythons):
+    numpy_key = receipt_key(**{**BASE, "input": {**BASE["input"], **numpys}})
+    assert numpy_key == receipt_key(**{**BASE, "input": {**BASE["input"], **pythons}})
 
 
 def test_a_null_field_asks_the_same_as_a_missing_one():

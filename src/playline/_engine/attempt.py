@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._clock import Clock
-from .._json import dumps
+from .._json import dumps, without_numpy
 from .._play import Play
 from .._secrets import redact
 from .._waterfall import Step, Waterfall, WaterfallStats
@@ -375,7 +375,7 @@ class Attempt:
                 f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
                 "False (the default: a receipt answers it)."
             )
-        named: object = label  # a row's id may come as a number: it names the call as well
+        named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
         if isinstance(named, int | float) and not isinstance(named, bool):
             label = str(named)
         elif named is not None and not isinstance(named, str):
@@ -386,7 +386,7 @@ class Attempt:
         spec = self.tool_spec(tool)
         stale = validate_stale_after(stale_after)
         self.governor.spend("tool_calls")
-        payload = dict(input)
+        payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
         try:
             key = receipt_key(
                 org=self.services.org,

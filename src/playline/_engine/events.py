@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._clock import Clock
+from .._json import without_numpy
 from .._secrets import check_no_secret, redact
 from ..store import Event, Store, StoreIO
 
@@ -31,7 +32,7 @@ def preview(value: Any, limit: int = 80) -> str | None:
     """A short text of a cell value for progress displays."""
     if value is None:
         return None
-    data = getattr(value, "data", value)  # a ToolResult shows its data
+    data = without_numpy(getattr(value, "data", value))  # a ToolResult shows its data
     text = data if isinstance(data, str) else repr(data)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

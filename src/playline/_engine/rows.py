@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from .._json import canonical, digest
+from .._json import canonical, digest, without_numpy
 from ..errors import PlayDefinitionError
 from .events import preview
 
@@ -69,7 +69,7 @@ def row_key_function(
         column = key
 
         def by_column(row: dict[str, Any], index: int) -> str:
-            value = row.get(column)
+            value = without_numpy(row.get(column))
             if _blank(value):
                 raise missing(index, f"key column {column!r}", row)
             return _text(value)
@@ -83,7 +83,7 @@ def row_key_function(
             takes_index = False
 
         def by_function(row: dict[str, Any], index: int) -> str:
-            value = key(row, index) if takes_index else key(row)
+            value = without_numpy(key(row, index) if takes_index else key(row))
             if _blank(value):
                 raise missing(index, "its key (key= returned nothing)", row)
             return _text(value)
@@ -96,7 +96,7 @@ def row_key_function(
         def by_columns(row: dict[str, Any], index: int) -> str:
             values = []
             for column in columns:
-                value = row.get(column)
+                value = without_numpy(row.get(column))
                 if _blank(value):
                     raise missing(index, f"key column {column!r}", row)
                 values.append(value)

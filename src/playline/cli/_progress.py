@@ -76,6 +76,15 @@ def result_dict(result: RunResult) -> dict[str, Any]:
     }
 
 
+def _as_json(value: Any) -> Any:
+    """What JSON lines show of a value ``json`` does not take: a NumPy number a column
+    returned as the number it holds (as it is stored), anything else as its text."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__ == "numpy":
+        return tolist()
+    return str(value)
+
+
 class JsonLines:
     """``--json``: one JSON object per event, then one ``{"kind": "result", ...}`` line."""
 
@@ -83,7 +92,7 @@ class JsonLines:
         self._out = out or sys.stdout
 
     def _write(self, obj: dict[str, Any]) -> None:
-        self._out.write(json.dumps(obj, default=str, ensure_ascii=False) + "\n")
+        self._out.write(json.dumps(obj, default=_as_json, ensure_ascii=False) + "\n")
         self._out.flush()
 
     def __call__(self, event: Event) -> None:
