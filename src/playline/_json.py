@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,8 +16,11 @@ __all__ = ["canonical", "digest", "dumps", "loads", "normalise_input", "without_
 
 # NumPy scalars and arrays as the numbers and lists they hold (a pandas row holds them): a
 # numpy.int64(3) is stored, and keys a receipt, as a 3 does.
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-_ORDERED = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_ORDERED = orjson.OPT_SERIALIZE_NUMPY
+# Dict keys that are no text (1, 2.5, True, None, a date) are written as the JSON text of
+# their value, unless two keys of one dict would become the same text: see _other_keys.
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 
 
 def _refuse(value: Any) -> Any:
@@ -37,14 +41,83 @@ def dumps(
     Raises ``PlayDefinitionError`` naming ``what`` when the value is not JSON-serialisable,
     and ``SecretLeakError`` when it holds a secret (a ``Secret``, or a copy of its value).
     """
+    option = _ORDERED if ordered else _SORTED
     try:
-        data = orjson.dumps(value, default=_refuse, option=_ORDERED if ordered else _SORTED)
+        data = orjson.dumps(value, default=_refuse, option=option)
+    except TypeError as exc:
+        if isinstance(exc.__cause__, PlayDefinitionError):
+            raise exc.__cause__ from None
+        data = _other_keys(value, option, what, advice)  # a key that is no text, or no JSON
+    check_no_secret(data, what)
+    return data
+
+
+def _other_keys(value: Any, option: int, what: str, advice: str) -> bytes:
+    """``value`` has a dict key that is no text (or something that is no JSON at all): its
+    keys are written as their JSON text, but two keys of one dict that become the same text
+    (``1`` and ``"1"``) are refused, where JSON would keep one of the two values silently."""
+    try:
+        data = orjson.dumps(value, default=_refuse, option=option | _NON_STR_KEYS)
     except TypeError as exc:
         if isinstance(exc.__cause__, PlayDefinitionError):
             raise exc.__cause__ from None
         raise PlayDefinitionError(f"{what} is not JSON-serialisable ({exc}). {advice}") from None
-    check_no_secret(data, what)
+    text = _repeated_key(data)
+    if text is not None:
+        pair = _keys_written(value, text)
+        which = (
+            f"its keys {pair[0]!r} and {pair[1]!r} are both {text!r}"
+            if pair
+            else f"two keys of one of its dicts are both {text!r}"
+        )
+        raise PlayDefinitionError(
+            f"{what} cannot be stored as it is: {which} once written as JSON, whose keys are "
+            "text, and only one of their values would be kept. Give each key its own text."
+        )
     return data
+
+
+def _repeated_key(data: bytes) -> str | None:
+    """A key that an object of the JSON ``data`` holds twice, or None."""
+    repeated: list[str] = []
+
+    def check(pairs: list[tuple[str, Any]]) -> None:  # the values are not needed
+        if repeated:
+            return
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                repeated.append(key)
+                return
+            seen.add(key)
+
+    json.loads(data, object_pairs_hook=check)
+    return repeated[0] if repeated else None
+
+
+def _keys_written(value: Any, text: str) -> tuple[Any, Any] | None:
+    """Two keys of one dict in ``value`` written as the JSON text ``text``, for the error."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            found = [k for k in item if _key_text(k) == text]
+            if len(found) > 1:
+                return found[0], found[1]
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
+
+
+def _key_text(key: Any) -> str | None:
+    if isinstance(key, str):
+        return key
+    try:
+        written: dict[str, Any] = orjson.loads(orjson.dumps({key: 0}, option=_NON_STR_KEYS))
+    except TypeError:
+        return None
+    return next(iter(written))
 
 
 def canonical(value: Any, *, what: str = "value") -> str:

@@ -421,6 +421,19 @@ def test_a_run_whose_every_row_returned_what_cannot_be_stored_names_the_cause():
     }
 
 
+def test_a_column_value_whose_keys_collide_as_json_text_fails_its_cell():
+    def keyed(row):
+        return {1: "a", "1": "b"} if row["x"] == 1 else {1: "a"}
+
+    result = run_dataset([{"x": 1}, {"x": 2}], {"c": keyed}, tools=[], key="x")
+
+    assert result.status == "completed_with_errors", result.error
+    (error,) = result.output.errors
+    assert (error.row_key, error.column) == ("1", "c")
+    assert "cannot be stored" in error.message
+    assert result.output.to_list() == [{"x": 1, "c": None}, {"x": 2, "c": {"1": "a"}}]
+
+
 def test_a_number_names_a_call_as_its_text(registry):
     registry.tool("t.named")(lambda input: {"v": 1})
 

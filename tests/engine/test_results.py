@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 import playline as pl
 from playline._json import dumps, loads
 
-from .helpers import json_text, json_values, run_play
+from .helpers import call_tool, dataset_play, json_text, json_values, run_play
 
 OUTPUTS = {"domain": ["domain", "company.domain"], "emails": "contacts.emails"}
 
@@ -173,3 +174,72 @@ def test_a_result_round_trips_through_json(result):
         assert (copy.status, copy.found, copy.cost) == (result.status, result.found, result.cost)
         assert copy.execution == result.execution
         assert copy.get("name") == result.get("name")
+
+
+# --- results that cannot be stored as they are -----------------------------------------
+
+
+def test_a_result_whose_keys_collide_as_json_text_fails_its_cell(registry, store):
+    """{1: "a", "1": "b"} is {"1": ..., "1": ...} in JSON, which keeps one of the two: the
+    cell fails saying so, where "b" was kept silently; a result with number keys alone is
+    stored with them as text, as before."""
+
+    @registry.tool("t.keyed")
+    def keyed(input):
+        return {1: "a", "1": "b"} if input["x"] == 1 else {1: "a", 2: "b"}
+
+    play = dataset_play([{"x": 0}, {"x": 1}], {"out": call_tool("t.keyed")}, key="x")
+    result = run_play(play, tools=[registry], store=store)
+
+    assert result.status == "completed_with_errors", result.error
+    (error,) = result.output.errors
+    assert (error.row_key, error.column, error.tool, error.code) == (
+        "1", "out", "t.keyed", "invalid_result"
+    )  # fmt: skip
+    assert "The result of tool t.keyed cannot be stored as it is" in error.message
+    assert "its keys 1 and '1' are both '1'" in error.message
+    assert "Give each key its own text" in error.message
+    rows = {r.key: r for r in store.iter_rows(result.run_id, "rows")}
+    assert rows["0"].values["out"] == {"1": "a", "2": "b"}
+    assert (rows["1"].status, rows["1"].values["out"]) == ("failed", None)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1: "a", "1": "b"},
+        {"outer": [{"x": 0}, {2.5: 1, "2.5": 2}]},
+        {True: 1, "true": 2},
+        {None: 1, "null": 2},
+    ],
+    ids=["int", "nested", "bool", "none"],
+)
+@pytest.mark.parametrize("ordered", [False, True], ids=["sorted", "ordered"])
+def test_keys_that_collide_as_json_text_are_refused(value, ordered):
+    with pytest.raises(pl.PlayDefinitionError, match="cannot be stored as it is"):
+        dumps(value, what="The value", ordered=ordered)
+
+
+_mixed_keys = st.recursive(
+    json_text | st.integers(-(2**63), 2**63 - 1) | st.booleans() | st.none(),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(json_text | st.integers(-99, 99) | st.booleans(), children, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+@given(value=_mixed_keys)
+def test_keys_that_are_no_text_are_written_as_before_unless_they_collide(value):
+    """The bytes stored for keys that do not collide are orjson's with OPT_NON_STR_KEYS, as
+    they were: stored rows and receipt keys stay the same."""
+    for ordered, option in ((False, orjson.OPT_SORT_KEYS), (True, 0)):
+        before = orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS)
+        try:
+            written = dumps(value, ordered=ordered)
+        except pl.PlayDefinitionError as exc:
+            assert "cannot be stored as it is" in str(exc)
+            assert len(before) > len(orjson.dumps(loads(before)))  # a key was lost
+        else:
+            assert written == before
