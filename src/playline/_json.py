@@ -149,7 +149,7 @@ def normalise_input(value: Any) -> Any:
     if kind is str:
         return " ".join(value.split())
     if kind is dict:  # the common case, kept flat: this runs once per tool call
-        return {
+        normal = {
             k if type(k) is str else str(k): (
                 " ".join(v.split())
                 if type(v) is str
@@ -160,6 +160,9 @@ def normalise_input(value: Any) -> Any:
             for k, v in value.items()
             if v is not None
         }
+        if len(normal) < len(value):  # null fields dropped, or keys that became one text
+            _distinct_keys(value)
+        return normal
     if kind in _PLAIN:
         return value
     if isinstance(value, Secret):  # keys see a digest of a secret, never the secret
@@ -173,6 +176,23 @@ def normalise_input(value: Any) -> Any:
     if _numeric_numpy(value):  # what ctx.tool sends: the Python number (or list) it holds
         return normalise_input(value.tolist())
     return value
+
+
+def _distinct_keys(value: dict[Any, Any]) -> None:
+    """Refuse an input two of whose keys are one text (``1`` and ``"1"``): its receipt key
+    would be that of an input holding only one of them, which asks something else."""
+    seen: dict[str, Any] = {}
+    for key, field in value.items():
+        if field is None:
+            continue
+        text = key if type(key) is str else str(key)
+        if text in seen:
+            raise PlayDefinitionError(
+                f"its keys {seen[text]!r} and {key!r} are both {text!r} as text, and a "
+                "receipt would take it for an input holding only one of them. Give each key "
+                "its own text."
+            )
+        seen[text] = key
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})

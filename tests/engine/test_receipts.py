@@ -338,3 +338,19 @@ def test_numpy_numbers_key_a_receipt_as_the_python_ones_they_hold(numpys, python
 def test_a_null_field_asks_the_same_as_a_missing_one():
     with_null = {**BASE["input"], "middle_name": None}
     assert receipt_key(**{**BASE, "input": with_null}) == receipt_key(**BASE)
+
+
+def test_an_input_whose_keys_collide_as_text_is_refused_before_it_is_sent(registry, counting_tool):
+    """{1: "a", "1": "b"} keyed as {"1": "b"} would be answered by that input's receipt."""
+    inputs = {0: {"x": 0, 1: "a", "1": "b"}, 1: {"x": 1, 1: "a", "1": None}}
+    play = dataset_play(rows_of(2), {"out": call_tool("t.count", lambda row: inputs[row["x"]])})
+
+    result = run_play(play, tools=[registry])
+
+    assert result.status == "completed_with_errors", result.error
+    (error,) = result.output.errors
+    assert (error.column, error.tool, error.code) == ("out", "t.count", "invalid_input")
+    assert "its keys 1 and '1' are both '1' as text" in error.message
+    assert counting_tool == [{"x": 1, 1: "a", "1": None}]  # a null field is no field
+    with pytest.raises(pl.PlayDefinitionError, match="are both '1' as text"):
+        receipt_key(**{**BASE, "input": {"nested": [{1: "a", "1": "b"}]}})
