@@ -287,6 +287,25 @@ def test_a_numpy_nan_key_is_a_missing_key():
     assert "has no value for key column 'n'" in (result.error or "")
 
 
+def test_a_key_is_its_text_and_a_key_of_another_kind_its_json(store):
+    """The rule docs/guide/plays-and-datasets.md states (row keys): 1 and "1" are one row,
+    1 and 1.0 are two; with several key columns the types are kept."""
+    rows = [{"id": 1}, {"id": "1"}, {"id": 1.0}, {"id": True}, {"id": "true"}, {"id": "1.0"}]
+
+    one = run_dataset(rows, {"y": lambda row: 1}, key="id", tools=[], store=store)
+    several = run_dataset(
+        [{"a": "x", "id": 1}, {"a": "x", "id": "1"}, {"a": "x", "id": 1.0}],
+        {"y": lambda row: 1},
+        key=["a", "id"],
+        tools=[],
+        store=store,
+    )
+
+    assert row_keys(store, one) == ["1", "1.0", "true"]
+    assert one.stats.rows_duplicate == 3
+    assert row_keys(store, several) == ['["x",1]', '["x","1"]', '["x",1.0]']
+
+
 def test_a_builtin_callable_is_a_valid_key(store):
     rows = [{"email": "a@x.io"}]
     key = operator.itemgetter("email")
