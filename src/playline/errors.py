@@ -122,3 +122,9 @@ class EventTimeout(PlaylineError):
 
 class StoreError(PlaylineError):
     """The store could not be opened, read or written."""
+
+
+def full_stop(text: str) -> str:
+    """``text`` ending its sentence once: a message quoted into another ("Cannot import x:
+    {error}. Fix the file") may end with its own full stop, and gets no second one."""
+    return text if text.rstrip().endswith((".", "!", "?")) else f"{text}."

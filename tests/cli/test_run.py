@@ -256,6 +256,13 @@ def test_a_file_that_does_not_import_is_a_usage_error(cli: Cli) -> None:
     assert "Cannot import" in one_error_line(cli("run", play), 2)
 
 
+def test_a_sync_play_is_a_usage_error_that_ends_its_sentences_once(cli: Cli) -> None:
+    play = cli.play("import playline as pl\n\n@pl.play\ndef enrich(ctx, input):\n    return 1\n")
+    line = one_error_line(cli("run", play), 2)
+    assert "@pl.play needs an async function" in line
+    assert line.endswith("write `async def enrich(ctx, input): ...`. Fix the file and try again.")
+
+
 def test_bad_input_syntax_is_a_usage_error(cli: Cli, local_play: str) -> None:
     assert "is not key=value" in one_error_line(cli("run", local_play, "-i", "novalue"), 2)
     assert "is not key=value" in one_error_line(cli("run", local_play, "-i", "=x"), 2)

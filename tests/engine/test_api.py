@@ -421,6 +421,15 @@ def test_a_run_whose_every_row_returned_what_cannot_be_stored_names_the_cause():
     }
 
 
+def test_a_cause_that_ends_its_sentence_ends_the_runs_error_once():
+    result = run_dataset([{"a": 1}], {"b": lambda row: {1, 2}}, tools=[], key="a")
+    assert result.status == "failed"
+    assert (result.error or "").endswith(
+        "Return plain dicts, lists, strings, numbers, booleans or None."
+    )
+    assert not (result.error or "").endswith("..")
+
+
 def test_a_column_value_whose_keys_collide_as_json_text_fails_its_cell():
     def keyed(row):
         return {1: "a", "1": "b"} if row["x"] == 1 else {1: "a"}

@@ -235,3 +235,15 @@ def test_hidden_columns_make_no_cell_events(company_tool):
     run_play(play, tools=[company_tool], listeners=[events.append])
 
     assert only(events, kind="cell", column="_company") == []
+
+
+def test_a_listener_that_raises_is_logged_once_in_sentences_that_end_once():
+    events: list[pl.Event] = []
+
+    def broken(event):
+        raise ValueError("the display is gone.")
+
+    run_dataset([{"x": 1}], {"y": lambda row: 1}, tools=[], listeners=[broken, events.append])
+
+    (line,) = [e.preview for e in only(events, kind="log") if "listener" in (e.preview or "")]
+    assert "raised ValueError: the display is gone. The run goes on;" in line

@@ -22,7 +22,7 @@ from .._json import dumps, without_numpy
 from .._play import Play
 from .._secrets import redact
 from .._waterfall import Step, Waterfall, WaterfallStats
-from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError
+from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError, full_stop
 from ..store import (
     RowRecord,
     RunClaimOutcome,
@@ -888,7 +888,7 @@ def _all_failed(
             return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
     if stats.rows and stats.rows_failed == stats.rows:
         cause = _top_cause(calls, cell_errors, run_id)
-        return PlaylineError(f"All {stats.rows} rows failed: {cause}.")
+        return PlaylineError(f"All {stats.rows} rows failed: {full_stop(cause)}")
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from .._clock import Clock
 from .._json import without_numpy
 from .._secrets import check_no_secret, redact
+from ..errors import full_stop
 from ..store import Event, Store, StoreIO
 
 __all__ = ["EventLog", "Listener", "preview"]
@@ -100,8 +101,8 @@ class EventLog:
         self._broken.add(id(listener))
         name = getattr(listener, "__qualname__", type(listener).__name__)
         self.log(
-            f"A progress listener ({name}) raised {type(exc).__name__}: {exc}. The run goes on; "
-            "that listener's later errors are not reported."
+            f"A progress listener ({name}) raised {full_stop(f'{type(exc).__name__}: {exc}')} "
+            "The run goes on; that listener's later errors are not reported."
         )
 
     # writing

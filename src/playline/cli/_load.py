@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import Play, play
+from ..errors import full_stop
 from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
 __all__ = [
@@ -83,7 +84,8 @@ def _import(file: Path) -> ModuleType:
         raise CliError(f"Cannot import {file}: {exc.msg} (line {exc.lineno}).") from None
     except Exception as exc:
         raise CliError(
-            f"Cannot import {file}: {type(exc).__name__}: {exc}. Fix the file and try again."
+            f"Cannot import {file}: {full_stop(f'{type(exc).__name__}: {exc}')} Fix the file "
+            "and try again."
         ) from None
     return module
 
