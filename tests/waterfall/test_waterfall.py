@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
 from typing import Any
 
 import pytest
@@ -447,3 +449,75 @@ def test_a_code_step_bug_fails_the_cell_not_the_step(registry):
     assert result.output is not None
     assert result.status == "failed"
     assert result.error is not None and "All 1 rows failed" in result.error
+
+
+# --- a run that stops before a row's waterfall ran ------------------------------------------
+
+
+def _never_awaited(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, RuntimeWarning) and "was never awaited" in str(w.message)
+    ]
+
+
+def test_a_waterfall_that_is_never_awaited_leaves_no_coroutine_behind(registry):
+    calls: dict[str, list[list[int]]] = {}
+    spec = three_steps(registry, calls)
+
+    @pl.play
+    async def dropped(ctx: pl.Context, input: Any) -> Any:
+        ctx.waterfall(spec, {"x": 1})  # made, then dropped: nothing ran, nothing to warn of
+        again = ctx.waterfall(spec, {"x": 3})
+        value = await again
+        with pytest.raises(RuntimeError, match="already awaited"):
+            await again
+        return value
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(dropped, tools=[registry])
+        gc.collect()
+
+    assert result.status == "completed", result.error
+    assert result.output == "b3@x.io"
+    assert calls["t.a"] == [[3]]  # the dropped one asked nothing
+    assert _never_awaited(caught) == []
+
+
+def test_rows_a_full_disk_stopped_leave_no_waterfall_never_awaited(registry):
+    """The store fails (a full disk) while the rows are being started: the event numbers it
+    hands out in blocks cannot be reserved. The run stops before the started rows' waterfalls
+    ran, and they leave no coroutine that was never awaited (one warning per row, before)."""
+    batch_tool(registry, "t.find", lambda x: {"email": f"{x}@x.io"}, [])
+    spec = pl.Waterfall("find", output="email", steps=[pl.ToolStep("find", "t.find")])
+    store = open_store(fresh_store())
+    reserve = store.reserve_seqs
+    reserved: list[int] = []
+
+    def full(count: int) -> int:
+        reserved.append(count)
+        if len(reserved) > 1:  # the first block numbers the run's first events
+            raise pl.StoreError("database or disk is full")
+        return reserve(count)
+
+    store.reserve_seqs = full  # type: ignore[method-assign]
+
+    @pl.play
+    async def enrich(ctx: pl.Context, input: Any) -> Any:
+        return await (
+            ctx.dataset("rows", rows(500), key="x")
+            .with_column("domain", lambda row: f"d{row['x']}.io")
+            .with_column("value", lambda row, ctx: ctx.waterfall(spec, {"x": row["x"]}))
+            .run()
+        )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(pl.StoreError, match="disk is full"):
+            pl.run(enrich, None, tools=[registry], store=store, clock=pl.ManualClock())
+        gc.collect()
+
+    assert len(reserved) > 1  # the store failed
+    assert _never_awaited(caught) == []

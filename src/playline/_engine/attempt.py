@@ -40,6 +40,7 @@ from .calls import DEFAULT_CELL_LIMIT, CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .collector import fewer_collections
 from .datasets import DatasetStats
+from .deferred import Deferred
 from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
 from .events import EventLog, Listener, preview
@@ -431,10 +432,16 @@ class Attempt:
 
     # waterfalls
     def waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
+        """The waterfall for one input, run when awaited. Its coroutine is made only then: a
+        row the run stopped before it ran (a store that failed, a stop) leaves nothing that
+        was never awaited, where a coroutine made here warned about each such row."""
+        return Deferred(self._waterfall, spec, input)
+
+    async def _waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
         steps = self._orders.get(spec)
         if steps is None:
-            return self._ordered_waterfall(spec, input)
-        return self._run_waterfall(spec, input, steps)
+            return await self._ordered_waterfall(spec, input)
+        return await self._run_waterfall(spec, input, steps)
 
     def _run_waterfall(
         self, spec: Waterfall, input: Mapping[str, Any], steps: tuple[Step, ...]
