@@ -154,7 +154,7 @@ def normalise_input(value: Any) -> Any:
                 " ".join(v.split())
                 if type(v) is str
                 else v
-                if type(v) in _PLAIN
+                if type(v) in _EXACT
                 else normalise_input(v)
             )
             for k, v in value.items()
@@ -163,8 +163,10 @@ def normalise_input(value: Any) -> Any:
         if len(normal) < len(value):  # null fields dropped, or keys that became one text
             _distinct_keys(value)
         return normal
-    if kind in _PLAIN:
+    if kind in _EXACT:
         return value
+    if kind is float:
+        return _finite(value)
     if isinstance(value, Secret):  # keys see a digest of a secret, never the secret
         return {"$secret": digest("secret", value.reveal())}
     if isinstance(value, str):
@@ -176,6 +178,17 @@ def normalise_input(value: Any) -> Any:
     if _numeric_numpy(value):  # what ctx.tool sends: the Python number (or list) it holds
         return normalise_input(value.tolist())
     return value
+
+
+def _finite(number: float) -> float:
+    """A float of a tool input: NaN and infinity are refused, as JSON has no such numbers
+    (written as null, an input holding one would ask, and be answered, as one holding null)."""
+    if number - number != 0.0:  # NaN or an infinity; one subtraction, where isfinite is a call
+        raise PlayDefinitionError(
+            f"it holds the number {number!r}, which JSON cannot hold (it would be sent as "
+            "null): give None for a value that is missing, or a number."
+        )
+    return number
 
 
 def _distinct_keys(value: dict[Any, Any]) -> None:
@@ -196,6 +209,7 @@ def _distinct_keys(value: dict[Any, Any]) -> None:
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
+_EXACT = _PLAIN - {float}  # written as they are; a float is checked for NaN and infinity
 
 
 def _numeric_numpy(value: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import inspect
+import math
 import re
 import uuid
 
@@ -534,6 +535,22 @@ def test_dataset_errors_carry_tool_details(registry):
     assert (error.column, error.tool) == ("y", "t.remote")
     assert (error.status, error.code, error.request_id) == (402, "payment", "r-9")
     assert "quota" in error.message
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_a_tool_input_holding_nan_or_infinity_fails_its_row_and_is_never_sent(registry, number):
+    """JSON has no NaN or infinity: written as null, such an input was sent and keyed as one
+    holding null (a call with -inf was answered from the receipt bought for nan)."""
+    sent = []
+    registry.tool("t.look")(lambda input: sent.append(input) or {"ok": True})
+    rows = [{"x": 1, "v": 1.5}, {"x": 2, "v": [number]}, {"x": 3, "v": None}]
+    look = call_tool("t.look", lambda row: {"v": row["v"]})
+    result = run_dataset(rows, {"y": look}, tools=[registry], key="x")
+
+    (error,) = [e for e in result.output.errors if e.column == "y"]
+    assert error.row_key == "2" and error.code == "invalid_input"
+    assert repr(number) in error.message and "JSON" in error.message
+    assert sent == [{"v": 1.5}, {"v": None}]
 
 
 def test_a_tool_input_that_cannot_be_sent_fails_its_row_only(registry):
