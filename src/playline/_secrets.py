@@ -205,6 +205,11 @@ def _repr(text: str) -> str:
 _registry = _Registry()
 
 
+def any_read() -> bool:
+    """Whether this process has read a secret: until it has, nothing needs checking."""
+    return bool(_registry)
+
+
 def leaks(data: str | bytes | None) -> bool:
     """Whether ``data`` holds a secret read in this process (in any form it is caught in)."""
     return bool(data) and bool(_registry) and _registry.search(data)  # type: ignore[arg-type]

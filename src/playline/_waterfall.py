@@ -26,6 +26,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any, Literal
 
 from ._arity import check_args, takes_ctx
+from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
 
 __all__ = [
@@ -45,6 +46,7 @@ StepStatus = Literal["completed", "not_found", "skipped", "failed"]
 def _check_id(value: Any, what: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise PlayDefinitionError(f"{what} must be a non-empty string, not {value!r}.")
+    check_stored_name(value, what)  # ids are stored: in cells, events and the run's stats
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 import playline as pl
+from playline._engine.events import EventLog
+from playline._secrets import Secret
 from playline.store import open_store
 
 SECRET = "sk-live-7f3a9c"
@@ -173,6 +175,48 @@ def test_a_short_secret_past_ascii_returned_as_json_dumps_writes_it_fails_its_ce
 
     assert result.status == "failed"  # its only row failed
     assert json.dumps(secret)[1:-1].encode() not in _store_text(db)
+
+
+def test_a_waterfall_named_with_a_secret_is_refused_and_reaches_no_listener(
+    tmp_path: Path,
+) -> None:
+    """A waterfall's id is stored (in cells, events, the run's stats): one holding a secret's
+    value is refused where it is made, and no listener (the --json output) is told it."""
+    told: list[str] = []
+
+    @pl.tool("t.plain")
+    def plain(input: dict[str, Any]) -> dict[str, Any]:
+        return {"v": 1}
+
+    @pl.play(name="secret-waterfall")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        value = ctx.secrets.get("API_KEY").reveal()
+        named = pl.Waterfall(f"wf-{value}", output="v", steps=[pl.ToolStep("s", "t.plain")])
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("a", lambda row, ctx: ctx.waterfall(named, {"x": row["x"]}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    listener = lambda event: told.append(json.dumps(vars(event), default=str))  # noqa: E731
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[plain], listeners=[listener])
+
+    assert result.status == "failed"
+    assert isinstance(result.exception, pl.SecretLeakError)
+    assert "Waterfall id" in str(result.exception)
+    assert not any(SECRET in line for line in told)
+    assert SECRET.encode() not in _store_text(db)
+
+
+def test_an_event_whose_data_hold_a_secret_is_told_to_no_listener() -> None:
+    told: list[pl.Event] = []
+    events = EventLog(open_store("memory://"), "run-1", pl.ManualClock(), [told.append])
+    value = Secret("EVENT_KEY", "sk-event-5d1e0b").reveal()
+
+    with pytest.raises(pl.SecretLeakError, match="A waterfall event"):
+        events.emit("waterfall", data={"id": f"wf-{value}"})
+    assert told == []
 
 
 @pytest.mark.parametrize(

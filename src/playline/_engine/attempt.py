@@ -800,9 +800,14 @@ async def _end(
     events = attempt.events
     if tallies:  # the step order the history suggests needs it read
         await attempt.read_history()
-    for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
-        events.emit("waterfall", status="run", data=tally.to_dict())
-    events.emit("run", status=status, error=message, data={**stats.to_dict(), "waiting": waiting})
+    try:
+        for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
+            events.emit("waterfall", status="run", data=tally.to_dict())
+        ended = {**stats.to_dict(), "waiting": waiting}
+        events.emit("run", status=status, error=message, data=ended)
+    except PlayDefinitionError as exc:  # the end holds a secret: it is told to nobody
+        status, message = "failed", _message(exc)
+        events.emit("run", status=status, error=message)
     try:
         await events.flush()
     except PlaylineError as exc:  # the log could not be written: the end still is

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._json import without_numpy
-from .._secrets import check_no_secret, redact
+from .._json import dumps, without_numpy
+from .._secrets import any_read, check_no_secret, redact
 from ..errors import full_stop
 from ..store import Event, Store, StoreIO
 
@@ -68,6 +68,9 @@ class EventLog:
             fields["preview"] = preview.replace("\x00", "")
         if fields.get("error"):
             fields["error"] = redact(fields["error"])
+        data = fields.get("data")
+        if data and any_read():  # before any listener (a --json output) is given it
+            dumps(data, what=f"A {kind} event")  # raises SecretLeakError naming it
         event = Event(kind=kind, run_id=self._run_id, at=self._clock.now(), **fields)
         event.seq = self._seq()
         self._buffer.append(event)
