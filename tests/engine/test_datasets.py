@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import playline as pl
 from playline._engine.rows import row_key_function
+from playline.store import open_store
 
 from .helpers import (
     Gauge,
@@ -666,3 +667,21 @@ def test_output_rows_keep_the_input_columns_then_the_computed_ones_in_order(stor
 
     (row,) = result.output.to_list()
     assert list(row) == ["zeta", "alpha", "mid", "aaa"]
+
+
+@pytest.mark.timeout(60)  # before the fix the feeder spun without yielding: a hang
+def test_a_store_failing_while_the_row_window_is_full_fails_the_run(registry):
+    """The receipts cannot be written (a full disk) while the window is full of rows waiting
+    for their calls: the run fails with the store's error, where the feeder spun for ever."""
+    registry.tool("t.one")(lambda input: {"v": input["x"]})
+    store = open_store("memory://")
+
+    def full(*args, **kwargs):
+        raise pl.StoreError("database or disk is full")
+
+    store.write_receipts = full  # type: ignore[method-assign]
+    result = run_dataset(
+        rows_of(50), {"y": call_tool("t.one")}, tools=[registry], store=store, row_window=10
+    )
+
+    assert result.status == "failed" and "disk is full" in (result.error or "")

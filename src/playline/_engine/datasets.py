@@ -287,6 +287,7 @@ class DatasetRun:
                             # together, so the next pass is big, not one call per row
                             await self._until(lambda: self._active <= rt.row_window // 2)
                             rt.dispatcher.enter_row()
+                            self._check_fatal()  # _until returns at once after a fatal error
                             continue
                         self._check_fatal()
                         group, todo = todo[:room], todo[room:]
