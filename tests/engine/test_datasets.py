@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import operator
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -685,3 +687,33 @@ def test_a_store_failing_while_the_row_window_is_full_fails_the_run(registry):
     )
 
     assert result.status == "failed" and "disk is full" in (result.error or "")
+
+
+def test_rows_a_failing_store_stops_leave_no_resolver_never_awaited(registry):
+    """The store fails (a full disk: event numbers cannot be reserved) while rows wait on an
+    ``async def`` resolver: the run fails, and the resolvers it never ran are closed (a
+    'coroutine was never awaited' warning each, before)."""
+    registry.tool("t.one")(lambda input: {"v": input["x"]})
+    store = open_store("memory://")
+    reserve, reserved = store.reserve_seqs, []
+
+    def full(count: int) -> int:
+        reserved.append(count)
+        if len(reserved) > 1:  # the first block numbers the run's first events
+            raise pl.StoreError("database or disk is full")
+        return reserve(count)
+
+    store.reserve_seqs = full  # type: ignore[method-assign]
+
+    async def resolve(row, ctx):
+        return (await ctx.tool("t.one", {"x": row["x"]})).data
+
+    columns = {"a": lambda row: row["x"], "y": resolve}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(pl.StoreError, match="disk is full"):
+            run_dataset(rows_of(1500), columns, tools=[registry], store=store)
+        gc.collect()
+
+    assert len(reserved) > 1  # the store failed
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

@@ -451,12 +451,23 @@ class DatasetRun:
 
     def _park(self, row: RowScope, position: int, value: Any) -> None:
         """The row waits for ``value``; it goes on from ``position`` when that settles."""
-        self._report_cells(row)
+        try:
+            self._report_cells(row)
+        except BaseException:  # the run fails (its events cannot be written): it never runs
+            _close(value)
+            raise
         if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
             value.add_done_callback(functools.partial(self._resume, row, position))
         else:
             assert self._tasks is not None
-            self._tasks.create_task(self._await(row, position, value))
+            waiting = self._await(row, position, value)
+            try:
+                task = self._tasks.create_task(waiting)
+            except BaseException:  # the group is shutting down: neither will ever run
+                waiting.close()
+                _close(value)
+                raise
+            task.add_done_callback(functools.partial(_close_if_cancelled, value))
 
     def _advance(self, row: RowScope, start: int) -> None:
         """Run the row's remaining columns from ``start`` until it waits or finishes."""
@@ -792,6 +803,19 @@ def _awaitable(value: Any) -> bool:
     return hasattr(type(value), "__await__") or (
         type(value) is GeneratorType and inspect.isawaitable(value)
     )
+
+
+def _close(awaitable: Any) -> None:
+    """Close a coroutine that will never be awaited (no 'never awaited' warning for it)."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
+
+
+def _close_if_cancelled(awaitable: Any, task: asyncio.Task[None]) -> None:
+    """A row's task cancelled before it awaited its resolver (the run stopping) leaves the
+    resolver's coroutine unstarted: it is closed. One that ran has finished already."""
+    if task.cancelled():
+        _close(awaitable)
 
 
 def _encoded(values: dict[str, Any]) -> bytes | None:
