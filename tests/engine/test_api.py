@@ -441,6 +441,7 @@ def test_a_column_value_whose_keys_collide_as_json_text_fails_its_cell():
     (error,) = result.output.errors
     assert (error.row_key, error.column) == ("1", "c")
     assert "cannot be stored" in error.message
+    assert "its keys 1 and '1'" in error.message and "returned a dict" not in error.message
     assert result.output.to_list() == [{"x": 1, "c": None}, {"x": 2, "c": {"1": "a"}}]
 
 

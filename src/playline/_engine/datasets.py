@@ -40,6 +40,7 @@ from ..errors import (
     PlaylineError,
     SecretLeakError,
     ToolError,
+    full_stop,
 )
 from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
@@ -83,7 +84,8 @@ class RowFailed(PlaylineError):
         self.row_key = row_key
         self.column = column
         super().__init__(
-            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: {error}. "
+            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: "
+            f"{full_stop(str(error))} "
             'Use on_row_error="record" to record failed rows and let the others finish.'
         )
 
@@ -739,18 +741,21 @@ class DatasetRun:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""
         for name, value in list(values.items()):
             try:
-                size = len(dumps({name: value}, ordered=True))
+                size = len(dumps({name: value}, what=f"Column {name!r}", ordered=True))
                 if size > self.rt.cell_limit:
                     why = f"Column {name!r}: {too_large(size, self.rt.cell_limit)}."
                 else:
                     continue
             except SecretLeakError:
                 why = f"Column {name!r} holds a secret read with ctx.secrets: it is never stored."
-            except PlayDefinitionError:
-                why = (
-                    f"Column {name!r} returned a {type(value).__name__}, which cannot be stored. "
-                    "Return plain dicts, lists, strings, numbers, booleans or None."
-                )
+            except PlayDefinitionError as exc:
+                if isinstance(value, dict | list):  # what inside it: a set, keys that collide
+                    why = str(exc)
+                else:
+                    why = (
+                        f"Column {name!r} returned a {type(value).__name__}, which cannot be "
+                        "stored. Return plain dicts, lists, strings, numbers, booleans or None."
+                    )
             values[name] = None
             cells[name] = {"status": "failed", "error": why, "updated_at": self.rt.clock.now()}
             self._count_cause(f"unstorable value in column {name!r}", why)
