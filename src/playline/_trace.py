@@ -166,13 +166,20 @@ class Trace:
 
 
 def trace_of(
-    store: Store, run_id: str, *, attempts: int | None = None, recount: bool = False
+    store: Store,
+    run_id: str,
+    *,
+    attempts: int | None = None,
+    recount: bool = False,
+    interrupted: bool = False,
 ) -> Trace:
     """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
     record counts; attempts whose start event was never written (their process was killed
     before its first write) are listed as interrupted, first, and hold the charges made
     before the first attempt on record. ``recount`` (a run whose last attempt was killed, so
-    it never reported them): its waterfalls are counted from its stored rows."""
+    it never reported them): its waterfalls are counted from its stored rows.
+    ``interrupted`` (the run is shown ``interrupted``: its last attempt's process is gone):
+    the datasets that attempt left ``running`` are ``interrupted`` too."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -215,6 +222,8 @@ def trace_of(
             elif kind == "child" and event.status == "running":
                 trace.children.append(dict(data))
             trace.other[kind] += 1
+    if interrupted:  # no later attempt says so: the run's own status does
+        _left_running(trace, INTERRUPTED)
     if recount:
         _recount_waterfalls(trace.waterfalls, store, run_id)
     lost = (attempts or 0) - len(trace.attempt_list)
@@ -435,7 +444,8 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
 def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
     waterfalls with credits per hit, child plays, and what a suspended run waits for."""
-    trace = trace_of(store, run.run_id, recount=run_status(run) == INTERRUPTED)
+    killed = run_status(run) == INTERRUPTED
+    trace = trace_of(store, run.run_id, recount=killed, interrupted=killed)
     tools = []
     for tool, t in sorted(trace.tools.items()):
         tools.append(

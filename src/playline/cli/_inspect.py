@@ -137,7 +137,8 @@ def show(
     if dataset is not None or columns is not None:
         raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
     try:
-        trace = trace_of(db, run_id, attempts=run.attempts, recount=run_status(run) == INTERRUPTED)
+        killed = run_status(run) == INTERRUPTED
+        trace = trace_of(db, run_id, attempts=run.attempts, recount=killed, interrupted=killed)
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise

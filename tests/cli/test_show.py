@@ -1,0 +1,106 @@
+"""`playline show` of a run whose process was killed with no later attempt, and of a run whose
+child plays paid: what it says matches what the store holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from playline._trace import run_detail
+from playline.store import open_store
+
+from clihelp import Cli
+
+PLAYLINE = str(Path(sys.executable).with_name("playline"))
+
+
+def said(text: str) -> str:
+    """What a command printed, as one line (the console wraps long lines)."""
+    return " ".join(text.split())
+
+
+# One paid call, held while the file "hold" exists: the test kills the process meanwhile.
+HELD_PLAY = """
+import asyncio
+from pathlib import Path
+import playline as pl
+
+HERE = Path(__file__).parent
+
+@pl.tool("sh.held", cost=pl.Cost(2))
+async def held(input):
+    (HERE / "called").touch()
+    while (HERE / "hold").exists():
+        await asyncio.sleep(0.01)
+    return {"v": input["n"]}
+
+@pl.play
+async def holding(ctx, input):
+    return await (
+        ctx.dataset("d", [{"n": 1}], key="n")
+        .with_column("v", lambda row, ctx: ctx.tool("sh.held", {"n": row["n"]}))
+        .run()
+    )
+"""
+
+
+def _killed_mid_call(cli: Cli, run_id: str) -> None:
+    """`playline run` of HELD_PLAY, SIGKILLed while its call is out and after its dataset's
+    start is in the store (so `show` knows the dataset the kill left running)."""
+    play = cli.play(HELD_PLAY)
+    (cli.tmp / "hold").touch()
+    proc = subprocess.Popen(
+        [PLAYLINE, "run", play, "--run-id", run_id, "--store", cli.store],
+        cwd=cli.tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    store = open_store(cli.store)
+
+    def ready() -> bool:
+        if not (cli.tmp / "called").exists():
+            return False
+        return any(e.dataset == "d" for e in store.read_events(run_id, kinds=["dataset"]))
+
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not ready():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the held call or its dataset never showed up"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    (cli.tmp / "hold").unlink()
+
+
+def _show(cli: Cli, run_id: str) -> tuple[str, dict[str, Any]]:
+    shown = cli("show", run_id)
+    assert shown.exit_code == 0, shown.output
+    doc = cli("show", run_id, "--json")
+    assert doc.exit_code == 0, doc.output
+    return said(shown.stdout), json.loads(doc.stdout)
+
+
+def test_show_after_a_kill_with_no_later_attempt_says_its_dataset_was_interrupted(
+    cli: Cli,
+) -> None:
+    _killed_mid_call(cli, "k1")
+
+    out, doc = _show(cli, "k1")
+
+    assert doc["status"] == "interrupted"
+    assert [(d["name"], d["status"]) for d in doc["trace"]["datasets"]] == [("d", "interrupted")]
+    assert "│ d │ interrupted │" in out, out
+    # the web UI's run page reads the same trace
+    store = open_store(cli.store)
+    record = store.get_run("k1")
+    assert record is not None
+    assert [d["status"] for d in run_detail(store, record)["datasets"]] == ["interrupted"]
