@@ -137,6 +137,7 @@ class Trace:
     waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
     attempt_list: list[AttemptTrace] = field(default_factory=list)
+    child_credits: float = 0.0  # what its child plays (and theirs) paid: in their ledgers
 
     @property
     def requests(self) -> int:
@@ -148,14 +149,25 @@ class Trace:
 
     @property
     def credits(self) -> float:
+        """What the run's own calls paid (its tools' credits)."""
         return round(sum(t.credits for t in self.tools.values()), 6)
+
+    @property
+    def run_credits(self) -> float:
+        """What the run paid, its child plays included: its ``stats.credits``."""
+        return round(self.credits + self.child_credits, 6)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "attempts": self.attempts,
             "attempt_list": [a.to_dict() for a in self.attempt_list],
-            "totals": {"requests": self.requests, "calls": self.calls, "credits": self.credits},
+            "totals": {
+                "requests": self.requests,
+                "calls": self.calls,
+                "credits": self.run_credits,
+                "child_credits": self.child_credits,
+            },
             "datasets": [vars(d) for d in self.datasets.values()],
             "tools": {tool: vars(t) for tool, t in sorted(self.tools.items())},
             "steps": dict(self.other),
@@ -252,6 +264,8 @@ def trace_of(
             paid_by.calls += "tools" not in paid_by.stats
             paid_by.found += int(entry.found)
             paid_by.credits += entry.credits
+    # its child plays' charges are in their own ledgers (their run ids extend this one's)
+    trace.child_credits = max(0.0, round(store.spent(run_id) - trace.credits, 6))
     return trace
 
 

@@ -104,3 +104,52 @@ def test_show_after_a_kill_with_no_later_attempt_says_its_dataset_was_interrupte
     record = store.get_run("k1")
     assert record is not None
     assert [d["status"] for d in run_detail(store, record)["datasets"]] == ["interrupted"]
+
+
+PARENT_PLAY = """
+import playline as pl
+
+@pl.tool("sh.paid", cost=pl.Cost(1))
+def paid(input):
+    return {"v": input["i"]}
+
+@pl.play(name="kid")
+async def kid(ctx, input):
+    ds = await (
+        ctx.dataset("d", [{"i": i} for i in range(input["n"])], key="i")
+        .with_column("v", lambda row, ctx: ctx.tool("sh.paid", {"i": row["i"]}))
+        .run()
+    )
+    return len(ds.to_list())
+
+@pl.play(name="parent")
+async def parent(ctx, input):
+    return await ctx.run_play("kid", "kid", {"n": 10})
+"""
+
+
+def test_show_totals_a_parent_runs_credits_as_its_stats_do_with_its_child_plays(
+    cli: Cli,
+) -> None:
+    ran = cli("run", cli.play(PARENT_PLAY) + ":parent", "--run-id", "p1", "--json")
+    assert ran.exit_code == 0, ran.output
+    assert cli.json_lines(ran.stdout)[-1]["stats"]["credits"] == 10  # the child's 10 calls
+
+    out, doc = _show(cli, "p1")
+
+    (child,) = open_store(cli.store).child_runs("p1")
+    assert doc["stats"]["credits"] == doc["trace"]["totals"]["credits"] == 10
+    assert doc["trace"]["totals"]["child_credits"] == 10
+    assert doc["child_runs"] == [
+        {"run_id": child.run_id, "play": "kid", "status": "completed", "rows": 10, "credits": 10}
+    ]
+    assert (
+        "totals over the attempt: 0 live calls (sent) · 0 provider requests · 10 credits (10 "
+        "of them paid by its child plays, listed below)"
+    ) in out, out
+    assert f"│ {child.run_id} │ kid │ completed │ 10 │ 10 │" in out, out
+    # the child's own show: its calls and credits, none of them a child's
+    _, kid = _show(cli, child.run_id)
+    assert kid["trace"]["totals"] == {
+        "requests": 10, "calls": 10, "credits": 10, "child_credits": 0
+    }  # fmt: skip

@@ -127,8 +127,9 @@ def show(
     store: StoreOpt = None,
     json_mode: JsonOpt = False,
 ) -> None:
-    """A run's status, totals and attempts, datasets, cost per tool and waterfall steps (with
-    the cheapest step order the store's history supports); with --rows, its first rows."""
+    """A run's status, totals and attempts, datasets, cost per tool, child plays and waterfall
+    steps (with the cheapest step order the store's history supports); with --rows, its first
+    rows."""
     db = store_at(store, read_only=True)
     run = require_run(db, run_id)
     if rows is not None:
@@ -139,6 +140,7 @@ def show(
     try:
         killed = run_status(run) == INTERRUPTED
         trace = trace_of(db, run_id, attempts=run.attempts, recount=killed, interrupted=killed)
+        children = [run_summary(db, child) for child in db.child_runs(run_id)]
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -147,7 +149,7 @@ def show(
             "store: showing the run's record only.",
             err=True,
         )
-        trace = Trace()
+        trace, children = Trace(), []
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
@@ -166,6 +168,9 @@ def show(
                 {**waterfall_summary(w), "order": advice[w["id"]].to_dict()}
                 for w in trace.waterfalls.values()
             ],
+            "child_runs": [
+                {k: c[k] for k in ("run_id", "play", "status", "rows", "credits")} for c in children
+            ],
         }
         typer.echo(json.dumps(doc, default=str))
         return
@@ -174,6 +179,7 @@ def show(
     _show_attempts(trace)
     _show_datasets(trace, counts)
     _show_tools(trace)
+    _show_children(children)
     for tally in trace.waterfalls.values():
         _show_waterfall(tally, advice[tally["id"]])
     for kind, count in sorted(trace.other.items()):
@@ -221,9 +227,13 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
     if run.waiting:
         console.print(f"  waiting for: {waiting_for(run.waiting)}", highlight=False)
     over = "the attempt" if trace.attempts == 1 else f"all {trace.attempts} attempts"
+    # credits as the run's stats count them: its child plays' included (their calls are theirs)
+    credits = f"{trace.run_credits:g} credits"
+    if trace.child_credits:
+        credits += f" ({trace.child_credits:g} of them paid by its child plays, listed below)"
     console.print(
         f"  totals over {over}: {trace.calls} live calls (sent) · {trace.requests} provider "
-        f"requests · {trace.credits:g} credits",
+        f"requests · {credits}",
         highlight=False,
     )
     if counts:
@@ -305,6 +315,30 @@ def _show_tools(trace: Trace) -> None:
         f"[bold]{trace.credits:g}[/bold]",
     )
     console.print(tools)
+
+
+def _show_children(children: list[dict[str, Any]]) -> None:
+    """The run's child plays (ctx.run_play): their calls and credits are in their own
+    ledgers, and count in the run's credits."""
+    if not children:
+        return
+    table = Table(
+        title="Child plays (their credits count in the run's)",
+        title_justify="left",
+        caption="each in full: playline show CHILD_RUN_ID",
+        caption_justify="left",
+    )
+    for column in ("run", "play", "status", "rows", "credits"):
+        table.add_column(column, justify="right" if column in ("rows", "credits") else "left")
+    for child in children:
+        table.add_row(
+            child["run_id"],
+            child["play"],
+            child["status"],
+            str(child["rows"]),
+            f"{child['credits']:g}",
+        )
+    console.print(table)
 
 
 def _ratio(value: float | None, spec: str = ".2f") -> str:
