@@ -106,6 +106,30 @@ def test_show_after_a_kill_with_no_later_attempt_says_its_dataset_was_interrupte
     assert [d["status"] for d in run_detail(store, record)["datasets"]] == ["interrupted"]
 
 
+def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli: Cli) -> None:
+    _killed_mid_call(cli, "k2")
+
+    out, doc = _show(cli, "k2")
+
+    # the call was out when the process died: it may have been charged, with no record of it
+    assert doc["in_doubt"] == {"calls": 1, "tools": {"sh.held": 1}}
+    assert (
+        "1 call(s) in doubt (may have been charged): 1 of sh.held. `playline resume k2` "
+        "re-sends those whose provider recognises idempotency keys (no second charge); "
+        "`playline resume k2 --retry-in-doubt` buys the others again"
+    ) in out, out
+    # as it says: a local paid tool has no idempotency keys, so a resume does not send it again
+    assert cli("resume", "k2").exit_code in (0, 1)
+    assert open_store(cli.store).receipt_stats()["sh.held"].get("completed", 0) == 0
+    assert "1 call(s) in doubt" in _show(cli, "k2")[0]
+    # and --retry-in-doubt buys it again: nothing is in doubt any more
+    retried = cli("resume", "k2", "--retry-in-doubt")
+    assert retried.exit_code == 0, retried.output
+    out, doc = _show(cli, "k2")
+    assert doc["in_doubt"] == {"calls": 0, "tools": {}} and "in doubt" not in out, out
+    assert doc["status"] == "completed" and doc["trace"]["totals"]["credits"] == 2
+
+
 PARENT_PLAY = """
 import playline as pl
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -141,6 +143,8 @@ def show(
         killed = run_status(run) == INTERRUPTED
         trace = trace_of(db, run_id, attempts=run.attempts, recount=killed, interrupted=killed)
         children = [run_summary(db, child) for child in db.child_runs(run_id)]
+        # calls whose requests may have reached their provider with no record of it
+        in_doubt = Counter(db.doubtful_receipts(run_id, now=time.time()).values())
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -149,7 +153,7 @@ def show(
             "store: showing the run's record only.",
             err=True,
         )
-        trace, children = Trace(), []
+        trace, children, in_doubt = Trace(), [], Counter()
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
@@ -171,11 +175,12 @@ def show(
             "child_runs": [
                 {k: c[k] for k in ("run_id", "play", "status", "rows", "credits")} for c in children
             ],
+            "in_doubt": {"calls": in_doubt.total(), "tools": dict(sorted(in_doubt.items()))},
         }
         typer.echo(json.dumps(doc, default=str))
         return
     counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
-    _show_header(run, trace, counts)
+    _show_header(run, trace, counts, in_doubt)
     _show_attempts(trace)
     _show_datasets(trace, counts)
     _show_tools(trace)
@@ -191,7 +196,9 @@ def show(
         )
 
 
-def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> None:
+def _show_header(
+    run: RunRecord, trace: Trace, counts: dict[str, RowCounts], in_doubt: Counter[str]
+) -> None:
     status = run_status(run)
     style = STATUS_STYLE.get(status, "red")
     console.print(
@@ -236,6 +243,8 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
         f"requests · {credits}",
         highlight=False,
     )
+    if in_doubt:
+        _show_in_doubt(run, trace, status, in_doubt)
     if counts:
         statuses: dict[str, int] = {}
         for c in counts.values():
@@ -244,6 +253,27 @@ def _show_header(run: RunRecord, trace: Trace, counts: dict[str, RowCounts]) -> 
         parts = ", ".join(f"{n} {name}" for name, n in sorted(statuses.items()))
         rows = sum(c.rows for c in counts.values())
         console.print(f"  rows stored: {rows} ({parts})", highlight=False)
+
+
+def _show_in_doubt(run: RunRecord, trace: Trace, status: str, in_doubt: Counter[str]) -> None:
+    """The calls (the run's and its child plays') that may have been charged with no record
+    of it: their requests were out when their process stopped, or they timed out at a
+    provider that ignores idempotency keys. How to settle them, unless the run is live."""
+    calls = in_doubt.total()
+    tools = ", ".join(f"{n} of {tool}" for tool, n in sorted(in_doubt.items()))
+    line = f"  [yellow]{calls} call(s) in doubt (may have been charged)[/yellow]: {tools}"
+    if status not in ("running", "queued"):
+        if trace.source is not None:  # started by `playline run`: resumable from here
+            resume = f"`playline resume {run.run_id}`"
+            retry = f"`playline resume {run.run_id} --retry-in-doubt`"
+        else:
+            resume = f"resuming it (pl.run(play, run_id={run.run_id!r}))"
+            retry = "retry_in_doubt=True"
+        line += (
+            f". {resume} re-sends those whose provider recognises idempotency keys (no "
+            f"second charge); {retry} buys the others again"
+        )
+    console.print(line, highlight=False)
 
 
 def _show_attempts(trace: Trace) -> None:
