@@ -211,3 +211,46 @@ def test_plan_on_a_store_that_is_not_there_creates_nothing(
 
     assert planned.exit_code == 0, planned.output
     assert "credits" in planned.stdout and list(fresh.parent.iterdir()) == []
+
+
+GAMMA_PLAY = """
+import playline as pl
+
+PEOPLE = [{"first_name": f, "last_name": "Lovelace", "domain": "acme.io"}
+          for f in ("ada", "byron", "anne")]
+
+@pl.play
+async def emails(ctx, input):
+    return await (
+        ctx.dataset("people", PEOPLE, key="first_name")
+        .with_column("email", lambda row, ctx: ctx.tool("sim.email.gamma", dict(row)))
+        .run()
+    )
+"""
+
+
+def test_cache_clear_says_a_provider_may_answer_again_from_its_records_and_how_to_refresh(
+    cli: Cli, sim: Simulator, gateway: str
+) -> None:
+    play = cli.play(GAMMA_PLAY)
+    assert cli("run", play).exit_code == 0
+    paid = charges(sim)
+    assert paid == {"sim.email.gamma": 6.0}  # 3 calls of 2 credits
+
+    cleared = " ".join(cli("cache", "clear", "--yes").stdout.split())
+
+    assert "Deleted 3 receipt(s)" in cleared and "up to about 6 credits" in cleared, cleared
+    assert (
+        "a provider that recognises those may answer them again from its own records, at no "
+        "charge and with its old answers. For fresh data, keep the receipts and run with "
+        "--refresh COLUMN (or force=True in the play)"
+    ) in cleared, cleared
+    # as it says: the calls go out with their first keys, and the simulator replays them
+    again = cli("run", play, "--json")
+    assert again.exit_code == 0, again.output
+    assert cli.json_lines(again.stdout)[-1]["stats"]["tool_calls_live"] == 3
+    assert charges(sim) == paid and sim.ledger()["replayed"] == {"sim.email.gamma": 3}
+    # and with the receipts kept, --refresh buys fresh answers under new keys
+    assert cli("run", play, "--refresh", "email").exit_code == 0
+    assert charges(sim) == {"sim.email.gamma": 12.0}
+    assert sim.ledger()["replayed"] == {"sim.email.gamma": 3}
