@@ -574,3 +574,76 @@ def test_a_value_that_cannot_be_stored_fails_its_cell_naming_the_column(cli: Cli
     cell = rows["1"].cells["tag"]
     assert cell["status"] == "failed" and "Column 'tag' returned a set" in cell["error"]
     assert rows["2"].values == {"n": 2, "tag": "t2", "after": 4}
+
+
+HELD_AT_LOAD_PLAY = """
+import os, signal
+from pathlib import Path
+import playline as pl
+
+if os.environ.get("FH_LOADING"):  # the test presses Ctrl-C while this file loads
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal
+    Path(os.environ["FH_LOADING"]).touch()
+    signal.pause()
+
+@pl.play
+async def waits(ctx, input):
+    return await ctx.wait_for_event("fh-go")
+"""
+
+
+def _interrupted_while_loading(cli: Cli, *args: str) -> tuple[int, str]:
+    """`playline *args`, sent SIGINT while it imports HELD_AT_LOAD_PLAY (before the run's own
+    signal handling starts); its exit code and stderr."""
+    loading = cli.tmp / "loading"
+    loading.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [PLAYLINE, *args, "--store", cli.store],
+        cwd=cli.tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "FH_LOADING": str(loading)},
+    )
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not loading.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the play file never loaded"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+def test_a_ctrl_c_outside_the_runs_signal_handling_names_the_real_run_or_none(cli: Cli) -> None:
+    play = cli.play(HELD_AT_LOAD_PLAY)
+    assert cli("run", play, "--run-id", "w1").exit_code == 3  # suspended: waits for its event
+
+    code, err = _interrupted_while_loading(cli, "resume", "w1")
+
+    assert code == 130, err
+    assert err.strip() == "error: interrupted; resume the run with `playline resume w1`"
+    # a new run interrupted before it started: there is no run to resume
+    code, err = _interrupted_while_loading(cli, "run", play)
+    assert code == 130, err
+    assert err.strip() == "error: interrupted"
+    assert [r.run_id for r in open_store(cli.store).list_runs()] == ["w1"]
+
+
+def test_a_ctrl_c_while_the_result_prints_names_the_run_only_if_it_is_left_to_resume(
+    cli: Cli, local_play: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playline.cli import _runcmds
+
+    def pressed(*args: object) -> None:
+        raise KeyboardInterrupt  # a Ctrl-C after the run's signal handlers were taken down
+
+    monkeypatch.setattr(_runcmds, "_print_result", pressed)
+    suspended = cli("run", cli.play(HELD_AT_LOAD_PLAY, "waits.py"))
+    [run] = open_store(cli.store).list_runs()
+    assert suspended.exit_code == 130
+    assert suspended.stderr.strip() == (
+        f"error: interrupted; resume the run with `playline resume {run.run_id}`"
+    )
+    completed = cli("run", local_play)  # nothing is left to resume
+    assert completed.exit_code == 130 and completed.stderr.strip() == "error: interrupted"

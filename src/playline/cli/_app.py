@@ -58,11 +58,27 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+class _Resumable:
+    """The run a command leaves to resume should a Ctrl-C land outside the run's own signal
+    handling (while the play loads, or while its result prints): what that Ctrl-C names."""
+
+    run_id: str | None = None
+
+
+_resumable = _Resumable()
+
+
+def resumable(run_id: str | None) -> None:
+    """Name the run an interrupted command tells to resume (None: no run to resume)."""
+    _resumable.run_id = run_id
+
+
 def command(fn: Callable[P, R]) -> Callable[P, R]:
     """Report errors as one line and an exit code (2 usage, 1 failure), not a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        resumable(None)  # each command names its own run, if any
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort):
@@ -78,7 +94,9 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
                 raise _fail(str(exc), 1) from None
             raise _fail(f"{type(exc).__name__}: {exc}", 1) from None
         except KeyboardInterrupt:
-            raise _fail("interrupted; resume the run with `playline resume RUN_ID`", 130) from None
+            run_id = _resumable.run_id
+            hint = f"; resume the run with `playline resume {run_id}`" if run_id else ""
+            raise _fail(f"interrupted{hint}", 130) from None
 
     return wrapper
 

@@ -34,6 +34,7 @@ from ._app import (
     console,
     export_dataset,
     failure_lines,
+    resumable,
     stats_line,
     store_at,
 )
@@ -85,8 +86,8 @@ class _RecordSource:
 class _Started:
     """Learns the run's id from its first event (and, for people, prints it at once)."""
 
-    def __init__(self, *, announce: bool) -> None:
-        self.run_id = "RUN_ID"
+    def __init__(self, *, announce: bool, run_id: str | None) -> None:
+        self.run_id = run_id  # the one given (None: a new id), until the first event says
         self._announce = announce
         self._seen = False
 
@@ -95,6 +96,7 @@ class _Started:
             return
         self._seen = True
         self.run_id = event.run_id
+        resumable(event.run_id)  # an interrupted command names it from now on
         if self._announce:
             console.print(f"run [bold]{event.run_id}[/]", style="dim", highlight=False)
 
@@ -123,12 +125,14 @@ def _execute(
         gw.specs()  # an unreachable gateway fails here, before a run is recorded
         tools.append(gw)
     db = store_at(store)
-    if input is None and (run_id is None or db.get_run(run_id) is None):
+    exists = run_id is not None and db.get_run(run_id) is not None
+    if input is None and not exists:
         input = {}
     jsonl = JsonLines() if json_mode else None
     progress = LiveProgress(console, db) if not json_mode and console.is_terminal else None
     source = {"file": str(loaded.file), "function": loaded.function, "max_credits": max_credits}
-    started = _Started(announce=not json_mode)
+    started = _Started(announce=not json_mode, run_id=run_id)
+    resumable(run_id if exists else None)
     listeners = [
         listener
         for listener in (started, jsonl, progress, _RecordSource(db, source))
@@ -158,11 +162,20 @@ def _execute(
             )
         )
     except asyncio.CancelledError:
+        if started.run_id is None:  # its id is pl.run's, and no event has said it yet
+            raise CliError(
+                "stopped at once, before the run recorded its first event: `playline runs` "
+                "lists it if it was opened.",
+                code=130,
+            ) from None
         raise CliError(
             f"stopped at once: the calls in flight are in doubt (a resume re-sends them with "
             f"their idempotency keys). Resume with `playline resume {started.run_id}`.",
             code=130,
         ) from None
+    # a Ctrl-C from here on (while the result prints) leaves a run to resume only if it ended
+    # suspended (a stop, a wait) or failed
+    resumable(result.run_id if result.status in ("suspended", "failed") else None)
     written = _write_output(db, result, out, force=force, raw=raw) if out is not None else None
     if jsonl is not None:
         jsonl.result(result)
@@ -362,6 +375,7 @@ def resume(
     check_out(out, force=force)
     db = store_at(store)
     record = require_run(db, run_id)
+    resumable(run_id)  # interrupted while its play loads, it is still there to resume
     loaded, _ = _source_play(db, run_id)  # without --max-credits, the run's own budget stands
     where = recorded_endpoint(record)
     if where is not None:  # it runs on Temporal: resume it there
