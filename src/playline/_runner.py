@@ -218,6 +218,10 @@ async def arun(
 
     A new run records the folder it was started in: relative paths given to ``ctx.csv`` are
     read from there, so resuming it from another folder reads the same files.
+
+    Options are checked before anything runs: a wrong one raises ``PlayDefinitionError``
+    naming it (``retry_in_doubt`` and ``retry_failed`` are ``True`` or ``False``: a text such
+    as ``"no"`` is refused, not read as true).
     """
     target = get_play(play)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
@@ -232,6 +236,9 @@ async def arun(
         raise PlayDefinitionError(f'ledger={ledger!r}: use "paid" (the default) or "all".')
     if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
+    for name, flag in (("retry_in_doubt", retry_in_doubt), ("retry_failed", retry_failed)):
+        if not isinstance(flag, bool):  # "no" or "false" would read as true
+            raise PlayDefinitionError(f"{name}={flag!r} must be True or False.")
     if isinstance(cell_limit, bool) or not isinstance(cell_limit, int) or cell_limit < 1:
         raise PlayDefinitionError(
             f"cell_limit={cell_limit!r} must be a whole number of bytes >= 1, e.g. "
@@ -266,7 +273,7 @@ async def arun(
         lease=lease,
         ledger_all=ledger == "all",
         cell_limit=cell_limit,
-        retry_failed=bool(retry_failed),
+        retry_failed=retry_failed,
     )
     run_id = run_id or _new_run_id(clock)
     options: dict[str, Any] = {"cwd": os.getcwd()}

@@ -190,6 +190,10 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         ({"tools": 3}, pl.PlayDefinitionError),
         ({"tools": "t.tool"}, pl.PlayDefinitionError),
         ({"refresh": 5}, pl.PlayDefinitionError),
+        ({"retry_failed": "no"}, pl.PlayDefinitionError),
+        ({"retry_failed": 1}, pl.PlayDefinitionError),
+        ({"retry_in_doubt": "no"}, pl.PlayDefinitionError),
+        ({"retry_in_doubt": None}, pl.PlayDefinitionError),
     ],
     ids=[
         "store-url",
@@ -210,11 +214,22 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         "tools-int",
         "tools-str",
         "refresh-int",
+        "retry-failed-str",
+        "retry-failed-int",
+        "retry-in-doubt-str",
+        "retry-in-doubt-none",
     ],
 )
 def test_bad_run_options_are_refused(options, error):
     with pytest.raises(error):
         run_play(trivial, **{"tools": [], **options})
+
+
+@pytest.mark.parametrize("option", ["retry_failed", "retry_in_doubt"])
+def test_a_yes_or_no_run_option_given_as_text_is_refused_naming_it(option, store):
+    with pytest.raises(pl.PlayDefinitionError, match=f"^{option}='no' must be True or False"):
+        run_play(trivial, tools=[], store=store, **{option: "no"})
+    assert store.list_runs() == []  # refused before a run was opened
 
 
 def test_a_second_stop_ends_the_run_at_once_leaving_its_call_in_doubt(registry, store):
