@@ -200,6 +200,42 @@ def test_refresh_takes_column_names_in_a_new_run(registry: pl.ToolRegistry) -> N
     assert pl.run(play, store=store, run_id=done.run_id).ok  # its resume keeps refreshing
 
 
+def test_a_refresh_of_a_column_no_dataset_has_is_a_warning_in_the_runs_log(
+    store: MemoryStore,
+) -> None:
+    """As `playline run --refresh` warns: the run goes on, and the log says nothing was bought
+    again for that name."""
+
+    @pl.play(name="sizes")
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("people", [{"d": "a.io"}], key="d")
+            .with_column("size", lambda row: len(row["d"]))
+            .with_column("_note", lambda row: 1)
+            .run()
+        )
+
+    seen: list[pl.Event] = []
+    result = pl.run(
+        play,
+        store=store,
+        tools=[],
+        refresh=["emial", "people.size", "_note"],
+        listeners=[seen.append],
+    )
+
+    assert result.ok, result.error
+    logs = [e for e in store.read_events(result.run_id, kinds=["log"]) if e.data]
+    assert [(e.preview, e.data) for e in logs] == [
+        (
+            "warning: refresh 'emial' (--refresh): the run has no column 'emial' (its columns: "
+            "_note, size); nothing was bought again for it.",
+            {"refresh": "emial"},
+        )
+    ]  # the columns it has, a dataset's or hidden, are not warned about
+    assert [e.seq for e in seen if e.kind == "log" and e.data] == [logs[0].seq]
+
+
 def test_a_dataset_says_how_many_rows_its_input_holds(tmp_path: Path) -> None:
     (tmp_path / "in.csv").write_text("n\n1\n2\n\n3\n", encoding="utf-8")
     seen: list[pl.Event] = []
