@@ -106,7 +106,7 @@ class DatasetBuilder:
                 f"Dataset {self.name!r} was started inside a column. Datasets cannot be "
                 "nested: flatten the work into columns of one dataset, or run it before."
             )
-        self._runtime.claim_dataset_name(self.name)
+        self._runtime.claim_dataset_name(self.name, [c.name for c in self._columns])
         run = DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
         # live counts: a run that stops or waits mid-dataset still reports its rows
         self._runtime.datasets[self.name] = run.stats

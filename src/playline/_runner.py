@@ -8,7 +8,6 @@ into a ``RunResult``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import os
 import secrets
@@ -37,8 +36,8 @@ from ._engine.events import Listener
 from ._engine.supervise import DEFAULT_LEASE
 from ._limits import is_amount
 from ._play import Play, PlayFn, get_play
-from .errors import PlayDefinitionError, PlaylineError
-from .store import Event, Store, StoreIO, open_store, owner_id
+from .errors import PlayDefinitionError
+from .store import Store, open_store, owner_id
 from .tools import ToolSource, ToolSpec, default_registry
 from .tools._gates import ToolGates
 
@@ -313,8 +312,6 @@ async def arun(
     finally:
         if watching is not None:
             watching.cancel()
-    if columns:
-        await _warn_unknown_refresh(services, outcome.run_id, columns)
     # Calls that finished and what was learned reach the store before the loop may end.
     await services.gates.flush()
     return _result(outcome)
@@ -331,42 +328,6 @@ def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:
             f'refresh={refresh!r}: give column names, e.g. refresh=["email"] or ["people.email"].'
         )
     return sorted({n.strip() for n in names})
-
-
-async def _warn_unknown_refresh(services: Services, run_id: str, columns: list[str]) -> None:
-    """Write a warning to the run's log (and its listeners) for each ``refresh=`` name that
-    no dataset of the run has: nothing was bought again for it (`playline run --refresh`
-    warns so too)."""
-    store = services.store
-    io = StoreIO(store)
-    try:
-        declared = await io(store.read_events, run_id, kinds=["dataset"])
-        known: dict[str, None] = {}
-        for event in declared:
-            if event.status == "running" and event.dataset:
-                for column in (event.data or {}).get("columns") or ():
-                    known.update({column: None, f"{event.dataset}.{column}": None})
-        plain = ", ".join(sorted(c for c in known if "." not in c)) or "none"
-        unknown = [
-            Event(
-                kind="log",
-                run_id=run_id,
-                at=services.clock.now(),
-                preview=f"warning: refresh {name!r} (--refresh): the run has no column "
-                f"{name!r} (its columns: {plain}); nothing was bought again for it.",
-                data={"refresh": name},
-            )
-            for name in columns
-            if name not in known
-        ]
-        if unknown:
-            await io(store.append_events, unknown)
-    except PlaylineError:  # a warning the store cannot take does not change how the run ended
-        return
-    for event in unknown:
-        for listener in services.listeners:
-            with contextlib.suppress(Exception):  # a display's bug must not change the run
-                listener(event)
 
 
 async def _watch(stop: asyncio.Event, drain: Drain) -> None:

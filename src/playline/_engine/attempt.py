@@ -288,6 +288,7 @@ class Attempt:
             start=self._start_child,
         )
         self.datasets: dict[str, DatasetStats | None] = {}
+        self._columns: dict[str, None] = {}  # the columns of those datasets, bare and dotted
         self.cell_errors: dict[str, tuple[int, str]] = {}
         # waterfall tallies (tallies.py): every waterfall this attempt ran, those of them no
         # stored row keeps (outside a dataset, in a hidden column), and the stored rows it
@@ -306,13 +307,26 @@ class Attempt:
         ``ctx.waterfall_stats()`` as they are stored."""
         self._reused.add_rows((record,))
 
-    def claim_dataset_name(self, name: str) -> None:
+    def claim_dataset_name(self, name: str, columns: Sequence[str] = ()) -> None:
         if name in self.datasets:
             raise PlayDefinitionError(
                 f"Play {self.play_name!r} already ran a dataset named {name!r} in this run. "
                 "Give each ctx.dataset(...) its own name."
             )
         self.datasets[name] = None
+        self._columns.update({c: None for c in columns})
+        self._columns.update({f"{name}.{c}": None for c in columns})
+
+    def refresh_warnings(self) -> dict[str, str]:
+        """A warning for each ``refresh=`` name no dataset this attempt ran has: nothing was
+        bought again for it (``playline run --refresh`` warns of them too)."""
+        columns = ", ".join(sorted(c for c in self._columns if "." not in c)) or "none"
+        return {
+            name: f"warning: refresh {name!r} (--refresh): the run has no column {name!r} "
+            f"(its columns: {columns}); nothing was bought again for it."
+            for name in sorted(self.refresh)
+            if name not in self._columns
+        }
 
     # tools
     def tool_spec(self, tool: str) -> ToolSpec:
@@ -800,6 +814,8 @@ async def _end(
     events = attempt.events
     if tallies:  # the step order the history suggests needs it read
         await attempt.read_history()
+    for name, warning in attempt.refresh_warnings().items():
+        events.log(warning, refresh=name)
     try:
         for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
             events.emit("waterfall", status="run", data=tally.to_dict())
