@@ -24,7 +24,7 @@ does it for a run that has not ended).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._waterfall import StepStats, WaterfallStats
@@ -133,19 +133,7 @@ class Tally:
             "rows": snap.rows,
             "satisfied": snap.satisfied,
             "credits": snap.credits,
-            "steps": [
-                {
-                    "id": s.id,
-                    "attempts": s.attempts,
-                    "hits": s.hits,
-                    "not_found": s.not_found,
-                    "failed": s.failed,
-                    "skipped": s.skipped,
-                    "credits": s.credits,
-                    "cached": s.cached,
-                }
-                for s in snap.steps
-            ],
+            "steps": [asdict(step) for step in snap.steps],
         }
 
 
@@ -168,7 +156,7 @@ class Tallies:
 
     def add_rows(self, records: Iterable[RowRecord]) -> None:
         for record in records:
-            for provenance in provenances(record):
+            for _, provenance in provenances(record):
                 self.add(provenance)
 
     def merge(self, *others: Tallies) -> Tallies:
@@ -187,31 +175,29 @@ class Tallies:
         return bool(self.by_id)
 
 
-def provenances(record: RowRecord) -> Iterator[Mapping[str, Any]]:
-    """The waterfall provenances a stored row's cells keep (one per column at most)."""
-    for meta in record.cells.values():
+def provenances(record: RowRecord) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The waterfall provenances a stored row's cells keep (one per column at most), each
+    with its column."""
+    for column, meta in record.cells.items():
         provenance = meta.get("waterfall") if isinstance(meta, Mapping) else None
         if isinstance(provenance, Mapping):
-            yield provenance
+            yield column, provenance
 
 
-def stored_tallies(store: Store, run_id: str, *, resumed: bool = True) -> Tallies:
+def stored_tallies(store: Store, run_id: str) -> Tallies:
     """The tallies of every stored row of ``run_id``: each row once, as stored now.
 
-    A row that an attempt ran again (``resumed``: the run had earlier attempts) may have its
-    steps answered from the receipts that an earlier attempt of the run bought for it: its
-    cell says ``cached`` at no cost, yet the run paid for them. Such a step counts as paid, at
-    what the run's ledger charged for that cell and tool (``_bought_here``), so the run's
-    credits per step are what it paid and a step's price is learnt from it once."""
+    A row that an attempt ran again may have its steps answered from the receipts that an
+    earlier attempt of the run bought for it: its cell says ``cached`` at no cost, yet the run
+    paid for them. Such a step counts as paid, at what the run's ledger charged for that cell
+    and tool (``_bought_here``), so the run's credits per step are what it paid and a step's
+    price is learnt from it once."""
     tallies = Tallies()
     replayed: list[tuple[tuple[str, str, str], Mapping[str, Any]]] = []
     for dataset in store.datasets(run_id):
         for record in store.iter_rows(run_id, dataset):
-            for column, meta in record.cells.items():
-                provenance: Any = meta.get("waterfall") if isinstance(meta, Mapping) else None
-                if not isinstance(provenance, Mapping):
-                    continue
-                if resumed and _answered_from_receipts(provenance):
+            for column, provenance in provenances(record):
+                if _answered_from_receipts(provenance):
                     replayed.append(((dataset, record.key, column), provenance))
                 else:
                     tallies.add(provenance)
