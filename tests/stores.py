@@ -17,12 +17,16 @@ from pathlib import Path
 
 import pytest
 
+import playline as pl
+from playline.store import Store
+
 __all__ = [
     "DURABLE_KINDS",
     "STORE_KINDS",
     "default_store",
     "durable_kinds",
     "durable_store_url",
+    "full_after_first_block",
     "store_kinds",
     "store_url",
 ]
@@ -80,3 +84,19 @@ def default_store(store_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs, workers and ``open_store()`` that name no store use this test's."""
     monkeypatch.setenv("PLAYLINE_STORE", store_url)
     return store_url
+
+
+def full_after_first_block(store: Store) -> list[int]:
+    """Make ``store`` fail as a full disk once the run's first block of event numbers is
+    used: rows are started while the store fails. Returns the sizes of the blocks asked for
+    (more than one: the store failed)."""
+    reserve, reserved = store.reserve_seqs, []
+
+    def full(count: int) -> int:
+        reserved.append(count)
+        if len(reserved) > 1:  # the first block numbers the run's first events
+            raise pl.StoreError("database or disk is full")
+        return reserve(count)
+
+    store.reserve_seqs = full  # type: ignore[method-assign]
+    return reserved

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import playline as pl
 from playline._engine.rows import row_key_function
 from playline.store import open_store
+from stores import full_after_first_block
 
 from .helpers import (
     Gauge,
@@ -695,15 +696,7 @@ def test_rows_a_failing_store_stops_leave_no_resolver_never_awaited(registry):
     'coroutine was never awaited' warning each, before)."""
     registry.tool("t.one")(lambda input: {"v": input["x"]})
     store = open_store("memory://")
-    reserve, reserved = store.reserve_seqs, []
-
-    def full(count: int) -> int:
-        reserved.append(count)
-        if len(reserved) > 1:  # the first block numbers the run's first events
-            raise pl.StoreError("database or disk is full")
-        return reserve(count)
-
-    store.reserve_seqs = full  # type: ignore[method-assign]
+    reserved = full_after_first_block(store)
 
     async def resolve(row, ctx):
         return (await ctx.tool("t.one", {"x": row["x"]})).data

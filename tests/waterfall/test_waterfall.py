@@ -10,6 +10,7 @@ import pytest
 
 import playline as pl
 from playline.store import open_store
+from stores import full_after_first_block
 
 from .helpers import batch_tool, cells, fresh_store, run, waterfall_play
 
@@ -493,16 +494,7 @@ def test_rows_a_full_disk_stopped_leave_no_waterfall_never_awaited(registry):
     batch_tool(registry, "t.find", lambda x: {"email": f"{x}@x.io"}, [])
     spec = pl.Waterfall("find", output="email", steps=[pl.ToolStep("find", "t.find")])
     store = open_store(fresh_store())
-    reserve = store.reserve_seqs
-    reserved: list[int] = []
-
-    def full(count: int) -> int:
-        reserved.append(count)
-        if len(reserved) > 1:  # the first block numbers the run's first events
-            raise pl.StoreError("database or disk is full")
-        return reserve(count)
-
-    store.reserve_seqs = full  # type: ignore[method-assign]
+    reserved = full_after_first_block(store)
 
     @pl.play
     async def enrich(ctx: pl.Context, input: Any) -> Any:
