@@ -20,7 +20,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._clock import Clock
 from .._json import dumps, without_numpy
 from .._play import Play
-from .._secrets import redact
 from .._waterfall import Step, Waterfall, WaterfallStats
 from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError, full_stop
 from ..store import (
@@ -43,7 +42,7 @@ from .datasets import DatasetStats
 from .deferred import Deferred
 from .dispatch import Dispatcher
 from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
-from .events import EventLog, Listener, preview
+from .events import EventLog, Listener, error_text, preview
 from .governance import Governor, Lineage
 from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
@@ -804,7 +803,7 @@ async def _end(
             error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors, attempt.run_id)
             if error is not None:
                 status = "failed"
-    message = _message(error)
+    message = error_text(error)
     if isinstance(error, BudgetExceeded) and stats.rows_pending:
         message = (
             f"{message} The cap left {stats.rows_pending} rows unenriched; the rows paid for "
@@ -822,13 +821,13 @@ async def _end(
         ended = {**stats.to_dict(), "waiting": waiting}
         events.emit("run", status=status, error=message, data=ended)
     except PlayDefinitionError as exc:  # the end holds a secret: it is told to nobody
-        status, message = "failed", _message(exc)
+        status, message = "failed", error_text(exc)
         events.emit("run", status=status, error=message)
     try:
         await events.flush()
     except PlaylineError as exc:  # the log could not be written: the end still is
         if status != "failed":
-            status, message = "failed", _message(exc)
+            status, message = "failed", error_text(exc)
     counters = {"run": dict(attempt.governor.counts)}
     if root:
         counters["tree"] = dict(attempt.lineage.tree.counts)
@@ -851,7 +850,7 @@ async def _end(
                 now=attempt.clock.now(),
             )
         except PlayDefinitionError as exc:  # something of the end cannot be stored
-            status, message = "failed", _message(exc)
+            status, message = "failed", error_text(exc)
             end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
             await io(
                 attempt.store.end_attempt,
@@ -948,15 +947,3 @@ def _stored_output(output: Any) -> Any:
     if isinstance(output, StoredAs):
         return output.to_ref()
     return _json_or_error(output, "The play's return value")
-
-
-def _message(error: BaseException | None) -> str | None:
-    """The error as the run record keeps it: its text, with any secret in it redacted."""
-    if error is None:
-        return None
-    try:
-        text = str(error) or type(error).__name__
-    except Exception:  # an exception whose text cannot be made
-        text = type(error).__name__
-    text = redact(text)
-    return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"

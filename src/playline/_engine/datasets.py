@@ -46,7 +46,7 @@ from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
 from .calls import too_large
 from .dispatch import Dispatcher
-from .events import EventLog, preview
+from .events import EventLog, error_text, preview
 from .rows import KeySpec, as_row, row_key_function
 from .scope import RowScope, current_row
 from .suspension import Suspension
@@ -214,18 +214,11 @@ class DatasetRun:
         this, a run the budget stopped had its datasets shown ``running`` for good."""
         if isinstance(error, Suspension) and self._waits:
             return  # reported "waiting"
-        message: str | None = None
         if isinstance(error, BudgetExceeded | asyncio.CancelledError | Suspension):
             status = "stopped"
             message = str(error) if isinstance(error, BudgetExceeded) else None
         else:
-            status = "failed"
-            try:
-                message = str(error)
-            except Exception:  # an exception whose text cannot be made
-                message = ""
-            if not isinstance(error, PlaylineError):  # as the run's error says it
-                message = f"{type(error).__name__}: {message}" if message else type(error).__name__
+            status, message = "failed", error_text(error)  # as the run's error says it
         self.rt.events.emit(
             "dataset",
             dataset=self.name,

@@ -17,16 +17,29 @@ from typing import Any
 from .._clock import Clock
 from .._json import dumps, without_numpy
 from .._secrets import any_read, check_no_secret, redact
-from ..errors import full_stop
+from ..errors import PlaylineError, full_stop
 from ..store import Event, Store, StoreIO
 
-__all__ = ["EventLog", "Listener", "preview"]
+__all__ = ["EventLog", "Listener", "error_text", "preview"]
 
 Listener = Callable[[Event], None]
 FLUSH_EVERY = 2000
 FLUSH_AFTER = 0.1  # seconds
 BACKLOG = 4 * FLUSH_EVERY  # events that may wait for a write before a producer waits too
 _FIRST_BLOCK, _MAX_BLOCK = 64, 8192
+
+
+def error_text(error: BaseException | None) -> str | None:
+    """An error as a run's record and its events tell it: its text, with any secret in it
+    redacted, and the type of an error that is not Playline's in front."""
+    if error is None:
+        return None
+    try:
+        text = str(error) or type(error).__name__
+    except Exception:  # an exception whose text cannot be made
+        text = type(error).__name__
+    text = redact(text)
+    return text if isinstance(error, PlaylineError) else f"{type(error).__name__}: {text}"
 
 
 def preview(value: Any, limit: int = 80) -> str | None:
