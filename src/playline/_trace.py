@@ -182,16 +182,15 @@ def trace_of(
     run_id: str,
     *,
     attempts: int | None = None,
-    recount: bool = False,
     interrupted: bool = False,
 ) -> Trace:
     """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
     record counts; attempts whose start event was never written (their process was killed
     before its first write) are listed as interrupted, first, and hold the charges made
-    before the first attempt on record. ``recount`` (a run whose last attempt was killed, so
-    it never reported them): its waterfalls are counted from its stored rows.
-    ``interrupted`` (the run is shown ``interrupted``: its last attempt's process is gone):
-    the datasets that attempt left ``running`` are ``interrupted`` too."""
+    before the first attempt on record. ``interrupted`` (the run is shown ``interrupted``:
+    its last attempt's process is gone, so it never reported its end): the datasets that
+    attempt left ``running`` are ``interrupted`` too, and its waterfalls are counted from its
+    stored rows."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -236,7 +235,6 @@ def trace_of(
             trace.other[kind] += 1
     if interrupted:  # no later attempt says so: the run's own status does
         _left_running(trace, INTERRUPTED)
-    if recount:
         _recount_waterfalls(trace.waterfalls, store, run_id)
     lost = (attempts or 0) - len(trace.attempt_list)
     if lost > 0:
@@ -459,7 +457,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
     waterfalls with credits per hit, child plays, and what a suspended run waits for."""
     killed = run_status(run) == INTERRUPTED
-    trace = trace_of(store, run.run_id, recount=killed, interrupted=killed)
+    trace = trace_of(store, run.run_id, interrupted=killed)
     tools = []
     for tool, t in sorted(trace.tools.items()):
         tools.append(

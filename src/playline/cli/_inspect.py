@@ -141,7 +141,7 @@ def show(
         raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
     try:
         killed = run_status(run) == INTERRUPTED
-        trace = trace_of(db, run_id, attempts=run.attempts, recount=killed, interrupted=killed)
+        trace = trace_of(db, run_id, attempts=run.attempts, interrupted=killed)
         children = [run_summary(db, child) for child in db.child_runs(run_id)]
         # calls whose requests may have reached their provider with no record of it
         in_doubt = Counter(db.doubtful_receipts(run_id, now=time.time()).values())
