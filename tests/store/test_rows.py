@@ -114,3 +114,42 @@ def test_values_that_are_not_json_raise_before_anything_is_written(store: Store)
     store.save_rows([])  # the store is still usable
     store.save_rows([row("a", 0, dataset="d")])
     assert len(list(store.iter_rows("r1", "d"))) == 1
+
+
+def _with_cells(key: str, index: int, cells: dict[str, Any], **kw: Any) -> RowRecord:
+    return RowRecord(
+        run_id=kw.get("run_id", "r1"),
+        dataset=kw.get("dataset", "people"),
+        key=key,
+        index=index,
+        status="completed",
+        values={"key": key},
+        cells=cells,
+        updated_at=float(index),
+    )
+
+
+def test_iter_cells_reads_only_the_rows_with_a_cell_holding_the_field(store: Store) -> None:
+    provenance = {"id": "emails", "winner": "a", "steps": {"a": {"status": "completed"}}}
+    plain = {"status": "completed"}
+    rows = [_with_cells(f"k{i:04}", i, {"email": plain}) for i in range(2400)]
+    held = {  # past one page (1,000 rows), in two datasets
+        f"k{i:04}": {"email": {"status": "completed", "waterfall": provenance}}
+        for i in range(0, 2400, 2)
+    }
+    rows = [_with_cells(r.key, r.index, held.get(r.key, r.cells)) for r in rows]
+    rows.append(_with_cells("c", 0, {"site": {"waterfall": provenance}}, dataset="companies"))
+    # a column named as the field, an error that quotes it: the text, but no such field
+    rows.append(_with_cells("named", 5000, {"waterfall": plain}))
+    rows.append(
+        _with_cells("quoted", 5001, {"email": {"status": "failed", "error": '"waterfall":'}})
+    )
+    rows.append(_with_cells("other", 0, {"email": {"waterfall": provenance}}, run_id="r2"))
+    store.save_rows(rows)
+    found = {(dataset, key): cells for dataset, key, cells in store.iter_cells("r1", "waterfall")}
+    assert found == {
+        **{("people", key): cells for key, cells in held.items()},
+        ("companies", "c"): {"site": {"waterfall": provenance}},
+    }
+    assert list(store.iter_cells("r1", "nothing")) == []
+    assert list(store.iter_cells("r3", "waterfall")) == []

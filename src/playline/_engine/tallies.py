@@ -17,8 +17,9 @@ attempt's count of it: waterfalls called outside a dataset (every attempt runs t
 its start, so it runs them again, answered from receipts) and those of hidden columns
 (``_name``: not stored; a resume runs them again for the rows it runs).
 
-One pass over a run's stored rows costs about what reading them does (``playline show``
-does it for a run that has not ended).
+One pass reads only the cells of the stored rows that hold a provenance (``iter_cells``):
+a run's other rows, and every row's values, are left unread (``playline show`` does it for a
+run that has not ended).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class Tallies:
 
     def add_rows(self, records: Iterable[RowRecord]) -> None:
         for record in records:
-            for _, provenance in provenances(record):
+            for _, provenance in provenances(record.cells):
                 self.add(provenance)
 
     def merge(self, *others: Tallies) -> Tallies:
@@ -175,10 +176,10 @@ class Tallies:
         return bool(self.by_id)
 
 
-def provenances(record: RowRecord) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def provenances(cells: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """The waterfall provenances a stored row's cells keep (one per column at most), each
     with its column."""
-    for column, meta in record.cells.items():
+    for column, meta in cells.items():
         provenance = meta.get("waterfall") if isinstance(meta, Mapping) else None
         if isinstance(provenance, Mapping):
             yield column, provenance
@@ -194,13 +195,12 @@ def stored_tallies(store: Store, run_id: str) -> Tallies:
     price is learnt from it once."""
     tallies = Tallies()
     replayed: list[tuple[tuple[str, str, str], Mapping[str, Any]]] = []
-    for dataset in store.datasets(run_id):
-        for record in store.iter_rows(run_id, dataset):
-            for column, provenance in provenances(record):
-                if _answered_from_receipts(provenance):
-                    replayed.append(((dataset, record.key, column), provenance))
-                else:
-                    tallies.add(provenance)
+    for dataset, key, cells in store.iter_cells(run_id, "waterfall"):
+        for column, provenance in provenances(cells):
+            if _answered_from_receipts(provenance):
+                replayed.append(((dataset, key, column), provenance))
+            else:
+                tallies.add(provenance)
     if replayed:
         paid = _paid_by_cell(store, run_id)
         for cell, provenance in replayed:

@@ -20,6 +20,7 @@ from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
     Answer,
     Boundary,
+    CellMeta,
     Claim,
     ClaimResult,
     Completion,
@@ -385,6 +386,21 @@ class MemoryStore(ReceiptWrites):
             table = sorted(self._rows.get((run_id, dataset), {}).items(), key=lambda i: i[1][0])
         for key, (index, blob) in table:
             yield self._row(run_id, dataset, key, index, blob)
+
+    def iter_cells(
+        self, run_id: str, holding: str
+    ) -> Iterator[tuple[str, str, dict[str, CellMeta]]]:
+        needle = dumps(holding) + b":"  # as the row's JSON names the field; see SQLStore's
+        with self._lock:
+            tables = [
+                (name, list(t.items())) for (rid, name), t in self._rows.items() if rid == run_id
+            ]
+        for dataset, table in tables:
+            for key, (_, blob) in table:
+                if needle in blob:
+                    cells: dict[str, CellMeta] = loads(blob)[2]
+                    if any(isinstance(m, dict) and holding in m for m in cells.values()):
+                        yield dataset, key, cells
 
     def datasets(self, run_id: str) -> list[str]:
         with self._lock:

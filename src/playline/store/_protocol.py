@@ -26,6 +26,7 @@ from ._gates import GateConfig, GateGrant, GateState
 from ._records import (
     Answer,
     Boundary,
+    CellMeta,
     Claim,
     ClaimResult,
     Completion,
@@ -196,6 +197,14 @@ class RowStore(Protocol):
         ...
 
     def datasets(self, run_id: str) -> list[str]: ...
+
+    def iter_cells(
+        self, run_id: str, holding: str
+    ) -> Iterator[tuple[str, str, dict[str, CellMeta]]]:
+        """``(dataset, row key, cells)`` of the run's stored rows one of whose cells has the
+        metadata field ``holding`` (``"waterfall"``), in pages, in no set order: a pass over
+        one kind of cell metadata reads neither the run's other rows nor any row's values."""
+        ...
 
     def row_window(
         self,

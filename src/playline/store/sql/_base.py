@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
+from ..._json import dumps, loads
 from ...errors import StoreError
 from .._changes import EVENTS, RECEIPTS, ChangeFeed
 from .._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
@@ -20,6 +21,7 @@ from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
     Answer,
     Boundary,
+    CellMeta,
     Claim,
     ClaimResult,
     Completion,
@@ -542,6 +544,31 @@ class SQLStore(ReceiptWrites, GateRows):
             ).fetchall()
         return [name for (name,) in rows]
 
+    def iter_cells(
+        self, run_id: str, holding: str
+    ) -> Iterator[tuple[str, str, dict[str, CellMeta]]]:
+        # The cells' JSON text names the field as ``"holding":``: rows without it are skipped
+        # in SQL, unread; a row whose text has it elsewhere (a column of that name) is read
+        # and left out here.
+        needle = dumps(holding).decode() + ":"
+        after: tuple[str, str] | None = None
+        what = f"read the cells of run {run_id}"
+        while True:
+            with self._transaction(what, write=False) as cur:
+                page = cur.execute(
+                    "SELECT dataset, key, cells FROM rows WHERE run_id = ? "
+                    + ("" if after is None else "AND (dataset, key) > (?, ?) ")
+                    + f"AND {self._sql_contains('cells')} ORDER BY dataset, key LIMIT ?",
+                    (run_id, *(after or ()), needle, PAGE),
+                ).fetchall()
+            for dataset, key, text in page:
+                cells: dict[str, CellMeta] = loads(text)
+                if any(isinstance(m, dict) and holding in m for m in cells.values()):
+                    yield dataset, key, cells
+            if len(page) < PAGE:
+                return
+            after = (page[-1][0], page[-1][1])
+
     # row windows. JSON inside SQL is the one thing dialects spell differently: these three
     # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
     # ->> and jsonb_each. Each takes its parameters in the order written.
@@ -551,6 +578,10 @@ class SQLStore(ReceiptWrites, GateRows):
         if '"' in name or "\\" in name:
             return '(SELECT value FROM json_each("values") WHERE key = ?)'
         return "json_extract(\"values\", '$.\"' || ? || '\"')"
+
+    def _sql_contains(self, column: str) -> str:
+        """Whether the text of ``column`` contains a text (parameter: the text)."""
+        return f"instr({column}, ?) > 0"
 
     def _sql_has_cell(self) -> str:
         """Whether a row has a cell in a status (parameter: the status)."""

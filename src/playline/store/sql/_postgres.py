@@ -253,6 +253,9 @@ class PostgresStore(SQLStore):
     def _sql_value(self, name: str) -> str:  # a key, not a path: any name does
         return "NULLIF(\"values\"::jsonb -> ?, 'null'::jsonb)"
 
+    def _sql_contains(self, column: str) -> str:
+        return f"strpos({column}, ?) > 0"
+
     def _sql_has_cell(self) -> str:
         return "EXISTS (SELECT 1 FROM jsonb_each(rows.cells::jsonb) c WHERE c.value->>'status' = ?)"
 
