@@ -176,7 +176,13 @@ def calls_in_flight(store: Store) -> int:
 
 
 async def submit(
-    client: Client, store: Store, play: Path, queue: str, people: list[dict[str, Any]]
+    client: Client,
+    store: Store,
+    play: Path,
+    queue: str,
+    people: list[dict[str, Any]],
+    *,
+    heartbeat_timeout: float = 2.0,  # a dead worker is noticed 2 s after its last heartbeat
 ) -> str:
     loaded = load_play(str(play))
     return await temporal.start(
@@ -185,7 +191,7 @@ async def submit(
         temporal=client,
         store=store,
         task_queue=queue,
-        heartbeat_timeout=2.0,  # a dead worker is noticed 2 s after its last heartbeat
+        heartbeat_timeout=heartbeat_timeout,
     )
 
 
@@ -261,8 +267,18 @@ async def test_runs_submitted_together_spread_over_the_workers(
     sim.faults(tools={"sim.company.enrich": {"hold": True}})
     a, b, queue, play = workers("--concurrency", "10")
     people = sim.people(200)
+    # No worker dies here: a 2 s heartbeat timeout (which Temporal's SDK meets by sending
+    # at most every 1.6 s) timed out a live attempt on a loaded machine, and its retry made
+    # one worker's count 11.
     run_ids = [
-        await submit(temporal_client, store, play, queue, people[10 * i : 10 * i + 10])
+        await submit(
+            temporal_client,
+            store,
+            play,
+            queue,
+            people[10 * i : 10 * i + 10],
+            heartbeat_timeout=30.0,
+        )
         for i in range(20)
     ]
     await until(
