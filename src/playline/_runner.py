@@ -234,6 +234,11 @@ async def arun(
         raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
     if not is_amount(lease, positive=True):
         raise PlayDefinitionError("lease must be a number of seconds > 0.")
+    if stall_after is not None and not is_amount(stall_after, positive=True):
+        raise PlayDefinitionError(
+            f"stall_after={stall_after!r} must be a number of seconds > 0 (or None: no stall "
+            "report)."
+        )
     if ledger not in ("paid", "all"):
         raise PlayDefinitionError(f'ledger={ledger!r}: use "paid" (the default) or "all".')
     if max_credits is not None and not is_amount(max_credits):

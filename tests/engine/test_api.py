@@ -194,6 +194,9 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         ({"retry_failed": 1}, pl.PlayDefinitionError),
         ({"retry_in_doubt": "no"}, pl.PlayDefinitionError),
         ({"retry_in_doubt": None}, pl.PlayDefinitionError),
+        ({"stall_after": "10"}, pl.PlayDefinitionError),
+        ({"stall_after": 0}, pl.PlayDefinitionError),
+        ({"stall_after": float("nan")}, pl.PlayDefinitionError),
     ],
     ids=[
         "store-url",
@@ -218,6 +221,9 @@ def test_resuming_a_run_of_another_play_is_refused(store):
         "retry-failed-int",
         "retry-in-doubt-str",
         "retry-in-doubt-none",
+        "stall-after-str",
+        "stall-after-zero",
+        "stall-after-nan",
     ],
 )
 def test_bad_run_options_are_refused(options, error):
