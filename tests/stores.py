@@ -19,6 +19,8 @@ import pytest
 
 import playline as pl
 from playline.store import Store
+from playline.store._memory import MemoryStore
+from playline.store.sql._base import SQLStore
 
 __all__ = [
     "DURABLE_KINDS",
@@ -27,6 +29,7 @@ __all__ = [
     "durable_kinds",
     "durable_store_url",
     "full_after_first_block",
+    "lose_receipts",
     "store_kinds",
     "store_url",
 ]
@@ -100,3 +103,15 @@ def full_after_first_block(store: Store) -> list[int]:
 
     store.reserve_seqs = full  # type: ignore[method-assign]
     return reserved
+
+
+def lose_receipts(store: Store) -> None:
+    """Delete every receipt of ``store``, as a store restored from a backup older than them
+    has none: unlike ``cache clear``, which keeps each as a tombstone, nothing says they were
+    ever bought."""
+    if isinstance(store, MemoryStore):
+        store._receipts.clear()
+        return
+    assert isinstance(store, SQLStore), store
+    with store._transaction("lose the receipts", write=True) as cur:
+        cur.execute("DELETE FROM receipts")

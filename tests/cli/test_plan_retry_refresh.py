@@ -229,7 +229,7 @@ async def emails(ctx, input):
 """
 
 
-def test_cache_clear_says_a_provider_may_answer_again_from_its_records_and_how_to_refresh(
+def test_calls_whose_receipts_were_cleared_are_bought_again_under_new_keys(
     cli: Cli, sim: Simulator, gateway: str
 ) -> None:
     play = cli.play(GAMMA_PLAY)
@@ -240,17 +240,18 @@ def test_cache_clear_says_a_provider_may_answer_again_from_its_records_and_how_t
     cleared = " ".join(cli("cache", "clear", "--yes").stdout.split())
 
     assert "Deleted 3 receipt(s)" in cleared and "up to about 6 credits" in cleared, cleared
-    assert (
-        "a provider that recognises those may answer them again from its own records, at no "
-        "charge and with its old answers. For fresh data, keep the receipts and run with "
-        "--refresh COLUMN (or force=True in the play)"
-    ) in cleared, cleared
-    # as it says: the calls go out with their first keys, and the simulator replays them
+    assert "under new idempotency keys" in cleared, cleared
+    # as it says: the simulator, which honours keys, answers them afresh and charges again
     again = cli("run", play, "--json")
     assert again.exit_code == 0, again.output
     assert cli.json_lines(again.stdout)[-1]["stats"]["tool_calls_live"] == 3
-    assert charges(sim) == paid and sim.ledger()["replayed"] == {"sim.email.gamma": 3}
-    # and with the receipts kept, --refresh buys fresh answers under new keys
-    assert cli("run", play, "--refresh", "email").exit_code == 0
     assert charges(sim) == {"sim.email.gamma": 12.0}
-    assert sim.ledger()["replayed"] == {"sim.email.gamma": 3}
+    assert sim.ledger()["replayed"] == {}
+    # a second run finds the new receipts: nothing more is bought
+    assert cli("run", play).exit_code == 0
+    assert charges(sim) == {"sim.email.gamma": 12.0}
+    # and a --refresh after a clear buys under a key of its own too
+    assert cli("cache", "clear", "--yes").exit_code == 0
+    assert cli("run", play, "--refresh", "email").exit_code == 0
+    assert charges(sim) == {"sim.email.gamma": 18.0}
+    assert sim.ledger()["replayed"] == {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playline.store import Failure, Store
+from playline.store import ClaimOutcome, Failure, ReceiptStatus, Store
 
 from storehelp import ME, NOW, claim, complete, fail
 
@@ -33,10 +33,30 @@ def test_clear_one_tool_keeps_the_others_and_running_receipts(store: Store) -> N
     assert store.receipt_stats() == {
         "email": {"completed": 0, "failed": 0, "running": 1, "unknown": 0, "bytes": 0}
     }
-    assert store.find_receipts(["e1", "e3"]).keys() == {"e3"}
+    found = store.find_receipts(["e1", "e3"])
+    assert found["e1"].status is ReceiptStatus.CLEARED and found["e1"].result is None
+    assert found["e3"].status is ReceiptStatus.RUNNING
+    assert store.find_answers(["e1", "e2", "c1"]) == {}
+    assert store.clear_receipts() == 0  # cleared already
 
 
 def test_clear_unknown_tool_deletes_nothing(store: Store) -> None:
     _fill(store)
     assert store.clear_receipts("nope") == 0
     assert sum(s["completed"] for s in store.receipt_stats().values()) == 3
+
+
+def test_a_cleared_receipts_next_claim_is_a_new_generation(store: Store) -> None:
+    """So its request carries a new idempotency key: a provider that honours keys answers it
+    afresh, not with the purchase that was cleared (one lost with its store has no receipt,
+    and is sent again under its first key)."""
+    _fill(store)
+    store.clear_receipts()
+    (again,) = claim(store, "e1", run_id="r2")
+    assert again.outcome is ClaimOutcome.OWNED and again.receipt.generation == 2
+    complete(store, ("e1", b'{"a":2}'))
+    assert store.find_answers(["e1"])["e1"].result == b'{"a":2}'
+    assert store.receipt_stats()["email"]["completed"] == 1
+    store.clear_receipts("email")
+    (forced,) = claim(store, "e1", run_id="r3", force=True)  # bought again once, not twice
+    assert forced.receipt.generation == 3

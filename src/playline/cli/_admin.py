@@ -93,10 +93,9 @@ def cache_clear(
 
     It says what buying them again could cost (each tool's completed receipts times its
     average credits per call in the store's ledger) and asks first; --yes skips the
-    question. Those calls carry the idempotency keys they were first bought with, so a
-    provider that recognises them may answer again from its own records, at no charge and
-    with its old answers: for fresh data, keep the receipts and run with --refresh COLUMN
-    (or force=True in the play)."""
+    question. Those calls are bought again under new idempotency keys, so a provider that
+    recognises keys answers them afresh (and charges for them), not from its records of the
+    first purchase. To buy one column's calls again, run with --refresh COLUMN instead."""
     db = store_at(store, read_only=True)  # a store that is not there is not created
     stats = db.receipt_stats()
     finished = {t: s.get("completed", 0) + s.get("failed", 0) + s.get("unknown", 0)
@@ -124,7 +123,7 @@ def cache_clear(
         what = f"{doomed[tool]} receipt(s) of {tool}"
     question = (
         f"Delete {what}? The next such calls run live: up to about {cost:.4g} credits to buy "
-        f"them back (receipts x each tool's average credits per call). {_REPLAYED}"
+        f"them back (receipts x each tool's average credits per call)."
     )
     if not yes and not typer.confirm(question, default=False):
         console.print("Nothing deleted.")
@@ -133,19 +132,10 @@ def cache_clear(
     deleted = store_at(store).clear_receipts(tool)
     console.print(
         f"Deleted {deleted} receipt(s){f' of {tool}' if tool else ''}; the next such calls run "
-        f"live (up to about {cost:.4g} credits to buy them back). {_REPLAYED}",
+        f"live, under new idempotency keys (up to about {cost:.4g} credits to buy them "
+        "back).",
         highlight=False,
     )
-
-
-# A deleted receipt's next call is sent with the idempotency key of its first purchase (so a
-# store that lost its receipts never pays twice): a provider that honours keys replays it.
-_REPLAYED = (
-    "They are sent with the idempotency keys they were first bought with: a provider that "
-    "recognises those may answer them again from its own records, at no charge and with its "
-    "old answers. For fresh data, keep the receipts and run with --refresh COLUMN (or "
-    "force=True in the play): they buy under new keys."
-)
 
 
 # tools

@@ -95,7 +95,7 @@ def decide_claim(
         status = ReceiptStatus.UNKNOWN  # its owner died or its lease ran out mid-call
     generation = existing.generation
     resent = False
-    if force:
+    if force or status is ReceiptStatus.CLEARED:
         generation += 1  # bought again on purpose
     elif status is ReceiptStatus.UNKNOWN:
         if claim.resend:

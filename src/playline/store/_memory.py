@@ -53,6 +53,9 @@ def _values(row: RowRecord) -> Any:
     return row.values if row.values_json is None else orjson.Fragment(row.values_json)
 
 
+_KEPT = (ReceiptStatus.RUNNING, ReceiptStatus.CLEARED)  # what cache clear leaves as it is
+
+
 class MemoryStore(ReceiptWrites):
     """``memory://``: for tests and experiments. Rows are kept as JSON bytes, so what comes
     back is what a durable store would give, and a million rows stay small. Only the newest
@@ -328,6 +331,8 @@ class MemoryStore(ReceiptWrites):
         stats: dict[str, dict[str, int]] = {}
         with self._lock:
             for receipt in self._receipts.values():
+                if receipt.status is ReceiptStatus.CLEARED:
+                    continue
                 per = stats.setdefault(receipt.tool, empty_receipt_stats())
                 per[receipt.status.value] += 1
                 per["bytes"] += len(receipt.result or b"")
@@ -338,10 +343,16 @@ class MemoryStore(ReceiptWrites):
             doomed = [
                 key
                 for key, r in self._receipts.items()
-                if r.status is not ReceiptStatus.RUNNING and (tool is None or r.tool == tool)
+                if r.status not in _KEPT and (tool is None or r.tool == tool)
             ]
-            for key in doomed:
-                del self._receipts[key]
+            for key in doomed:  # kept as tombstones, as the SQL stores keep them
+                self._receipts[key] = replace(
+                    self._receipts[key],
+                    status=ReceiptStatus.CLEARED,
+                    result=None,
+                    job=None,
+                    error=None,
+                )
         return len(doomed)
 
     # rows

@@ -15,7 +15,8 @@ class NoStore(StoreError):
 
 
 def empty_receipt_stats() -> dict[str, int]:
-    return {status.value: 0 for status in ReceiptStatus} | {"bytes": 0}
+    held = (s for s in ReceiptStatus if s is not ReceiptStatus.CLEARED)  # cleared hold nothing
+    return {status.value: 0 for status in held} | {"bytes": 0}
 
 
 def never_claimed(keys: Sequence[str]) -> str:

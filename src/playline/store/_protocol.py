@@ -184,8 +184,9 @@ class ReceiptStore(Protocol):
         ...
 
     def clear_receipts(self, tool: str | None = None) -> int:
-        """Delete the finished receipts (of ``tool``, else of every tool), so the next call
-        executes live; running ones are left to their owner. Returns how many."""
+        """Clear the finished receipts (of ``tool``, else of every tool): each keeps only
+        its key, as ``cleared``, so its next call is bought again under a new idempotency key
+        (a new generation); running ones are left to their owner. Returns how many."""
         ...
 
 

@@ -110,6 +110,10 @@ class ReceiptStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # the provider said no: safe to send again
     UNKNOWN = "unknown"  # in doubt: the request may have reached (and charged) the provider
+    # cleared (``playline cache clear``): answers nothing, and its next call is bought again
+    # as a new generation, so a provider that honours idempotency keys does not answer it
+    # with the purchase that was cleared
+    CLEARED = "cleared"
 
 
 class Answer(NamedTuple):

@@ -470,7 +470,7 @@ class SQLStore(ReceiptWrites, GateRows):
         with self._transaction("count receipts", write=False) as cur:
             rows = cur.execute(
                 "SELECT tool, status, COUNT(*), COALESCE(SUM(LENGTH(result)), 0) FROM receipts "
-                "GROUP BY tool, status ORDER BY tool"
+                "WHERE status != 'cleared' GROUP BY tool, status ORDER BY tool"
             ).fetchall()
         for tool, status, count, size in rows:
             per = stats.setdefault(tool, empty_receipt_stats())
@@ -479,7 +479,11 @@ class SQLStore(ReceiptWrites, GateRows):
         return stats
 
     def clear_receipts(self, tool: str | None = None) -> int:
-        sql = "DELETE FROM receipts WHERE status != 'running'"
+        # kept as tombstones: the key's next call is a new generation (``decide_claim``)
+        sql = (
+            "UPDATE receipts SET status = 'cleared', result = NULL, job = NULL, error = NULL "
+            "WHERE status NOT IN ('running', 'cleared')"
+        )
         params: tuple[str, ...] = ()
         if tool is not None:
             sql, params = sql + " AND tool = ?", (tool,)

@@ -172,8 +172,11 @@ _V3 = (
     "CREATE INDEX receipts_doubt ON receipts (run_id) WHERE status IN ('running', 'unknown')",
 )
 
+# v4: a cleared receipt is kept (status ``cleared``), as SQLite's v7; no table changes.
+_V4: tuple[str, ...] = ()
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

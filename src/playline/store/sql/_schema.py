@@ -181,7 +181,12 @@ _V6 = (
     "CREATE INDEX receipts_doubt ON receipts (run_id) WHERE status IN ('running', 'unknown')",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: ``cache clear`` keeps a cleared receipt (status ``cleared``, no result) so that its
+# next call is a new generation with a new idempotency key. Nothing changes in the tables: the
+# version tells a Playline that does not know the status to refuse the store, not misread it.
+_V7: tuple[str, ...] = ()
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(
