@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +42,7 @@ from .._json import digest, dumps, loads
 from .._secrets import redact
 from ..errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
 from ..store import (
+    Answer,
     Claim,
     ClaimOutcome,
     Completion,
@@ -91,6 +92,7 @@ class ToolCall:
     idempotency_key: str = ""  # sent to the provider: a repeat after a crash is not paid
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
+    looked_up: bool = False  # its row's group found no receipt for it (``answer_from``)
 
 
 @dataclass(slots=True)
@@ -188,7 +190,7 @@ class CallExecutor:
         owners = self._owners(calls)
         if not owners:
             return
-        fresh = [c.key for c in owners if not c.force]
+        fresh = [c.key for c in owners if not c.force and not c.looked_up]
         if fresh:
             try:
                 found = await self._io(self._store.find_answers, fresh)
@@ -433,14 +435,28 @@ class CallExecutor:
                 self._settle(call, None, error)
 
     def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
-        result = ToolResult.from_json(
-            loads(stored),
-            outputs=call.spec.outputs,
-            lists=call.spec.lists,
-            source="cache",
-            cost=0.0,
-        )
-        self._settle(call, result)
+        self._settle(call, _cached(call.spec, stored))
+
+    # a row group's calls, answered from receipts before any is queued (datasets.py)
+    @property
+    def answers_groups(self) -> bool:
+        """Whether calls may be answered by ``answer_from`` (a plan counts every call)."""
+        return self._planner is None
+
+    def find_answers(self, keys: Sequence[str]) -> Awaitable[dict[str, Answer]]:
+        return self._io(self._store.find_answers, keys)
+
+    def answer_from(self, call: ToolCall, stored: bytes) -> ToolResult:
+        """The result of ``call`` from its completed receipt, counted as a cached call; the
+        call was never queued, so only its row learns it (``call.scope``)."""
+        result = _cached(call.spec, stored)
+        self.progress += 1
+        self.stats.count(call.spec.id, "cached")
+        if call.scope is not None:
+            call.scope.results.append(result)
+        if call.sink is not None:
+            call.sink.append(result)
+        return result
 
     def _stopping(self) -> bool:
         return self._drain.stopping
@@ -955,6 +971,12 @@ class _LostJob(ToolError):
             code="unknown_job",
             request_id=error.request_id,
         )
+
+
+def _cached(spec: ToolSpec, stored: bytes) -> ToolResult:
+    return ToolResult.from_json(
+        loads(stored), outputs=spec.outputs, lists=spec.lists, source="cache", cost=0.0
+    )
 
 
 def _refused(error: BaseException) -> bool:

@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..store import CellMeta, RowRecord, Store, StoreIO
 from ..tools import ToolResult
-from .calls import too_large
+from .calls import CallExecutor, ToolCall, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
 from .rows import KeySpec, as_row, row_key_function
@@ -129,6 +129,7 @@ class DatasetHost(Protocol):
     clock: Clock
     events: EventLog
     dispatcher: Dispatcher
+    executor: CallExecutor
     ctx: object  # the play's context, handed to resolvers that take it
     row_window: int
     resuming: bool
@@ -356,10 +357,21 @@ class DatasetRun:
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
+        self._run(live, 0)
+
+    def _run(self, live: list[RowScope], start: int) -> None:
+        """Run ``live`` rows column by column from column ``start`` (see ``_start``).
+
+        A resolver's tool call (``ctx.tool``, returned as the cell's value) is not queued at
+        once: the group's calls of a column are looked up in the receipts together
+        (``_answer``), the answered rows go on together, and only the others are queued."""
         ctx = self.rt.ctx
-        for position, column in enumerate(self.columns):
+        collecting = self.rt.executor.answers_groups
+        made: list[ToolCall] | None = None
+        for position in range(start, len(self.columns)):
             if not live:
                 return
+            column = self.columns[position]
             plain: CellMeta = {"status": "completed", "updated_at": self.rt.clock.now()}
             name, resolver, when, takes_ctx = (
                 column.name,
@@ -369,19 +381,30 @@ class DatasetRun:
             )
             visible = not column.hidden
             still: list[RowScope] = []
+            looked: list[tuple[RowScope, ToolCall]] = []
             for row in live:
                 token = current_row.set(row)
                 try:
                     row.column = name
+                    row.collect = made = [] if collecting else None
                     try:
                         if when is not None and not self._runs(row, column, row.view):
                             still.append(row)
                             continue
                         value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
                     except Exception as exc:
+                        if made:
+                            self._queue(row, made)  # sent as made, though the row failed
                         if self._failed(row, column, exc):
                             self._finish(row)
                         continue
+                    finally:
+                        row.collect = None
+                    if made:
+                        if len(made) == 1 and value is made[0].future:
+                            looked.append((row, made[0]))
+                            continue
+                        self._queue(row, made)  # more than a call to look up alone
                     if type(value) not in _PLAIN and _awaitable(value):
                         self._park(row, position, value)
                         continue
@@ -395,11 +418,53 @@ class DatasetRun:
                     still.append(row)
                 finally:
                     current_row.reset(token)
+            if looked:
+                self._look_up(position, looked)
             live = still
         if live:  # the rows that never waited: recorded and reported together
             for row in live:
                 self._record(row)
             self._finished(len(live))
+
+    # a group's calls, looked up in the receipts before any is queued
+    def _queue(self, row: RowScope, calls: list[ToolCall]) -> None:
+        for call in calls:
+            self.rt.dispatcher.submit(call, row)
+
+    def _look_up(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+        """Find the receipts of a group's calls of column ``position`` in one lookup."""
+        assert self._tasks is not None
+        self.rt.dispatcher.hold_rows(len(looked))
+        self._tasks.create_task(self._answer(position, looked))
+
+    async def _answer(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+        """The rows whose calls receipts answer go on together from the next column, their
+        cells ``cached``; the others' calls are queued (marked looked up: not looked up
+        again) and each row waits for its own, as a call queued at once would have."""
+        dispatcher, executor = self.rt.dispatcher, self.rt.executor
+        column = self.columns[position]
+        try:
+            looked_up = True
+            try:
+                found = await executor.find_answers([call.key for _, call in looked])
+            except PlaylineError:  # queued as they are, their execution meets the error
+                found, looked_up = {}, False
+            finally:
+                dispatcher.release_rows(len(looked))
+            answered: list[RowScope] = []
+            for row, call in looked:
+                answer = found.get(call.key)
+                if answer is None:
+                    call.looked_up = looked_up
+                    self._park(row, position, dispatcher.submit(call, row))
+                else:
+                    self._set(row, column, executor.answer_from(call, answer.result))
+                    answered.append(row)
+            self._run(answered, position + 1)
+        except asyncio.CancelledError:
+            raise  # the run is stopping: the rows stay pending for a resume
+        except BaseException as exc:
+            self._abort(exc)
 
     def _restarted(self, row: RowScope) -> bool:
         """A failed row being retried goes on alone from its stored row; False for others."""

@@ -51,6 +51,15 @@ class Dispatcher:
         self.active_rows -= count
         self._check()
 
+    def hold_rows(self, count: int) -> None:
+        """``count`` rows wait on a lookup of their calls' receipts: as good as blocked, so
+        the other rows' queued calls go out without them (``release_rows`` when it is done)."""
+        self.blocked_rows += count
+        self._check()
+
+    def release_rows(self, count: int) -> None:
+        self.blocked_rows -= count
+
     def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
         """Queue a call made by a row; the returned future settles with its result."""
         scope.pending += 1

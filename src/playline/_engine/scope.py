@@ -26,6 +26,7 @@ class RowScope:
 
     __slots__ = (
         "cells",
+        "collect",
         "column",
         "dataset",
         "held",
@@ -54,6 +55,8 @@ class RowScope:
         self.unreported: list[str] = []  # cells set since the last event
         self.notes: dict[str, Any] = {}  # cell metadata from engine parts
         self.held = False  # a value is a ToolResult, stored as its data (set by keep)
+        # while a group's resolver runs (datasets.py): the tool calls it makes, not yet queued
+        self.collect: list[Any] | None = None
 
     def keep(self, column: str, value: Any) -> None:
         """Set a column's value (a resolver's plain value may be set directly)."""

@@ -1,0 +1,158 @@
+"""A group's calls answered from receipts together (SEMANTICS 10): a column whose resolver
+returns its ``ctx.tool`` call has the calls of the rows started together looked up in one
+go; the rows answered go on at once, the others' calls are queued, each looked up once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import playline as pl
+from playline.store import Store
+
+from .helpers import dataset_play, rows_of, run_play
+
+
+def bare(tool: str):
+    """A resolver returning its call, as ``lambda row, ctx: ctx.tool(...)`` does."""
+    return lambda row, ctx: ctx.tool(tool, {"x": row["x"]})
+
+
+def counting(registry: pl.ToolRegistry, tool: str = "t.count") -> list[int]:
+    sent: list[int] = []
+
+    @registry.tool(tool)
+    def count(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input["x"])
+        return {"v": input["x"]}
+
+    return sent
+
+
+def watch(store: Store) -> dict[str, list[Any]]:
+    """Record the keys of each ``find_answers`` and the calls of each claim of ``store``."""
+    seen: dict[str, list[Any]] = {"lookups": [], "claims": []}
+    find, claim = store.find_answers, store.write_receipts
+
+    def find_answers(keys: Any) -> Any:
+        seen["lookups"].append(list(keys))
+        return find(keys)
+
+    def write_receipts(**kwargs: Any) -> Any:
+        seen["claims"].extend(kwargs.get("claims", ()))
+        return claim(**kwargs)
+
+    store.find_answers = find_answers  # type: ignore[method-assign]
+    store.write_receipts = write_receipts  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_rerun_answers_its_rows_in_one_lookup_and_queues_no_call(registry, store):
+    sent = counting(registry)
+    play = dataset_play(rows_of(300), {"out": bare("t.count")})
+    first = run_play(play, tools=[registry], store=store)
+    seen = watch(store)
+
+    again = run_play(play, tools=[registry], store=store)
+
+    assert first.status == again.status == "completed"
+    assert len(sent) == 300  # the first run's
+    assert len(seen["lookups"]) == 1 and len(seen["lookups"][0]) == 300
+    assert seen["claims"] == []
+    assert (again.stats.tool_calls_cached, again.stats.tool_calls_live) == (300, 0)
+    assert again.stats.dispatch_passes == 0
+    assert again.output.to_list() == first.output.to_list()
+    cells = {r.cells["out"]["status"] for r in store.iter_rows(again.run_id, "rows")}
+    assert cells == {"cached"}
+
+
+def test_calls_no_receipt_answers_are_queued_and_not_looked_up_again(registry, store):
+    sent = counting(registry)
+    run_play(dataset_play(rows_of(5), {"out": bare("t.count")}), tools=[registry], store=store)
+    seen = watch(store)
+
+    mixed = run_play(
+        dataset_play(rows_of(12), {"out": bare("t.count")}), tools=[registry], store=store
+    )
+
+    assert mixed.status == "completed"
+    assert sorted(sent) == [*range(5), *range(5, 12)]  # each bought once
+    assert [len(keys) for keys in seen["lookups"]] == [12]  # the group's; no second for 7
+    assert len(seen["claims"]) == 7
+    assert (mixed.stats.tool_calls_cached, mixed.stats.tool_calls_live) == (5, 7)
+    statuses = [r.cells["out"]["status"] for r in store.iter_rows(mixed.run_id, "rows")]
+    assert statuses == ["cached"] * 5 + ["completed"] * 7
+    assert [row["out"]["v"] for row in mixed.output.to_list()] == list(range(12))
+
+
+def test_rows_of_a_group_asking_the_same_new_call_share_one_execution(registry):
+    sent = counting(registry)
+    rows = [{"x": 1, "n": n} for n in range(4)]
+
+    result = run_play(dataset_play(rows, {"out": bare("t.count")}), tools=[registry])
+
+    assert result.status == "completed"
+    assert sent == [1]
+    assert result.stats.tool_calls_live == 1 and result.stats.tool_calls_in_flight == 3
+
+
+def test_the_answered_rows_go_on_with_their_next_columns_together(registry, store):
+    counting(registry, "t.a")
+    counting(registry, "t.b")
+    columns = {
+        "a": bare("t.a"),
+        "b": lambda row, ctx: ctx.tool("t.b", {"x": row["a"].data["v"] + 100}),
+        "c": lambda row: row["b"].data["v"] + 1,
+    }
+    first = run_play(dataset_play(rows_of(50), columns), tools=[registry], store=store)
+    seen = watch(store)
+
+    again = run_play(dataset_play(rows_of(50), columns), tools=[registry], store=store)
+
+    assert first.status == again.status == "completed"
+    assert [len(keys) for keys in seen["lookups"]] == [50, 50]  # a column, then the next
+    assert [row["c"] for row in again.output.to_list()] == [x + 101 for x in range(50)]
+    assert again.stats.tool_calls_cached == 100
+
+
+def test_a_resolver_making_two_calls_sends_both_as_it_made_them(registry):
+    sent = counting(registry)
+
+    def two(row: Any, ctx: pl.Context) -> Any:
+        ctx.tool("t.count", {"x": row["x"] + 10})
+        return ctx.tool("t.count", {"x": row["x"]})
+
+    result = run_play(dataset_play(rows_of(3), {"out": two}), tools=[registry])
+
+    assert result.status == "completed"
+    assert sorted(sent) == [0, 1, 2, 10, 11, 12]
+    assert [row["out"]["v"] for row in result.output.to_list()] == [0, 1, 2]
+
+
+def test_a_forced_call_is_not_answered_by_the_lookup(registry, store):
+    sent = counting(registry)
+    run_play(dataset_play(rows_of(3), {"out": bare("t.count")}), tools=[registry], store=store)
+    forced = dataset_play(
+        rows_of(3), {"out": lambda row, ctx: ctx.tool("t.count", {"x": row["x"]}, force=True)}
+    )
+
+    again = run_play(forced, tools=[registry], store=store)
+
+    assert again.status == "completed"
+    assert sorted(sent) == [0, 0, 1, 1, 2, 2]
+    assert again.stats.tool_calls_live == 3
+
+
+def test_a_lookup_the_store_fails_fails_the_run_and_sends_nothing(registry, store):
+    sent = counting(registry)
+
+    def broken(keys: Any) -> Any:
+        raise pl.StoreError("the store is unreachable")
+
+    store.find_answers = broken  # type: ignore[method-assign]
+    result = run_play(
+        dataset_play(rows_of(4), {"out": bare("t.count")}), tools=[registry], store=store
+    )
+
+    assert result.status == "failed"
+    assert "the store is unreachable" in (result.error or "")
+    assert sent == []
