@@ -223,9 +223,9 @@ def _has_numpy(value: Any) -> bool:
     kind = type(value)
     if kind is str or kind in _PLAIN:
         return False
-    if _numeric_numpy(value):
+    if kind is not dict and _numeric_numpy(value):
         return True
-    if isinstance(value, Mapping):  # a tool's input: checked once per call, kept lean
+    if kind is dict or isinstance(value, Mapping):  # a tool's input: once per call, kept lean
         for k, v in value.items():
             if type(k) is not str and _numeric_numpy(k):
                 return True

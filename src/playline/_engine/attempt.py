@@ -377,28 +377,17 @@ class Attempt:
             raise PlayDefinitionError(
                 "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
             )
-        if not isinstance(input, Mapping):
+        if type(input) is not dict and not isinstance(input, Mapping):
             raise PlayDefinitionError(
                 f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
             )
-        kind = type(force)
-        if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
-            force = bool(force)  # numpy's, as a pandas row holds it
-        if not isinstance(force, bool):
-            raise PlayDefinitionError(
-                f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
-                "False (the default: a receipt answers it)."
-            )
-        named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
-        if isinstance(named, int | float) and not isinstance(named, bool):
-            label = str(named)
-        elif named is not None and not isinstance(named, str):
-            raise PlayDefinitionError(
-                f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
-                f"text or a number, not {label!r}."
-            )
+        given: object = force  # what a play passes, whatever the annotation says
+        if given is not False and given is not True:  # the common cases, checked first
+            force = _force(tool, given)
+        if label is not None:
+            label = _label(tool, label)
         spec = self.tool_spec(tool)
-        stale = validate_stale_after(stale_after)
+        stale = None if stale_after is None else validate_stale_after(stale_after)
         self.governor.spend("tool_calls")
         payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
         try:
@@ -408,7 +397,7 @@ class Attempt:
                 input=payload,
                 auth=self._auth(spec),
                 version=spec.version,
-                bucket=stale_bucket(stale, self.clock.now()),
+                bucket="" if stale is None else stale_bucket(stale, self.clock.now()),
             )
         except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
             raise self.executor.refused_input(spec, exc) from None
@@ -950,3 +939,25 @@ def _stored_output(output: Any) -> Any:
     if isinstance(output, StoredAs):
         return output.to_ref()
     return _json_or_error(output, "The play's return value")
+
+
+def _force(tool: str, force: Any) -> bool:
+    kind = type(force)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+        return bool(force)  # numpy's, as a pandas row holds it
+    raise PlayDefinitionError(
+        f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
+        "False (the default: a receipt answers it)."
+    )
+
+
+def _label(tool: str, label: Any) -> str:
+    named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
+    if isinstance(named, int | float) and not isinstance(named, bool):
+        return str(named)
+    if not isinstance(named, str):
+        raise PlayDefinitionError(
+            f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
+            f"text or a number, not {label!r}."
+        )
+    return named

@@ -18,6 +18,8 @@ KeySpec = str | Sequence[str] | Callable[..., Any] | None
 
 def as_row(item: Any) -> dict[str, Any]:
     """A dataset item as a row dict: mappings as they are, anything else as ``{"value": item}``."""
+    if type(item) is dict and all(type(k) is str for k in item):
+        return item.copy()  # the common case, without a str() per key
     if isinstance(item, Mapping):
         return {str(k): v for k, v in item.items()}
     return {"value": item}
