@@ -371,7 +371,8 @@ class Attempt:
         """Queue (inside a column) or prepare (outside) a tool call; await the result.
 
         Inside a column the call joins the dispatcher's queue at once, so several calls a
-        resolver makes (``asyncio.gather``) go out in the same pass.
+        resolver makes (``asyncio.gather``) go out in the same pass; the one call a group's
+        resolver returns as its value is looked up with the group's first (``datasets.py``).
         """
         if not isinstance(tool, str) or not tool:
             raise PlayDefinitionError(
