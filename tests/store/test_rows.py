@@ -153,3 +153,21 @@ def test_iter_cells_reads_only_the_rows_with_a_cell_holding_the_field(store: Sto
     }
     assert list(store.iter_cells("r1", "nothing")) == []
     assert list(store.iter_cells("r3", "waterfall")) == []
+
+
+def test_a_later_row_of_a_key_in_one_save_replaces_the_earlier(store: Store) -> None:
+    # SQLite writes 500 rows to a statement and the rest one by one: repeats inside a
+    # statement, across statements and in the rest are all kept as written last
+    rows = [row(f"k{i}", i, email="first") for i in range(1100)]
+    repeats = [row(f"k{i}", i, email="again") for i in (3, 499, 700, 1099)]
+    store.save_rows(
+        [*rows[:10], repeats[0], *rows[10:600], repeats[1], *rows[600:], repeats[2], repeats[3]]
+    )
+    stored = {r.key: r.values["email"] for r in store.iter_rows("r1", "people")}
+    assert len(stored) == 1100
+    assert {k for k, email in stored.items() if email == "again"} == {
+        "k3",
+        "k499",
+        "k700",
+        "k1099",
+    }

@@ -497,7 +497,11 @@ class SQLStore(ReceiptWrites, GateRows):
             return
         params = [row_params(row) for row in rows]
         with self._transaction(f"save {len(rows)} rows", write=True) as cur:
-            cur.executemany(UPSERT_ROW, params)
+            self._upsert_rows(cur, params)
+
+    def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
+        """Write rows (``row_params``), in order: a later row of a key replaces an earlier."""
+        cur.executemany(UPSERT_ROW, params)
 
     def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
         if not keys:

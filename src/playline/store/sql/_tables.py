@@ -5,6 +5,7 @@ them (``_postgres.py``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "LEDGER_COLUMNS",
     "RECEIPT_COLUMNS",
     "ROW_COLUMNS",
+    "ROW_PARAMS",
     "RUN_COLUMNS",
     "UPSERT_RECEIPT",
     "UPSERT_ROW",
@@ -41,6 +43,7 @@ __all__ = [
     "row_params",
     "run_from",
     "run_params",
+    "upsert_rows",
 ]
 
 _RUN_STATUS = {s.value: s for s in RunStatus}
@@ -63,12 +66,14 @@ def _blob(value: Any) -> bytes | None:
     return None if value is None else bytes(value)  # memoryview (PostgreSQL bytea) -> bytes
 
 
-def _upsert(table: str, columns: str, key: str) -> str:
+def _upsert(table: str, columns: str, key: str, rows: int = 1) -> str:
+    """Insert ``rows`` rows (one VALUES tuple each), updating those whose ``key`` is taken."""
     names = [c.strip() for c in columns.split(",")]
     keys = {k.strip() for k in key.split(",")}
     updates = ", ".join(f"{c} = excluded.{c}" for c in names if c not in keys)
+    values = ", ".join([f"({marks(len(names))})"] * rows)
     return (
-        f"INSERT INTO {table} ({columns}) VALUES ({marks(len(names))}) "
+        f"INSERT INTO {table} ({columns}) VALUES {values} "
         f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
     )
 
@@ -173,11 +178,15 @@ def receipt_from(row: Sequence[Any]) -> Receipt:
 
 # rows
 ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
-UPSERT_ROW = _upsert(
-    "rows",
-    'run_id, dataset, key, idx, status, "values", cells, error, updated_at',
-    "run_id, dataset, key",
-)
+_ROW_NAMES = 'run_id, dataset, key, idx, status, "values", cells, error, updated_at'
+ROW_PARAMS = len(_ROW_NAMES.split(","))
+UPSERT_ROW = _upsert("rows", _ROW_NAMES, "run_id, dataset, key")
+
+
+@functools.cache
+def upsert_rows(count: int) -> str:
+    """``UPSERT_ROW`` for ``count`` rows in one statement (a later row of a key wins)."""
+    return _upsert("rows", _ROW_NAMES, "run_id, dataset, key", rows=count)
 
 
 def row_params(row: RowRecord) -> tuple[Any, ...]:
