@@ -367,7 +367,7 @@ class DatasetRun:
         (``_answer``), the answered rows go on together, and only the others are queued."""
         ctx = self.rt.ctx
         collecting = self.rt.executor.answers_groups
-        made: list[ToolCall] | None = None
+        made: list[ToolCall] = []  # one list lent to each row in turn, replaced once used
         for position in range(start, len(self.columns)):
             if not live:
                 return
@@ -386,25 +386,27 @@ class DatasetRun:
                 token = current_row.set(row)
                 try:
                     row.column = name
-                    row.collect = made = [] if collecting else None
                     try:
                         if when is not None and not self._runs(row, column, row.view):
                             still.append(row)
                             continue
+                        row.collect = made if collecting else None  # the resolver's calls
                         value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
                     except Exception as exc:
                         if made:
-                            self._queue(row, made)  # sent as made, though the row failed
+                            calls, made = made, []
+                            self._queue(row, calls)  # sent as made, though the row failed
                         if self._failed(row, column, exc):
                             self._finish(row)
                         continue
                     finally:
                         row.collect = None
                     if made:
-                        if len(made) == 1 and value is made[0].future:
-                            looked.append((row, made[0]))
+                        calls, made = made, []
+                        if len(calls) == 1 and value is calls[0].future:
+                            looked.append((row, calls[0]))
                             continue
-                        self._queue(row, made)  # more than a call to look up alone
+                        self._queue(row, calls)  # more than a call to look up alone
                     if type(value) not in _PLAIN and _awaitable(value):
                         self._park(row, position, value)
                         continue
