@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,26 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _store_text(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+def _run_key_through(
+    tmp_path: Path, play_name: str, tool_id: str, fn: Callable[[dict[str, Any]], Any]
+) -> tuple[pl.RunResult, Path]:
+    """One row whose column calls ``fn`` (as tool ``tool_id``) with the secret API_KEY, on a
+    SQLite store in ``tmp_path``: the run's result and the store's file."""
+    tool = pl.tool(tool_id)(fn)
+
+    @pl.play(name=play_name)
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        key = ctx.secrets.get("API_KEY")
+        return await (
+            ctx.dataset("rows", [{"x": 1}], key="x")
+            .with_column("r", lambda row, ctx: ctx.tool(tool_id, {"key": key}))
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    return pl.run(play, store=f"sqlite:///{db}", tools=[tool]), db
 
 
 def test_a_secret_used_as_a_tool_input_is_never_stored(tmp_path: Path) -> None:
@@ -57,21 +78,10 @@ def test_a_secret_used_as_a_tool_input_is_never_stored(tmp_path: Path) -> None:
 
 
 def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Path) -> None:
-    @pl.tool("t.echo_key")
     def echo_key(input: dict[str, Any]) -> dict[str, Any]:
         return {"echo": input["key"]}
 
-    @pl.play(name="secret-echo")
-    async def play(ctx: pl.Context, input: Any) -> Any:
-        key = ctx.secrets.get("API_KEY")
-        return await (
-            ctx.dataset("rows", [{"x": 1}], key="x")
-            .with_column("r", lambda row, ctx: ctx.tool("t.echo_key", {"key": key}))
-            .run()
-        )
-
-    db = tmp_path / "s.db"
-    result = pl.run(play, store=f"sqlite:///{db}", tools=[echo_key])
+    result, db = _run_key_through(tmp_path, "secret-echo", "t.echo_key", echo_key)
 
     assert result.status == "failed"  # its only row failed
     (error,) = result.output.errors
@@ -127,21 +137,10 @@ def test_a_result_holding_an_escaped_secret_fails_its_cell(
     secret = 'sk_live_"quoted"\\back\\slash_0123456789'
     monkeypatch.setenv("PLAYLINE_SECRET_API_KEY", secret)
 
-    @pl.tool("t.encode_key")
     def encode_key(input: dict[str, Any]) -> dict[str, Any]:
         return {"v": encode(input["key"])}
 
-    @pl.play(name="secret-encoded")
-    async def play(ctx: pl.Context, input: Any) -> Any:
-        key = ctx.secrets.get("API_KEY")
-        return await (
-            ctx.dataset("rows", [{"x": 1}], key="x")
-            .with_column("r", lambda row, ctx: ctx.tool("t.encode_key", {"key": key}))
-            .run()
-        )
-
-    db = tmp_path / "s.db"
-    result = pl.run(play, store=f"sqlite:///{db}", tools=[encode_key])
+    result, db = _run_key_through(tmp_path, "secret-encoded", "t.encode_key", encode_key)
 
     assert result.status == "failed"  # its only row failed
     stored = _store_text(db)
@@ -157,21 +156,10 @@ def test_a_short_secret_past_ascii_returned_as_json_dumps_writes_it_fails_its_ce
     secret = "pässwört99"
     monkeypatch.setenv("PLAYLINE_SECRET_API_KEY", secret)
 
-    @pl.tool("t.dump_key")
     def dump_key(input: dict[str, Any]) -> dict[str, Any]:
         return {"v": json.dumps(input["key"])}
 
-    @pl.play(name="secret-ascii")
-    async def play(ctx: pl.Context, input: Any) -> Any:
-        key = ctx.secrets.get("API_KEY")
-        return await (
-            ctx.dataset("rows", [{"x": 1}], key="x")
-            .with_column("r", lambda row, ctx: ctx.tool("t.dump_key", {"key": key}))
-            .run()
-        )
-
-    db = tmp_path / "s.db"
-    result = pl.run(play, store=f"sqlite:///{db}", tools=[dump_key])
+    result, db = _run_key_through(tmp_path, "secret-ascii", "t.dump_key", dump_key)
 
     assert result.status == "failed"  # its only row failed
     assert json.dumps(secret)[1:-1].encode() not in _store_text(db)
