@@ -88,7 +88,10 @@ def test_rows_written_before_a_kill_are_reused_on_resume(
     env = {"PLAY_ROWS": str(rows), "PLAY_LATENCY": "0.0004"}
 
     def saved_rows() -> int:
-        found = query(store_url, f"SELECT count(*) FROM rows WHERE run_id = '{run_id}'")
+        found = query(
+            store_url,
+            f"SELECT count(*) FROM rows JOIN row_sets USING (set_id) WHERE run_id = '{run_id}'",
+        )
         return int(found[0][0]) if found else 0
 
     proc = start(script, store_url, run_id, env=env)

@@ -138,6 +138,8 @@ def test_a_new_database_gets_the_schema(postgres_url: str) -> None:
         "runs",
         "run_waits",
         "receipts",
+        "row_sets",
+        "row_keys",
         "rows",
         "events",
         "ledger",

@@ -171,3 +171,17 @@ def test_a_later_row_of_a_key_in_one_save_replaces_the_earlier(store: Store) -> 
         "k700",
         "k1099",
     }
+
+
+def test_a_row_saved_again_at_another_index_moves_there(store: Store) -> None:
+    # a run whose input changed between attempts: its row keeps its key, not its place
+    store.save_rows([row("a", 0), row("b", 1), row("c", 2)])
+    store.save_rows([row("a", 5, email="moved")])
+    store.save_rows([row("b", 1, email="moved"), row("b", 7, email="moved twice")])
+    assert [(r.key, r.index) for r in store.iter_rows("r1", "people")] == [
+        ("c", 2),
+        ("a", 5),
+        ("b", 7),
+    ]
+    assert store.load_rows("r1", "people", ["b"])["b"].values["email"] == "moved twice"
+    assert store.count_rows("r1", "people") == 3

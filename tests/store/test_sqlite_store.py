@@ -226,3 +226,28 @@ def test_a_header_that_stays_wrong_is_damage(
     found = _sqlite_file.header_damage(path)
     assert found is not None and "the header counts" in found
     assert sum(looks) == pytest.approx(_sqlite_file.SETTLE)
+
+
+def test_a_store_too_large_for_a_quick_check_opens_after_a_look_at_each_tables_ends(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playline.store.sql import _sqlite
+
+    with SQLiteStore(db_url) as store:  # every table, WITHOUT ROWID ones too, holds a row
+        store.save_rows(
+            [
+                RowRecord(
+                    run_id="r",
+                    dataset="d",
+                    key="k",
+                    index=0,
+                    status="completed",
+                    values={},
+                    cells={},
+                )
+            ]
+        )
+    monkeypatch.setattr(_sqlite, "QUICK_CHECK_UP_TO", 0)
+    with SQLiteStore(db_url) as store:
+        assert store.damage is None
+        assert list(store.load_rows("r", "d", ["k"])) == ["k"]

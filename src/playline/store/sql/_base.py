@@ -8,12 +8,11 @@ receipt keys a claim decides on, and how errors read. Each public method is one 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from ..._json import dumps, loads
 from ...errors import StoreError
 from .._changes import EVENTS, RECEIPTS, ChangeFeed
 from .._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
@@ -21,7 +20,6 @@ from .._messages import empty_receipt_stats, lost_run, never_claimed
 from .._records import (
     Answer,
     Boundary,
-    CellMeta,
     Claim,
     ClaimResult,
     Completion,
@@ -31,26 +29,25 @@ from .._records import (
     LedgerTotals,
     Receipt,
     ReceiptStatus,
-    RowRecord,
     RunClaim,
     RunEnd,
     RunRecord,
     RunStatus,
 )
-from .._windows import ROW_STATES, RowCounts, check_window
 from ._cursor import Cursor
 from ._gate_store import GateRows
+from ._rows import RowTables
 from ._tables import (
+    CHUNK,
     EVENT_COLUMNS,
     INSERT_EVENT,
     INSERT_LEDGER,
     LEDGER_COLUMNS,
     RECEIPT_COLUMNS,
-    ROW_COLUMNS,
     RUN_COLUMNS,
     UPSERT_RECEIPT,
-    UPSERT_ROW,
     UPSERT_RUN,
+    chunks,
     event_from,
     event_params,
     ledger_from,
@@ -58,24 +55,14 @@ from ._tables import (
     marks,
     receipt_from,
     receipt_params,
-    row_from,
-    row_params,
     run_from,
     run_params,
 )
 
 __all__ = ["Cursor", "SQLStore"]
 
-CHUNK = 500  # keys per IN (...) list
-PAGE = 1000  # rows per page when streaming a dataset
 
-
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]
-
-
-class SQLStore(ReceiptWrites, GateRows):
+class SQLStore(ReceiptWrites, GateRows, RowTables):
     url: str
     io_threads = 1
     read_only = False  # opened only to be read: every write is refused
@@ -182,9 +169,12 @@ class SQLStore(ReceiptWrites, GateRows):
                 now=now,
                 options=options,
             )
+            adopted: list[int] = []
             if held is not None:
                 cur.execute(UPSERT_RUN, run_params(held))
                 self._set_waits(cur, held)
+                adopted = self._adopt_run(cur, run_id)
+        self._adopted(adopted)
         return claim
 
     def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
@@ -267,7 +257,7 @@ class SQLStore(ReceiptWrites, GateRows):
         unique = list(dict.fromkeys(keys))
         found: dict[str, Answer] = {}
         with self._transaction(f"read {len(unique)} receipts", write=False) as cur:
-            for chunk in _chunks(unique):
+            for chunk in chunks(unique):
                 for key, result, updated_at, run_id in cur.execute(
                     "SELECT key, result, updated_at, run_id FROM receipts "
                     f"WHERE status = 'completed' AND key IN ({marks(len(chunk))})",
@@ -290,7 +280,7 @@ class SQLStore(ReceiptWrites, GateRows):
     @staticmethod
     def _select_receipts(cur: Cursor, keys: Sequence[str]) -> dict[str, Receipt]:
         found: dict[str, Receipt] = {}
-        for chunk in _chunks(keys):
+        for chunk in chunks(keys):
             for row in cur.execute(
                 f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE key IN ({marks(len(chunk))})",
                 chunk,
@@ -373,7 +363,7 @@ class SQLStore(ReceiptWrites, GateRows):
         kept: dict[str, bytes] = {}
         # key -> (status, owner, the stored result when another owner completed it)
         state: dict[str, tuple[str, str, bytes | None]] = {}
-        for chunk in _chunks(keys):
+        for chunk in chunks(keys):
             for key, status, current_owner, result in cur.execute(
                 "SELECT key, status, owner, CASE WHEN status = 'completed' AND owner != ? "
                 f"THEN result END FROM receipts WHERE key IN ({marks(len(chunk))})",
@@ -490,188 +480,6 @@ class SQLStore(ReceiptWrites, GateRows):
         with self._transaction("clear receipts", write=True) as cur:
             cur.execute(sql, params)
             return int(cur.rowcount)
-
-    # rows
-    def save_rows(self, rows: Sequence[RowRecord]) -> None:
-        if not rows:
-            return
-        params = [row_params(row) for row in rows]
-        with self._transaction(f"save {len(rows)} rows", write=True) as cur:
-            self._upsert_rows(cur, params)
-
-    def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
-        """Write rows (``row_params``), in order: a later row of a key replaces an earlier."""
-        cur.executemany(UPSERT_ROW, params)
-
-    def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
-        if not keys:
-            return {}
-        unique = list(dict.fromkeys(keys))
-        found: dict[str, RowRecord] = {}
-        with self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur:
-            for chunk in _chunks(unique):
-                for row in cur.execute(
-                    f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
-                    f"AND key IN ({marks(len(chunk))})",
-                    (run_id, dataset, *chunk),
-                ).fetchall():
-                    found[row[0]] = row_from(run_id, dataset, row)
-        return {key: found[key] for key in unique if key in found}
-
-    def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
-        # Keyset pages, each its own short read: nothing stays open between yields, so the
-        # caller (or another process) may write rows while iterating.
-        after: tuple[int, str] | None = None
-        what = f"read rows of dataset {dataset!r} in run {run_id}"
-        while True:
-            with self._transaction(what, write=False) as cur:
-                if after is None:
-                    page = cur.execute(
-                        f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
-                        "ORDER BY idx, key LIMIT ?",
-                        (run_id, dataset, PAGE),
-                    ).fetchall()
-                else:
-                    page = cur.execute(
-                        f"SELECT {ROW_COLUMNS} FROM rows WHERE run_id = ? AND dataset = ? "
-                        "AND (idx > ? OR (idx = ? AND key > ?)) ORDER BY idx, key LIMIT ?",
-                        (run_id, dataset, after[0], after[0], after[1], PAGE),
-                    ).fetchall()
-            for row in page:
-                yield row_from(run_id, dataset, row)
-            if len(page) < PAGE:
-                return
-            after = (page[-1][1], page[-1][0])
-
-    def datasets(self, run_id: str) -> list[str]:
-        with self._transaction(f"list the datasets of run {run_id}", write=False) as cur:
-            rows = cur.execute(
-                "SELECT dataset FROM rows WHERE run_id = ? GROUP BY dataset "
-                "ORDER BY MIN(updated_at), dataset",
-                (run_id,),
-            ).fetchall()
-        return [name for (name,) in rows]
-
-    def iter_cells(
-        self, run_id: str, holding: str
-    ) -> Iterator[tuple[str, str, dict[str, CellMeta]]]:
-        # The cells' JSON text names the field as ``"holding":``: rows without it are skipped
-        # in SQL, unread; a row whose text has it elsewhere (a column of that name) is read
-        # and left out here.
-        needle = dumps(holding).decode() + ":"
-        after: tuple[str, str] | None = None
-        what = f"read the cells of run {run_id}"
-        while True:
-            with self._transaction(what, write=False) as cur:
-                page = cur.execute(
-                    "SELECT dataset, key, cells FROM rows WHERE run_id = ? "
-                    + ("" if after is None else "AND (dataset, key) > (?, ?) ")
-                    + f"AND {self._sql_contains('cells')} ORDER BY dataset, key LIMIT ?",
-                    (run_id, *(after or ()), needle, PAGE),
-                ).fetchall()
-            for dataset, key, text in page:
-                cells: dict[str, CellMeta] = loads(text)
-                if any(isinstance(m, dict) and holding in m for m in cells.values()):
-                    yield dataset, key, cells
-            if len(page) < PAGE:
-                return
-            after = (page[-1][0], page[-1][1])
-
-    # row windows. JSON inside SQL is the one thing dialects spell differently: these three
-    # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
-    # ->> and jsonb_each. Each takes its parameters in the order written.
-    def _sql_value(self, name: str) -> str:
-        """The value of the column ``name`` of a row (parameter: the name). A JSON path cannot
-        hold a name with a double quote or a backslash: such a name is looked up by key."""
-        if '"' in name or "\\" in name:
-            return '(SELECT value FROM json_each("values") WHERE key = ?)'
-        return "json_extract(\"values\", '$.\"' || ? || '\"')"
-
-    def _sql_contains(self, column: str) -> str:
-        """Whether the text of ``column`` contains a text (parameter: the text)."""
-        return f"instr({column}, ?) > 0"
-
-    def _sql_has_cell(self) -> str:
-        """Whether a row has a cell in a status (parameter: the status)."""
-        return (
-            "EXISTS (SELECT 1 FROM json_each(rows.cells) c "
-            "WHERE json_extract(c.value, '$.status') = ?)"
-        )
-
-    def _sql_cell_counts(self) -> str:
-        """Cells by status, and the rows with a cell in each (parameters: run, dataset)."""
-        return (
-            "SELECT json_extract(c.value, '$.status'), COUNT(*), COUNT(DISTINCT rows.key) "
-            "FROM rows, json_each(rows.cells) c WHERE rows.run_id = ? AND rows.dataset = ? "
-            "GROUP BY 1"
-        )
-
-    def _window_where(self, state: str | None) -> str:
-        where = "run_id = ? AND dataset = ?"
-        if state in ROW_STATES:
-            return where + " AND status = ?"
-        if state is not None:
-            return where + " AND " + self._sql_has_cell()
-        return where
-
-    def row_window(
-        self,
-        run_id: str,
-        dataset: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        state: str | None = None,
-        sort: str | None = None,
-        descending: bool = False,
-    ) -> list[RowRecord]:
-        check_window(offset, limit, state, sort)
-        params: list[Any] = [run_id, dataset, *([state] if state else [])]
-        order = "idx DESC, key DESC" if descending else "idx, key"
-        if sort is not None:
-            # nulls (and missing values) first, as SQLite sorts them, in every dialect
-            way = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
-            order = f"{self._sql_value(sort)} {way}, idx, key"
-            params.append(sort)
-        what = f"read a window of dataset {dataset!r} in run {run_id}"
-        with self._transaction(what, write=False) as cur:
-            rows = cur.execute(
-                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state)} "
-                f"ORDER BY {order} LIMIT ? OFFSET ?",
-                (*params, limit, offset),
-            ).fetchall()
-        return [row_from(run_id, dataset, row) for row in rows]
-
-    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
-        check_window(0, 0, state)
-        params = [run_id, dataset, *([state] if state else [])]
-        with self._transaction(f"count the rows of dataset {dataset!r}", write=False) as cur:
-            row = cur.execute(
-                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state)}", params
-            ).fetchone()
-        return int(row[0])
-
-    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
-        with self._transaction(f"count the cells of dataset {dataset!r}", write=False) as cur:
-            statuses = {
-                str(status): int(n)
-                for status, n in cur.execute(
-                    "SELECT status, COUNT(*) FROM rows WHERE run_id = ? AND dataset = ? "
-                    "GROUP BY status",
-                    (run_id, dataset),
-                ).fetchall()
-            }
-            cells: dict[str, int] = {}
-            rows_with: dict[str, int] = {}
-            for status, n, rows in cur.execute(self._sql_cell_counts(), (run_id, dataset)):
-                cells[str(status)] = int(n)
-                rows_with[str(status)] = int(rows)
-        for state in ROW_STATES:
-            if statuses.get(state):
-                rows_with[state] = statuses[state]
-        return RowCounts(
-            rows=sum(statuses.values()), statuses=statuses, cells=cells, rows_with=rows_with
-        )
 
     # events
     def reserve_seqs(self, count: int) -> int:
@@ -829,7 +637,7 @@ class SQLStore(ReceiptWrites, GateRows):
     def waiting_events(self, keys: Sequence[str]) -> set[str]:
         found: set[str] = set()
         with self._transaction(f"look for {len(keys)} events", write=False) as cur:
-            for chunk in _chunks(list(keys)):
+            for chunk in chunks(list(keys)):
                 found.update(
                     key
                     for (key,) in cur.execute(

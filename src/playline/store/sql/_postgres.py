@@ -188,6 +188,8 @@ class PostgresStore(SQLStore):
         return self._pool is None
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._close_tails()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -261,9 +263,8 @@ class PostgresStore(SQLStore):
 
     def _sql_cell_counts(self) -> str:
         return (
-            "SELECT c.value->>'status', COUNT(*), COUNT(DISTINCT rows.key) "
-            "FROM rows, jsonb_each(rows.cells::jsonb) c WHERE rows.run_id = ? "
-            "AND rows.dataset = ? GROUP BY 1"
+            "SELECT c.value->>'status', COUNT(*), COUNT(DISTINCT rows.id) "
+            "FROM rows, jsonb_each(rows.cells::jsonb) c WHERE rows.set_id = ? GROUP BY 1"
         )
 
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:

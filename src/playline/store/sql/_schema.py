@@ -186,7 +186,52 @@ _V6 = (
 # version tells a Playline that does not know the status to refuse the store, not misread it.
 _V7: tuple[str, ...] = ()
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# v8: a dataset's rows are written in order and indexed by key later (``_rows.py``). A run's
+# dataset is a row set with an integer id; its rows are numbered within it (``id``), so new
+# rows go at the end of every index; their keys reach ``row_keys`` in sorted batches. The
+# rows numbered above ``keyed_through`` (the tail) are not in ``row_keys`` yet.
+_V8 = (
+    "DROP INDEX rows_page",
+    "ALTER TABLE rows RENAME TO rows_v7",
+    """CREATE TABLE row_sets (
+        set_id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        keyed_through INTEGER NOT NULL DEFAULT 0,
+        tail_owner TEXT,
+        UNIQUE (run_id, dataset)
+    )""",
+    """CREATE TABLE rows (
+        set_id INTEGER NOT NULL,
+        id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        "values" TEXT NOT NULL,
+        cells TEXT NOT NULL,
+        error TEXT,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (set_id, id)
+    )""",
+    "CREATE INDEX rows_page ON rows (set_id, idx, key)",
+    """CREATE TABLE row_keys (
+        set_id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        PRIMARY KEY (set_id, key)
+    ) WITHOUT ROWID""",
+    "INSERT INTO row_sets (run_id, dataset) SELECT DISTINCT run_id, dataset FROM rows_v7",
+    """INSERT INTO rows (set_id, id, key, idx, status, "values", cells, error, updated_at)
+        SELECT s.set_id, ROW_NUMBER() OVER (PARTITION BY s.set_id ORDER BY r.idx, r.key),
+            r.key, r.idx, r.status, r."values", r.cells, r.error, r.updated_at
+        FROM rows_v7 r JOIN row_sets s ON s.run_id = r.run_id AND s.dataset = r.dataset""",
+    "INSERT INTO row_keys (set_id, key, id) SELECT set_id, key, id FROM rows",
+    """UPDATE row_sets SET keyed_through =
+        (SELECT COALESCE(MAX(id), 0) FROM rows WHERE rows.set_id = row_sets.set_id)""",
+    "DROP TABLE rows_v7",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(
@@ -196,6 +241,8 @@ _OURS = frozenset(
         "run_waits",
         "receipts",
         "rows",
+        "row_sets",
+        "row_keys",
         "events",
         "ledger",
         "boundaries",

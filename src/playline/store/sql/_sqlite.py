@@ -182,6 +182,8 @@ class SQLiteStore(SQLStore):
         self.close()
 
     def close(self) -> None:
+        if self._conn is not None:
+            self._close_tails()
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
@@ -194,8 +196,7 @@ class SQLiteStore(SQLStore):
     def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
         # Many rows to a statement: SQLite inserts them in one step, where executemany
         # binds, steps and resets a statement per row (save_rows of 100k rows whose keys
-        # come in order: 7.1 -> 5.9 us a row; random keys stay about 12.5, the index's cost).
-        # A later row of a key still replaces an earlier one, in one statement as in two.
+        # come in order: 7.1 -> 5.9 us a row).
         per = max(1, min(_ROWS_PER_STATEMENT, self._variables // ROW_PARAMS))
         full = len(params) - len(params) % per
         if full:
@@ -328,17 +329,18 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
         return found
     try:
         tables = [
-            name
-            for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            (name, "1" if "WITHOUT ROWID" in sql.upper() else "rowid")  # how its pages go
+            for (name, sql) in conn.execute(
+                "SELECT name, sql FROM sqlite_master "
+                "WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
         ]
         if path.stat().st_size <= QUICK_CHECK_UP_TO:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
             return None if problems == ["ok"] else _summary(problems)
-        for table in tables:  # the first and the last rows: where new writes go
+        for table, first in tables:  # the first and the last rows: where new writes go
             for order in ("ASC", "DESC"):
-                conn.execute(f'SELECT * FROM "{table}" ORDER BY rowid {order} LIMIT 1').fetchall()
+                conn.execute(f'SELECT * FROM "{table}" ORDER BY {first} {order} LIMIT 1').fetchall()
     except sqlite3.DatabaseError as exc:
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         if code in (_CORRUPT, _NOTADB):

@@ -6,8 +6,8 @@ them (``_postgres.py``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 from ..._json import dumps, loads
 from .._records import (
@@ -21,6 +21,7 @@ from .._records import (
 )
 
 __all__ = [
+    "CHUNK",
     "EVENT_COLUMNS",
     "INSERT_EVENT",
     "INSERT_LEDGER",
@@ -32,6 +33,7 @@ __all__ = [
     "UPSERT_RECEIPT",
     "UPSERT_ROW",
     "UPSERT_RUN",
+    "chunks",
     "event_from",
     "event_params",
     "ledger_from",
@@ -39,15 +41,24 @@ __all__ = [
     "marks",
     "receipt_from",
     "receipt_params",
+    "row_fields",
     "row_from",
-    "row_params",
     "run_from",
     "run_params",
     "upsert_rows",
 ]
 
+_T = TypeVar("_T")
 _RUN_STATUS = {s.value: s for s in RunStatus}
 _RECEIPT_STATUS = {s.value: s for s in ReceiptStatus}
+
+
+CHUNK = 500  # keys per IN (...) list
+
+
+def chunks(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
 
 
 def marks(n: int) -> str:
@@ -178,22 +189,21 @@ def receipt_from(row: Sequence[Any]) -> Receipt:
 
 # rows
 ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
-_ROW_NAMES = 'run_id, dataset, key, idx, status, "values", cells, error, updated_at'
+_ROW_NAMES = 'set_id, id, key, idx, status, "values", cells, error, updated_at'
 ROW_PARAMS = len(_ROW_NAMES.split(","))
-UPSERT_ROW = _upsert("rows", _ROW_NAMES, "run_id, dataset, key")
+UPSERT_ROW = _upsert("rows", _ROW_NAMES, "set_id, id")
 
 
 @functools.cache
 def upsert_rows(count: int) -> str:
-    """``UPSERT_ROW`` for ``count`` rows in one statement (a later row of a key wins)."""
-    return _upsert("rows", _ROW_NAMES, "run_id, dataset, key", rows=count)
+    """``UPSERT_ROW`` for ``count`` rows in one statement."""
+    return _upsert("rows", _ROW_NAMES, "set_id, id", rows=count)
 
 
-def row_params(row: RowRecord) -> tuple[Any, ...]:
+def row_fields(row: RowRecord) -> tuple[Any, ...]:
+    """What ``UPSERT_ROW`` writes of a row after its set's id and its number."""
     what = f"Row {row.key!r} of dataset {row.dataset!r}"
     return (
-        row.run_id,
-        row.dataset,
         row.key,
         row.index,
         row.status,

@@ -1,0 +1,411 @@
+"""The row store on SQL (the ``RowStore`` role), for both dialects: rows written in order,
+indexed by key in sorted batches.
+
+A run's dataset is a row set (``row_sets``) with an integer id, and its rows are numbered
+within it (``rows.id``) in the order they are first written. Every index of ``rows`` therefore
+takes a new row at its end. The index by key, which a random key (a digest, the default) would
+make a random insert per row, is ``row_keys``, written later: the process that writes a set
+(its *tail owner*) remembers the keys of the rows it numbered above ``keyed_through`` (the
+*tail*), and writes them to ``row_keys`` in key order once ``TAIL_ROWS`` of them wait, when it
+closes, or never, if it dies. A set's next writer first indexes a tail another left
+(``_adopt``): when it claims the run, or when it writes the set. So:
+
+- a key has one row in its set: a writer finds a stored key in ``row_keys`` or in the tail it
+  owns before numbering a new row;
+- "this row by key" reads ``row_keys``, then the tail: from memory in its owner, by a scan of
+  at most about ``TAIL_ROWS`` rows elsewhere (a live grid in another process);
+- "rows of this run", windows and counts read the set's rows by its id, tail included.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..._json import dumps, loads
+from ...errors import StoreError
+from .._records import CellMeta, RowRecord
+from .._windows import ROW_STATES, RowCounts, check_window
+from ._cursor import Cursor
+from ._tables import ROW_COLUMNS, UPSERT_ROW, chunks, marks, row_fields, row_from
+
+__all__ = ["PAGE", "TAIL_ROWS", "RowTables"]
+
+PAGE = 1000  # rows per page when streaming a dataset
+TAIL_ROWS = 200_000  # rows of a set whose keys wait in memory before they go to row_keys
+
+_SET = "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ? AND dataset = ?"
+
+
+@dataclass
+class _Tails:
+    """What a store object knows of the tails it owns: per set, its rows' keys and numbers."""
+
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    keys: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def known(self, set_id: int, owner: str | None) -> dict[str, int] | None:
+        """The keys of the set's tail, when this object owns it; None when another does."""
+        if owner != self.token:
+            return None
+        with self.lock:
+            return self.keys.get(set_id, {})
+
+
+class RowTables:
+    """The row methods of ``SQLStore``; the dialect supplies what is declared here."""
+
+    if TYPE_CHECKING:  # the dialect's (see SQLStore)
+
+        def _transaction(self, what: str, *, write: bool) -> AbstractContextManager[Cursor]: ...
+        def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None: ...
+
+    @cached_property
+    def _tails(self) -> _Tails:
+        return _Tails()
+
+    def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
+        """Write rows (``set_id``, ``id`` and ``row_fields``): a row's number names it."""
+        cur.executemany(UPSERT_ROW, params)
+
+    # writing
+    def save_rows(self, rows: Sequence[RowRecord]) -> None:
+        if not rows:
+            return
+        sets: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
+        for row in rows:  # a later row of a key replaces an earlier
+            sets.setdefault((row.run_id, row.dataset), {})[row.key] = row_fields(row)
+        tails = self._tails
+        # each set's keys numbered in its tail, and whether they replace those known before
+        numbered: list[tuple[int, dict[str, int], bool]] = []
+        with self._transaction(f"save {len(rows)} rows", write=True) as cur:
+            # two names that make one lock key only wait for each other
+            self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
+            for (run_id, dataset), fields in sets.items():
+                set_id, keyed, owner = self._set(cur, run_id, dataset)
+                known = tails.known(set_id, owner)
+                fresh = known is None
+                if known is None:
+                    keyed, known = self._adopt(cur, set_id, keyed), {}
+                stored = {key: known.get(key, 0) for key in fields}
+                if keyed:  # keys written before the tail
+                    missing = [key for key, number in stored.items() if not number]
+                    stored.update(self._keyed(cur, set_id, missing))
+                (last,) = cur.execute(
+                    "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
+                ).fetchone()
+                new: dict[str, int] = {}
+                params = []
+                for key, row_values in fields.items():
+                    number = stored[key]
+                    if not number:
+                        last += 1
+                        number = new[key] = last
+                    params.append((set_id, number, *row_values))
+                self._upsert_rows(cur, params)
+                if len(known) + len(new) >= TAIL_ROWS:
+                    self._index(cur, set_id, keyed, last)
+                    new, fresh = {}, True
+                numbered.append((set_id, new, fresh))
+        with tails.lock:  # committed: what this object now owns
+            for set_id, new, fresh in numbered:
+                if fresh:
+                    tails.keys[set_id] = new
+                else:
+                    tails.keys.setdefault(set_id, {}).update(new)
+
+    def _set(self, cur: Cursor, run_id: str, dataset: str) -> tuple[int, int, str | None]:
+        """The row set of a run's dataset, made when it has none: (id, keyed_through,
+        tail_owner)."""
+        found = cur.execute(_SET, (run_id, dataset)).fetchone()
+        if found is None:
+            cur.execute(
+                "INSERT INTO row_sets (run_id, dataset, tail_owner) VALUES (?, ?, ?)",
+                (run_id, dataset, self._tails.token),
+            )
+            found = cur.execute(_SET, (run_id, dataset)).fetchone()
+        return int(found[0]), int(found[1]), found[2]
+
+    def _adopt(self, cur: Cursor, set_id: int, keyed: int) -> int:
+        """Index the tail another writer left (it died, or closed, or gave the run up), and
+        own the set's tail from now on; returns the new ``keyed_through``."""
+        (through,) = cur.execute(
+            "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
+        ).fetchone()
+        self._index(cur, set_id, keyed, int(through))
+        cur.execute(
+            "UPDATE row_sets SET tail_owner = ? WHERE set_id = ?", (self._tails.token, set_id)
+        )
+        return int(through)
+
+    def _adopt_run(self, cur: Cursor, run_id: str) -> list[int]:
+        """Own the tails of a run's sets (a run claimed for an attempt): its rows are then
+        found by key without a scan. Returns the sets adopted (``_adopted`` after commit)."""
+        adopted = []
+        for set_id, keyed, owner in cur.execute(
+            "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?", (run_id,)
+        ).fetchall():
+            if owner != self._tails.token:
+                self._adopt(cur, int(set_id), int(keyed))
+                adopted.append(int(set_id))
+        return adopted
+
+    def _adopted(self, sets: Sequence[int]) -> None:
+        with self._tails.lock:
+            for set_id in sets:
+                self._tails.keys[set_id] = {}
+
+    def _keyed(self, cur: Cursor, set_id: int, keys: Sequence[str]) -> dict[str, int]:
+        """The numbers of the rows of ``keys`` in ``row_keys``."""
+        found: dict[str, int] = {}
+        for chunk in chunks(keys):
+            found.update(
+                cur.execute(
+                    "SELECT key, id FROM row_keys WHERE set_id = ? "
+                    f"AND key IN ({marks(len(chunk))})",
+                    (set_id, *chunk),
+                ).fetchall()
+            )
+        return found
+
+    def _index(self, cur: Cursor, set_id: int, keyed: int, through: int) -> None:
+        """Write the keys of the set's rows numbered above ``keyed`` to ``row_keys``, sorted
+        (each lands next to the last), and mark the rows up to ``through`` indexed."""
+        cur.execute(
+            "INSERT INTO row_keys (set_id, key, id) "
+            "SELECT set_id, key, id FROM rows WHERE set_id = ? AND id > ? ORDER BY key "
+            "ON CONFLICT (set_id, key) DO UPDATE SET id = excluded.id",
+            (set_id, keyed),
+        )
+        cur.execute("UPDATE row_sets SET keyed_through = ? WHERE set_id = ?", (through, set_id))
+
+    def _close_tails(self) -> None:
+        """Index the tails this object owns, as it closes: none is left for a scan. Where
+        another object took a set over, its tail is that object's now. A store that cannot
+        be written now leaves them: the set's next writer indexes them (``_adopt``)."""
+        with self._tails.lock:
+            owned, self._tails.keys = self._tails.keys, {}
+        owned = {set_id: tail for set_id, tail in owned.items() if tail}
+        if not owned:
+            return
+        with suppress(StoreError), self._transaction("index the rows written", write=True) as cur:
+            for set_id, tail in owned.items():
+                keyed, owner = cur.execute(
+                    "SELECT keyed_through, tail_owner FROM row_sets WHERE set_id = ?", (set_id,)
+                ).fetchone()
+                if owner == self._tails.token:
+                    self._index(cur, set_id, int(keyed), max(tail.values()))
+
+    # reading
+    def _set_id(self, cur: Cursor, run_id: str, dataset: str) -> int | None:
+        found = cur.execute(
+            "SELECT set_id FROM row_sets WHERE run_id = ? AND dataset = ?", (run_id, dataset)
+        ).fetchone()
+        return None if found is None else int(found[0])
+
+    def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
+        if not keys:
+            return {}
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, RowRecord] = {}
+        select = f"SELECT {', '.join(f'r.{c.strip()}' for c in ROW_COLUMNS.split(','))} FROM "
+        with self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur:
+            row_set = cur.execute(_SET, (run_id, dataset)).fetchone()
+            if row_set is None:
+                return {}
+            set_id, keyed, owner = int(row_set[0]), int(row_set[1]), row_set[2]
+            for chunk in chunks(unique):
+                for row in cur.execute(
+                    select + "row_keys k JOIN rows r ON r.set_id = k.set_id AND r.id = k.id "
+                    f"WHERE k.set_id = ? AND k.key IN ({marks(len(chunk))})",
+                    (set_id, *chunk),
+                ).fetchall():
+                    found[row[0]] = row_from(run_id, dataset, row)
+            rest = [key for key in unique if key not in found]
+            known = self._tails.known(set_id, owner)
+            if rest and known is not None:  # our own tail: its numbers are in memory
+                numbers = [known[key] for key in rest if key in known]
+                for part in chunks(numbers):
+                    for row in cur.execute(
+                        f"{select}rows r WHERE r.set_id = ? AND r.id IN ({marks(len(part))})",
+                        (set_id, *part),
+                    ).fetchall():
+                        found[row[0]] = row_from(run_id, dataset, row)
+            elif rest:  # another's tail: at most about TAIL_ROWS rows to look through
+                for chunk in chunks(rest):
+                    for row in cur.execute(
+                        f"{select}rows r WHERE r.set_id = ? AND r.id > ? "
+                        f"AND r.key IN ({marks(len(chunk))})",
+                        (set_id, keyed, *chunk),
+                    ).fetchall():
+                        found[row[0]] = row_from(run_id, dataset, row)
+        return {key: found[key] for key in unique if key in found}
+
+    def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
+        # Keyset pages, each its own short read: nothing stays open between yields, so the
+        # caller (or another process) may write rows while iterating.
+        after: tuple[int, str] | None = None
+        what = f"read rows of dataset {dataset!r} in run {run_id}"
+        while True:
+            with self._transaction(what, write=False) as cur:
+                set_id = self._set_id(cur, run_id, dataset)
+                if set_id is None:
+                    return
+                if after is None:
+                    page = cur.execute(
+                        f"SELECT {ROW_COLUMNS} FROM rows WHERE set_id = ? "
+                        "ORDER BY idx, key LIMIT ?",
+                        (set_id, PAGE),
+                    ).fetchall()
+                else:
+                    page = cur.execute(
+                        f"SELECT {ROW_COLUMNS} FROM rows WHERE set_id = ? "
+                        "AND (idx > ? OR (idx = ? AND key > ?)) ORDER BY idx, key LIMIT ?",
+                        (set_id, after[0], after[0], after[1], PAGE),
+                    ).fetchall()
+            for row in page:
+                yield row_from(run_id, dataset, row)
+            if len(page) < PAGE:
+                return
+            after = (page[-1][1], page[-1][0])
+
+    def datasets(self, run_id: str) -> list[str]:
+        with self._transaction(f"list the datasets of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                "SELECT s.dataset FROM row_sets s JOIN rows r ON r.set_id = s.set_id "
+                "WHERE s.run_id = ? GROUP BY s.dataset ORDER BY MIN(r.updated_at), s.dataset",
+                (run_id,),
+            ).fetchall()
+        return [name for (name,) in rows]
+
+    def iter_cells(
+        self, run_id: str, holding: str
+    ) -> Iterator[tuple[str, str, dict[str, CellMeta]]]:
+        # The cells' JSON text names the field as ``"holding":``: rows without it are skipped
+        # in SQL, unread; a row whose text has it elsewhere (a column of that name) is read
+        # and left out here.
+        needle = dumps(holding).decode() + ":"
+        after = (0, 0)
+        what = f"read the cells of run {run_id}"
+        while True:
+            with self._transaction(what, write=False) as cur:
+                page = cur.execute(
+                    "SELECT s.dataset, r.key, r.cells, r.set_id, r.id FROM row_sets s "
+                    "JOIN rows r ON r.set_id = s.set_id WHERE s.run_id = ? "
+                    f"AND (r.set_id, r.id) > (?, ?) AND {self._sql_contains('r.cells')} "
+                    "ORDER BY r.set_id, r.id LIMIT ?",
+                    (run_id, *after, needle, PAGE),
+                ).fetchall()
+            for dataset, key, text, _, _ in page:
+                cells: dict[str, CellMeta] = loads(text)
+                if any(isinstance(m, dict) and holding in m for m in cells.values()):
+                    yield dataset, key, cells
+            if len(page) < PAGE:
+                return
+            after = (page[-1][3], page[-1][4])
+
+    # row windows. JSON inside SQL is the one thing dialects spell differently: these three
+    # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
+    # ->> and jsonb_each. Each takes its parameters in the order written.
+    def _sql_value(self, name: str) -> str:
+        """The value of the column ``name`` of a row (parameter: the name). A JSON path cannot
+        hold a name with a double quote or a backslash: such a name is looked up by key."""
+        if '"' in name or "\\" in name:
+            return '(SELECT value FROM json_each("values") WHERE key = ?)'
+        return "json_extract(\"values\", '$.\"' || ? || '\"')"
+
+    def _sql_contains(self, column: str) -> str:
+        """Whether the text of ``column`` contains a text (parameter: the text)."""
+        return f"instr({column}, ?) > 0"
+
+    def _sql_has_cell(self) -> str:
+        """Whether a row has a cell in a status (parameter: the status)."""
+        return (
+            "EXISTS (SELECT 1 FROM json_each(rows.cells) c "
+            "WHERE json_extract(c.value, '$.status') = ?)"
+        )
+
+    def _sql_cell_counts(self) -> str:
+        """Cells by status, and the rows with a cell in each (parameter: the set)."""
+        return (
+            "SELECT json_extract(c.value, '$.status'), COUNT(*), COUNT(DISTINCT rows.id) "
+            "FROM rows, json_each(rows.cells) c WHERE rows.set_id = ? GROUP BY 1"
+        )
+
+    def _window_where(self, state: str | None) -> str:
+        where = "set_id = ?"
+        if state in ROW_STATES:
+            return where + " AND status = ?"
+        if state is not None:
+            return where + " AND " + self._sql_has_cell()
+        return where
+
+    def row_window(
+        self,
+        run_id: str,
+        dataset: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+    ) -> list[RowRecord]:
+        check_window(offset, limit, state, sort)
+        order = "idx DESC, key DESC" if descending else "idx, key"
+        if sort is not None:
+            # nulls (and missing values) first, as SQLite sorts them, in every dialect
+            way = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
+            order = f"{self._sql_value(sort)} {way}, idx, key"
+        what = f"read a window of dataset {dataset!r} in run {run_id}"
+        with self._transaction(what, write=False) as cur:
+            set_id = self._set_id(cur, run_id, dataset)
+            if set_id is None:
+                return []
+            params = [set_id, *([state] if state else []), *([sort] if sort is not None else [])]
+            rows = cur.execute(
+                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state)} "
+                f"ORDER BY {order} LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            ).fetchall()
+        return [row_from(run_id, dataset, row) for row in rows]
+
+    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
+        check_window(0, 0, state)
+        with self._transaction(f"count the rows of dataset {dataset!r}", write=False) as cur:
+            set_id = self._set_id(cur, run_id, dataset)
+            if set_id is None:
+                return 0
+            row = cur.execute(
+                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state)}",
+                [set_id, *([state] if state else [])],
+            ).fetchone()
+        return int(row[0])
+
+    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
+        statuses: dict[str, int] = {}
+        cells: dict[str, int] = {}
+        rows_with: dict[str, int] = {}
+        with self._transaction(f"count the cells of dataset {dataset!r}", write=False) as cur:
+            set_id = self._set_id(cur, run_id, dataset)
+            if set_id is not None:
+                for status, n in cur.execute(
+                    "SELECT status, COUNT(*) FROM rows WHERE set_id = ? GROUP BY status",
+                    (set_id,),
+                ).fetchall():
+                    statuses[str(status)] = int(n)
+                for status, n, rows in cur.execute(self._sql_cell_counts(), (set_id,)):
+                    cells[str(status)] = int(n)
+                    rows_with[str(status)] = int(rows)
+        for state in ROW_STATES:
+            if statuses.get(state):
+                rows_with[state] = statuses[state]
+        return RowCounts(
+            rows=sum(statuses.values()), statuses=statuses, cells=cells, rows_with=rows_with
+        )
