@@ -203,21 +203,24 @@ def _repr(text: str) -> str:
 
 
 _registry = _Registry()
+# The secrets read, by value: empty until one is. The hot paths (every stored value and key)
+# test this dict, not the registry, so that a play with no secret costs them nothing.
+_read = _registry._names
 
 
 def any_read() -> bool:
     """Whether this process has read a secret: until it has, nothing needs checking."""
-    return bool(_registry)
+    return bool(_read)
 
 
 def leaks(data: str | bytes | None) -> bool:
     """Whether ``data`` holds a secret read in this process (in any form it is caught in)."""
-    return bool(data) and bool(_registry) and _registry.search(data)  # type: ignore[arg-type]
+    return bool(_read) and bool(data) and _registry.search(data)  # type: ignore[arg-type]
 
 
 def check_no_secret(data: str | bytes | None, what: str) -> None:
     """Raise ``SecretLeakError`` if ``data`` holds a secret read by this process."""
-    if leaks(data):
+    if _read and data and _registry.search(data):
         raise SecretLeakError(
             f"{what} contains a secret read with ctx.secrets. Secrets are never stored, logged "
             "or emitted: pass them only in tool inputs or request headers, and keep them out of "
@@ -241,7 +244,7 @@ def redact(text: str) -> str:
     """``text`` (an error message) with every secret replaced by ``[secret NAME]``, and no NUL
     character (PostgreSQL's text refuses it): an error's text as it may be stored or shown."""
     text = text.replace("\x00", "")
-    return _registry.redact(text) if _registry and text else text
+    return _registry.redact(text) if _read and text else text
 
 
 class Secrets:
