@@ -20,10 +20,21 @@ class TaskSet:
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         self.error: BaseException | None = None
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+        """Run ``coro`` as a task of the set; None once the set is closed: what a late
+        callback (a timer's dispatch pass) starts after the attempt ended is dropped, its
+        coroutine closed, instead of a task nobody waits for or cancels."""
+        if self._closed:
+            coro.close()
+            return None
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except BaseException:  # no loop to run it on: it never starts
+            coro.close()
+            raise
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
@@ -34,11 +45,12 @@ class TaskSet:
             self.error = task.exception()
 
     async def close(self) -> None:
-        while self._tasks:
+        while self._tasks:  # what a cancelled task starts as it ends is cancelled in turn
             tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._closed = True
 
 
 def first_error(error: BaseException) -> BaseException:
