@@ -63,6 +63,16 @@ def test_play_max_credits_stops_the_run(store_url: str) -> None:
     assert len(calls) == 20
 
 
+def test_calls_the_budget_refused_are_counted_as_not_sent_not_failed(store_url: str) -> None:
+    result = pl.run(capped, {"tool": "budget.single"}, store=store_url, tools=[single])
+    stats = result.stats
+    assert (stats.tool_calls_live, stats.tool_calls_failed) == (20, 0)
+    assert stats.tool_calls_not_sent == ROWS - 20  # every row asked at once; 20 were sent
+    assert stats.errors == {}  # failed calls by cause: none failed
+    assert stats.tools["budget.single"].get("failed", 0) == 0
+    assert stats.tools["budget.single"]["not_sent"] == ROWS - 20
+
+
 def test_run_max_credits_overrides_the_play_for_a_batch_tool(store_url: str) -> None:
     url = store_url
     result = pl.run(capped, {"tool": "budget.bulk"}, store=url, tools=[bulk], max_credits=25)

@@ -112,6 +112,7 @@ class RunStats(DatasetStats):
     tool_calls_cached: int = 0
     tool_calls_in_flight: int = 0
     tool_calls_failed: int = 0
+    tool_calls_not_sent: int = 0  # refused by the budget before they were sent
     tool_requests: int = 0
     dispatch_passes: int = 0
     credits: float = 0.0
@@ -119,7 +120,7 @@ class RunStats(DatasetStats):
     # cells the play's own code failed, by cause and first message:
     # {"KeyError in column 'domain': 'emial'": 3}
     cell_errors: dict[str, int] = field(default_factory=dict)
-    # per tool id, its calls: live, cached, in_flight, failed (what `playline show` lists)
+    # per tool id, its calls: live, cached, in_flight, failed, not_sent
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
     # per waterfall, its rows and its steps' tallies over the run, each row counted once as it
     # is stored (tallies.py): the store's history of hit rates and costs that
@@ -655,6 +656,7 @@ class Attempt:
             tool_calls_cached=calls.cached,
             tool_calls_in_flight=calls.in_flight,
             tool_calls_failed=calls.failed,
+            tool_calls_not_sent=calls.not_sent,
             tool_requests=calls.requests,
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),

@@ -40,7 +40,13 @@ from typing import Any
 from .._clock import Clock
 from .._json import digest, dumps, loads
 from .._secrets import redact
-from ..errors import PlayDefinitionError, PlaylineError, ReceiptWaitTimeout, ToolError
+from ..errors import (
+    BudgetExceeded,
+    PlayDefinitionError,
+    PlaylineError,
+    ReceiptWaitTimeout,
+    ToolError,
+)
 from ..store import (
     Answer,
     Claim,
@@ -101,6 +107,7 @@ class CallStats:
     cached: int = 0
     in_flight: int = 0
     failed: int = 0
+    not_sent: int = 0  # calls the budget refused before they were sent (their rows pending)
     planned: int = 0  # calls a plan counted instead of sending
     requests: int = 0  # requests sent to transports (a batch call counts once)
     by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -420,7 +427,10 @@ class CallExecutor:
             call.future.cancel()
         else:
             call.future.set_exception(error)
-            self._count_failed(call.spec, error)
+            if isinstance(error, BudgetExceeded):  # refused before it was sent: not a failure
+                self.stats.count(call.spec.id, "not_sent")
+            else:
+                self._count_failed(call.spec, error)
         if call.on_settle is not None:
             call.on_settle()
         for follower in call.followers:

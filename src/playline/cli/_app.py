@@ -250,17 +250,14 @@ def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[tuple[str, str]]:
     the ``cells failed`` by the play's own errors (``3 x KeyError in column 'domain':
     'emial'``). Calls are not rows: a row may make several calls (a waterfall's steps, calls
     made together), and a call the budget refused leaves its row pending, not failed."""
-    causes = [(count, cause, True) for cause, count in stats.errors.items()]
-    causes += [(count, cause, False) for cause, count in stats.cell_errors.items()]
+    causes = [(count, cause, "calls failed") for cause, count in stats.errors.items()]
+    if stats.tool_calls_not_sent:
+        causes.append((stats.tool_calls_not_sent, pl.BudgetExceeded.__name__, "calls not sent"))
+    causes += [(count, cause, "cells failed") for cause, count in stats.cell_errors.items()]
     lines = []
-    for count, cause, of_a_tool in sorted(causes, key=lambda item: -item[0])[:limit]:
+    for count, cause, what in sorted(causes, key=lambda item: -item[0])[:limit]:
         hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
-        if not of_a_tool:
-            what = "cells failed"
-        elif cause == pl.BudgetExceeded.__name__:
-            what = "calls not sent"
-        else:
-            what = "calls failed"
+        of_a_tool = what != "cells failed"
         lines.append((what, f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else "")))
     return lines
 
