@@ -108,7 +108,7 @@ def test_values_that_are_not_json_raise_before_anything_is_written(store: Store)
     bad = RowRecord(
         run_id="r1", dataset="d", key="b", index=1, status="x", values={"s": {1, 2}}, cells={}
     )
-    with pytest.raises(PlayDefinitionError):
+    with pytest.raises(PlayDefinitionError, match="Row 'b' of dataset 'd' is not JSON"):
         store.save_rows([row("a", 0, dataset="d"), bad])
     assert list(store.iter_rows("r1", "d")) == []
     store.save_rows([])  # the store is still usable

@@ -25,6 +25,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +203,7 @@ class SQLiteStore(SQLStore):
         if full:
             statement = upsert_rows(per)
             for start in range(0, full, per):
-                cur.execute(statement, [v for row in params[start : start + per] for v in row])
+                cur.execute(statement, list(chain.from_iterable(params[start : start + per])))
         if full < len(params):  # the rest as before: no statement prepared per count of rows
             cur.executemany(UPSERT_ROW, params[full:])
 

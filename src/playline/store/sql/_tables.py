@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..._json import dumps, loads
+from ...errors import PlaylineError
 from .._records import (
     Event,
     LedgerEntry,
@@ -202,13 +203,20 @@ def upsert_rows(count: int) -> str:
 
 def row_fields(row: RowRecord) -> tuple[Any, ...]:
     """What ``UPSERT_ROW`` writes of a row after its set's id and its number."""
-    what = f"Row {row.key!r} of dataset {row.dataset!r}"
+    try:
+        values = row.values_json or dumps(row.values, ordered=True)
+        cells = dumps(row.cells, ordered=True)
+    except PlaylineError:  # encoded again to say which row: a name made for every row costs
+        what = f"Row {row.key!r} of dataset {row.dataset!r}"
+        dumps(row.values, what=what, ordered=True)
+        dumps(row.cells, what=what, ordered=True)
+        raise
     return (
         row.key,
         row.index,
         row.status,
-        (row.values_json or dumps(row.values, what=what, ordered=True)).decode(),
-        dumps(row.cells, what=what, ordered=True).decode(),
+        values.decode(),
+        cells.decode(),
         row.error,
         row.updated_at,
     )
