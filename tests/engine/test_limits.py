@@ -266,3 +266,27 @@ def test_a_local_tools_call_in_doubt_runs_again_on_resume_only_when_it_is_free(
         assert retried.status == "completed" and calls == [0, 0]
     else:
         assert first.status == again.status == "completed" and calls == [0, 0]
+
+
+def test_a_local_tools_default_concurrency_is_wider_only_for_a_free_function_run_again(registry):
+    """A free ``def`` run again after a kill runs on the event loop one call at a time: its
+    wider default only puts more calls in one claim and one write. The others keep 64."""
+
+    def sync(input):
+        return input
+
+    async def asynchronous(input):
+        return input
+
+    registry.tool("t.free")(sync)
+    registry.tool("t.free_async")(asynchronous)
+    registry.tool("t.paid", cost=1)(sync)
+    registry.tool("t.kept", in_doubt="fail")(sync)
+    registry.tool("t.set", rate=pl.Rate(concurrency=3))(sync)
+    assert {spec.id: spec.rate.concurrency for spec in registry.specs()} == {
+        "t.free": 512,
+        "t.free_async": 64,
+        "t.paid": 64,
+        "t.kept": 64,
+        "t.set": 3,
+    }
