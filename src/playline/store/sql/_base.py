@@ -1,7 +1,7 @@
 """Every store role on SQL, written once: a dialect supplies connections and transactions.
 
-``SQLStore`` implements the store protocol with the statements of ``_tables.py``; its
-subclasses (``SQLiteStore``, ``PostgresStore``) say how to open a transaction, how to lock the
+``SQLStore`` implements the store protocol with the statements of ``_tables.py`` (its rows
+in ``_rows.py``, its rate gates in ``_gate_store.py``); its subclasses (``SQLiteStore``, ``PostgresStore``) say how to open a transaction, how to lock the
 receipt keys a claim decides on, and how errors read. Each public method is one transaction.
 """
 
