@@ -1,8 +1,9 @@
 """Every store role on SQL, written once: a dialect supplies connections and transactions.
 
 ``SQLStore`` implements the store protocol with the statements of ``_tables.py`` (its rows
-in ``_rows.py``, its rate gates in ``_gate_store.py``); its subclasses (``SQLiteStore``, ``PostgresStore``) say how to open a transaction, how to lock the
-receipt keys a claim decides on, and how errors read. Each public method is one transaction.
+in ``_rows.py``, its rate gates in ``_gate_store.py``); its subclasses (``SQLiteStore``,
+``PostgresStore``) say how to open a transaction, how to lock the receipt keys a claim
+decides on, and how errors read. Each public method is one transaction.
 """
 
 from __future__ import annotations

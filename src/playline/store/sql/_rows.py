@@ -93,18 +93,18 @@ class RowTables:
                 fresh = known is None
                 if known is None:
                     keyed, known = self._adopt(cur, set_id, keyed), {}
-                stored = {key: known.get(key, 0) for key in fields}
-                if keyed:  # keys written before the tail
-                    missing = [key for key, number in stored.items() if not number]
-                    stored.update(self._keyed(cur, set_id, missing))
+                # keys written before the tail
+                before = (
+                    self._keyed(cur, set_id, [k for k in fields if k not in known]) if keyed else {}
+                )
                 (last,) = cur.execute(
                     "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
                 ).fetchone()
                 new: dict[str, int] = {}
                 params = []
                 for key, row_values in fields.items():
-                    number = stored[key]
-                    if not number:
+                    number = known.get(key) or before.get(key)
+                    if number is None:
                         last += 1
                         number = new[key] = last
                     params.append((set_id, number, *row_values))
