@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_rows import row
 
+import playline as pl
 from playline.store import RowRecord, RunRecord, RunStatus, Store, open_store
 from playline.store.sql import PostgresStore, SQLiteStore, SQLStore, _rows
 from playline.store.sql._postgres_schema import MIGRATIONS as PG_MIGRATIONS
@@ -129,6 +130,18 @@ def test_a_run_claimed_again_indexes_the_rows_its_last_holder_left(durable_url: 
         assert _indexed(store) == 12  # the resume finds them by key without a scan
         assert len(store.load_rows("r1", "people", [f"k{i}" for i in range(12)])) == 12
     first.close()
+
+
+def test_an_attempt_that_ends_leaves_its_rows_indexed(durable_url: str) -> None:
+    # pl.run keeps the store it opened (the result's dataset reads its rows from it)
+    @pl.play(name="indexed")
+    async def play(ctx: pl.Context, input: None) -> int:
+        return len(await ctx.dataset("people", [{"n": i} for i in range(30)]).run())
+
+    with _opened(durable_url) as store:
+        result = pl.run(play, store=store, run_id="r1", tools=[])
+        assert result.status == "completed" and result.output == 30
+        assert _indexed(store) == 30
 
 
 def test_a_version_7_sqlite_store_keeps_its_rows(tmp_path: Path) -> None:

@@ -175,7 +175,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
                 cur.execute(UPSERT_RUN, run_params(held))
                 self._set_waits(cur, held)
                 adopted = self._adopt_run(cur, run_id)
-        self._adopted(adopted)
+        self._indexed(adopted)
         return claim
 
     def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
@@ -214,6 +214,8 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
             )
             cur.execute(UPSERT_RUN, run_params(ended))
             self._set_waits(cur, ended)
+            indexed = self._index_run(cur, run_id)
+        self._indexed(indexed)
 
     @staticmethod
     def _set_waits(cur: Cursor, run: RunRecord) -> None:

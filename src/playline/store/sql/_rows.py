@@ -6,9 +6,9 @@ within it (``rows.id``) in the order they are first written. Every index of ``ro
 takes a new row at its end. The index by key, which a random key (a digest, the default) would
 make a random insert per row, is ``row_keys``, written later: the process that writes a set
 (its *tail owner*) remembers the keys of the rows it numbered above ``keyed_through`` (the
-*tail*), and writes them to ``row_keys`` in key order once ``TAIL_ROWS`` of them wait, when it
-closes, or never, if it dies. A set's next writer first indexes a tail another left
-(``_adopt``): when it claims the run, or when it writes the set. So:
+*tail*), and writes them to ``row_keys`` in key order once ``TAIL_ROWS`` of them wait, when the
+run's attempt ends, when it closes, or never, if it dies. A set's next writer first indexes a
+tail another left (``_adopt``): when it claims the run, or when it writes the set. So:
 
 - a key has one row in its set: a writer finds a stored key in ``row_keys`` or in the tail it
   owns before numbering a new row;
@@ -146,7 +146,7 @@ class RowTables:
 
     def _adopt_run(self, cur: Cursor, run_id: str) -> list[int]:
         """Own the tails of a run's sets (a run claimed for an attempt): its rows are then
-        found by key without a scan. Returns the sets adopted (``_adopted`` after commit)."""
+        found by key without a scan. Returns the sets adopted (``_indexed`` after commit)."""
         adopted = []
         for set_id, keyed, owner in cur.execute(
             "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?", (run_id,)
@@ -156,7 +156,22 @@ class RowTables:
                 adopted.append(int(set_id))
         return adopted
 
-    def _adopted(self, sets: Sequence[int]) -> None:
+    def _index_run(self, cur: Cursor, run_id: str) -> list[int]:
+        """Index the tails of a run's sets that this object owns (its attempt ends): a run
+        that is over leaves no rows to scan for. Returns those sets (``_indexed`` after
+        commit)."""
+        indexed = []
+        for set_id, keyed, owner in cur.execute(
+            "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?", (run_id,)
+        ).fetchall():
+            tail = self._tails.known(int(set_id), owner)
+            if tail:
+                self._index(cur, int(set_id), int(keyed), max(tail.values()))
+                indexed.append(int(set_id))
+        return indexed
+
+    def _indexed(self, sets: Sequence[int]) -> None:
+        """These sets' tails are empty now (indexed, or adopted with nothing left in them)."""
         with self._tails.lock:
             for set_id in sets:
                 self._tails.keys[set_id] = {}
