@@ -40,6 +40,8 @@ PAGE = 1000  # rows per page when streaming a dataset
 TAIL_ROWS = 200_000  # rows of a set whose keys wait in memory before they go to row_keys
 
 _SET = "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ? AND dataset = ?"
+# a row as row_from reads it, from ``rows r`` (and what the caller joins)
+_SELECT_ROWS = "SELECT " + ", ".join(f"r.{c.strip()}" for c in ROW_COLUMNS.split(",")) + " FROM"
 
 
 @dataclass
@@ -97,9 +99,7 @@ class RowTables:
                 before = (
                     self._keyed(cur, set_id, [k for k in fields if k not in known]) if keyed else {}
                 )
-                (last,) = cur.execute(
-                    "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
-                ).fetchone()
+                last = self._last(cur, set_id)
                 new: dict[str, int] = {}
                 params = []
                 for key, row_values in fields.items():
@@ -132,43 +132,62 @@ class RowTables:
             found = cur.execute(_SET, (run_id, dataset)).fetchone()
         return int(found[0]), int(found[1]), found[2]
 
+    @staticmethod
+    def _last(cur: Cursor, set_id: int) -> int:
+        """The highest number of the set's rows; 0 for none."""
+        (last,) = cur.execute(
+            "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
+        ).fetchone()
+        return int(last)
+
+    @staticmethod
+    def _run_sets(cur: Cursor, run_id: str) -> list[tuple[int, int, str | None]]:
+        """The run's sets: (id, keyed_through, tail_owner)."""
+        return [
+            (int(set_id), int(keyed), owner)
+            for set_id, keyed, owner in cur.execute(
+                "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?",
+                (run_id,),
+            ).fetchall()
+        ]
+
     def _adopt(self, cur: Cursor, set_id: int, keyed: int) -> int:
         """Index the tail another writer left (it died, or closed, or gave the run up), and
         own the set's tail from now on; returns the new ``keyed_through``."""
-        (through,) = cur.execute(
-            "SELECT COALESCE(MAX(id), 0) FROM rows WHERE set_id = ?", (set_id,)
-        ).fetchone()
-        self._index(cur, set_id, keyed, int(through))
+        through = self._last(cur, set_id)
+        self._index(cur, set_id, keyed, through)
         cur.execute(
             "UPDATE row_sets SET tail_owner = ? WHERE set_id = ?", (self._tails.token, set_id)
         )
-        return int(through)
+        return through
 
     def _adopt_run(self, cur: Cursor, run_id: str) -> list[int]:
         """Own the tails of a run's sets (a run claimed for an attempt): its rows are then
         found by key without a scan. Returns the sets adopted (``_indexed`` after commit)."""
         adopted = []
-        for set_id, keyed, owner in cur.execute(
-            "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?", (run_id,)
-        ).fetchall():
+        for set_id, keyed, owner in self._run_sets(cur, run_id):
             if owner != self._tails.token:
-                self._adopt(cur, int(set_id), int(keyed))
-                adopted.append(int(set_id))
+                self._adopt(cur, set_id, keyed)
+                adopted.append(set_id)
         return adopted
 
     def _index_run(self, cur: Cursor, run_id: str) -> list[int]:
         """Index the tails of a run's sets that this object owns (its attempt ends): a run
         that is over leaves no rows to scan for. Returns those sets (``_indexed`` after
         commit)."""
-        indexed = []
-        for set_id, keyed, owner in cur.execute(
-            "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ?", (run_id,)
-        ).fetchall():
-            tail = self._tails.known(int(set_id), owner)
-            if tail:
-                self._index(cur, int(set_id), int(keyed), max(tail.values()))
-                indexed.append(int(set_id))
-        return indexed
+        return [
+            set_id
+            for set_id, keyed, owner in self._run_sets(cur, run_id)
+            if self._index_own(cur, set_id, keyed, owner)
+        ]
+
+    def _index_own(self, cur: Cursor, set_id: int, keyed: int, owner: str | None) -> bool:
+        """Index the set's tail if this object owns it and it holds rows; whether it did."""
+        tail = self._tails.known(set_id, owner)
+        if not tail:
+            return False
+        self._index(cur, set_id, keyed, max(tail.values()))
+        return True
 
     def _indexed(self, sets: Sequence[int]) -> None:
         """These sets' tails are empty now (indexed, or adopted with nothing left in them)."""
@@ -205,17 +224,17 @@ class RowTables:
         another object took a set over, its tail is that object's now. A store that cannot
         be written now leaves them: the set's next writer indexes them (``_adopt``)."""
         with self._tails.lock:
-            owned, self._tails.keys = self._tails.keys, {}
-        owned = {set_id: tail for set_id, tail in owned.items() if tail}
+            owned = [set_id for set_id, tail in self._tails.keys.items() if tail]
         if not owned:
             return
         with suppress(StoreError), self._transaction("index the rows written", write=True) as cur:
-            for set_id, tail in owned.items():
+            for set_id in owned:
                 keyed, owner = cur.execute(
                     "SELECT keyed_through, tail_owner FROM row_sets WHERE set_id = ?", (set_id,)
                 ).fetchone()
-                if owner == self._tails.token:
-                    self._index(cur, set_id, int(keyed), max(tail.values()))
+                self._index_own(cur, set_id, int(keyed), owner)
+        with self._tails.lock:
+            self._tails.keys = {}
 
     # reading
     def _set_id(self, cur: Cursor, run_id: str, dataset: str) -> int | None:
@@ -229,37 +248,29 @@ class RowTables:
             return {}
         unique = list(dict.fromkeys(keys))
         found: dict[str, RowRecord] = {}
-        select = f"SELECT {', '.join(f'r.{c.strip()}' for c in ROW_COLUMNS.split(','))} FROM "
         with self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur:
+
+            def read(where: str, first: tuple[Any, ...], items: Sequence[Any]) -> None:
+                """The rows ``where ... IN (items)`` selects, a chunk of items at a time."""
+                for part in chunks(items):
+                    for row in cur.execute(
+                        f"{_SELECT_ROWS} {where} IN ({marks(len(part))})", (*first, *part)
+                    ).fetchall():
+                        found[row[0]] = row_from(run_id, dataset, row)
+
             row_set = cur.execute(_SET, (run_id, dataset)).fetchone()
             if row_set is None:
                 return {}
             set_id, keyed, owner = int(row_set[0]), int(row_set[1]), row_set[2]
-            for chunk in chunks(unique):
-                for row in cur.execute(
-                    select + "row_keys k JOIN rows r ON r.set_id = k.set_id AND r.id = k.id "
-                    f"WHERE k.set_id = ? AND k.key IN ({marks(len(chunk))})",
-                    (set_id, *chunk),
-                ).fetchall():
-                    found[row[0]] = row_from(run_id, dataset, row)
+            joined = "row_keys k JOIN rows r ON r.set_id = k.set_id AND r.id = k.id"
+            read(f"{joined} WHERE k.set_id = ? AND k.key", (set_id,), unique)
             rest = [key for key in unique if key not in found]
             known = self._tails.known(set_id, owner)
             if rest and known is not None:  # our own tail: its numbers are in memory
                 numbers = [known[key] for key in rest if key in known]
-                for part in chunks(numbers):
-                    for row in cur.execute(
-                        f"{select}rows r WHERE r.set_id = ? AND r.id IN ({marks(len(part))})",
-                        (set_id, *part),
-                    ).fetchall():
-                        found[row[0]] = row_from(run_id, dataset, row)
+                read("rows r WHERE r.set_id = ? AND r.id", (set_id,), numbers)
             elif rest:  # another's tail: at most about TAIL_ROWS rows to look through
-                for chunk in chunks(rest):
-                    for row in cur.execute(
-                        f"{select}rows r WHERE r.set_id = ? AND r.id > ? "
-                        f"AND r.key IN ({marks(len(chunk))})",
-                        (set_id, keyed, *chunk),
-                    ).fetchall():
-                        found[row[0]] = row_from(run_id, dataset, row)
+                read("rows r WHERE r.set_id = ? AND r.id > ? AND r.key", (set_id, keyed), rest)
         return {key: found[key] for key in unique if key in found}
 
     def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:

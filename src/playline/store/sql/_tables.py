@@ -192,13 +192,15 @@ def receipt_from(row: Sequence[Any]) -> Receipt:
 ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
 _ROW_NAMES = 'set_id, id, key, idx, status, "values", cells, error, updated_at'
 ROW_PARAMS = len(_ROW_NAMES.split(","))
-UPSERT_ROW = _upsert("rows", _ROW_NAMES, "set_id, id")
 
 
 @functools.cache
 def upsert_rows(count: int) -> str:
-    """``UPSERT_ROW`` for ``count`` rows in one statement."""
+    """Write ``count`` rows in one statement, each named by its set and number."""
     return _upsert("rows", _ROW_NAMES, "set_id, id", rows=count)
+
+
+UPSERT_ROW = upsert_rows(1)
 
 
 def row_fields(row: RowRecord) -> tuple[Any, ...]:
