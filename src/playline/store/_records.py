@@ -1,8 +1,11 @@
 """The records the store keeps: runs, receipts, rows, events, ledger entries, boundaries.
 
-Frozen, slotted, keyword-only dataclasses: what a store returns is a snapshot, never a handle
-that changes under the caller. Statuses are enums; the JSON-shaped parts (inputs, outputs,
-cell values) stay plain Python values.
+Slotted dataclasses, and what a store returns is a snapshot, never a handle that changes
+under the caller. They are frozen, except those made for every call or row (receipts, claims,
+completions, ledger entries, rows, events): a frozen class's ``__init__`` costs about three
+times a plain one's. Those are never changed once made either (``dataclasses.replace`` makes a
+new one). Statuses are enums; the JSON-shaped parts (inputs, outputs, cell values) stay plain
+Python values.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class Answer(NamedTuple):
     run_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Receipt:
     """A tool call's durable record, keyed by its content (``_receipts.receipt_key``).
 
@@ -150,7 +153,7 @@ class Receipt:
     request: str | None = None  # the request it last went out in (intent before sending)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Claim:
     """A claim of ``key`` for a call about to be sent in ``request``.
 
@@ -175,7 +178,7 @@ class ClaimOutcome(StrEnum):
     IN_DOUBT = "in_doubt"  # it may have been paid and cannot be sent again safely
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimResult:
     outcome: ClaimOutcome
     receipt: Receipt
@@ -183,7 +186,7 @@ class ClaimResult:
     changed: bool = False  # ``receipt`` is a new state the store must write
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class LedgerEntry:
     """One paid (or free) live call: what it cost and whether it found something."""
 
@@ -213,7 +216,7 @@ class LedgerTotals:
         return self.found / self.calls if self.calls else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completion:
     """A receipt's result, with the charge that paid for it (written in one transaction)."""
 
@@ -222,7 +225,7 @@ class Completion:
     charge: LedgerEntry | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failure:
     """A receipt's failure; ``in_doubt`` when the request may have charged the provider.
     ``charge`` is a call the provider answered (and charged) with an unusable result;
@@ -260,7 +263,7 @@ class RowStatus(StrEnum):
     WAITING = "waiting"
 
 
-@dataclass(slots=True, kw_only=True)  # not frozen: one is made per row, and freezing costs
+@dataclass(slots=True, kw_only=True)
 class RowRecord:
     run_id: str
     dataset: str

@@ -43,6 +43,7 @@ from ._tables import (
     EVENT_COLUMNS,
     INSERT_EVENT,
     INSERT_LEDGER,
+    INSERT_RECEIPT,
     LEDGER_COLUMNS,
     RECEIPT_COLUMNS,
     RUN_COLUMNS,
@@ -342,7 +343,8 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         if lease_until is None:
             raise ValueError("write_receipts: claims need lease_until")
         keys = list(dict.fromkeys(c.key for c in claims))
-        known: dict[str, Receipt | None] = dict(self._select_receipts(cur, keys))
+        stored = self._select_receipts(cur, keys)
+        known: dict[str, Receipt | None] = dict(stored)
         results: list[ClaimResult] = []
         changed: dict[str, Receipt] = {}
         for claim in claims:
@@ -354,7 +356,14 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
                 known[claim.key] = changed[claim.key] = result.receipt
             results.append(result)
         if changed:
-            cur.executemany(UPSERT_RECEIPT, [receipt_params(r) for r in changed.values()])
+            new = [receipt_params(r) for key, r in changed.items() if key not in stored]
+            if new:
+                cur.executemany(INSERT_RECEIPT, new)
+            if len(new) < len(changed):
+                cur.executemany(
+                    UPSERT_RECEIPT,
+                    [receipt_params(r) for key, r in changed.items() if key in stored],
+                )
         return results
 
     def _complete(

@@ -26,6 +26,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "INSERT_EVENT",
     "INSERT_LEDGER",
+    "INSERT_RECEIPT",
     "LEDGER_COLUMNS",
     "RECEIPT_COLUMNS",
     "ROW_COLUMNS",
@@ -150,6 +151,8 @@ RECEIPT_COLUMNS = (
     "generation, request"
 )
 UPSERT_RECEIPT = _upsert("receipts", RECEIPT_COLUMNS, "key")
+# a key with no receipt yet (looked up in the same transaction): no conflict to look for
+INSERT_RECEIPT = f"INSERT INTO receipts ({RECEIPT_COLUMNS}) VALUES ({marks(13)})"
 
 
 def receipt_params(r: Receipt) -> tuple[Any, ...]:
