@@ -39,12 +39,14 @@ __all__ = [
     "OrderAdvice",
     "Trace",
     "changes_since",
+    "child_summaries",
     "columns_of",
     "dataset_columns",
     "defused",
     "export_rows",
     "flat",
     "gate_statistics",
+    "in_doubt",
     "ledger_by_column",
     "row_detail",
     "row_doc",
@@ -453,9 +455,27 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
     }
 
 
+def in_doubt(store: Store, run_id: str) -> dict[str, Any]:
+    """The calls of the run and its child plays that may have been charged with no record of
+    it (their requests were out when their process stopped, or timed out at a provider that
+    ignores idempotency keys): how many, and how many of each tool."""
+    tools = Counter(store.doubtful_receipts(run_id, now=time.time()).values())
+    return {"calls": tools.total(), "tools": dict(sorted(tools.items()))}
+
+
+def child_summaries(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's child plays (``ctx.run_play``), each with its rows and what it paid (its
+    credits count in the run's)."""
+    return [
+        {k: summary[k] for k in ("run_id", "play", "status", "rows", "credits")}
+        for summary in (run_summary(store, child) for child in store.child_runs(run_id))
+    ]
+
+
 def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
-    waterfalls with credits per hit, child plays, and what a suspended run waits for."""
+    waterfalls with credits per hit, child plays, the calls in doubt, and what a suspended run
+    waits for."""
     killed = run_status(run) == INTERRUPTED
     trace = trace_of(store, run.run_id, interrupted=killed)
     tools = []
@@ -484,10 +504,8 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
             for d in trace.datasets.values()
         ],
         waterfalls=[_waterfall_doc(w) for w in trace.waterfalls.values()],
-        children=[
-            {"run_id": c.run_id, "play": c.play, "status": run_status(c)}
-            for c in store.child_runs(run.run_id)
-        ],
+        children=child_summaries(store, run.run_id),
+        in_doubt=in_doubt(store, run.run_id),
         awaited_events=run.awaited_events if run.status is RunStatus.SUSPENDED else [],
     )
     return doc

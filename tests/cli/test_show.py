@@ -81,6 +81,14 @@ def _killed_mid_call(cli: Cli, run_id: str) -> None:
     (cli.tmp / "hold").unlink()
 
 
+def _run_page(cli: Cli, run_id: str) -> dict[str, Any]:
+    """What the web UI's run page shows of the run (``/api/run/ID``)."""
+    store = open_store(cli.store)
+    record = store.get_run(run_id)
+    assert record is not None
+    return run_detail(store, record)
+
+
 def _show(cli: Cli, run_id: str) -> tuple[str, dict[str, Any]]:
     shown = cli("show", run_id)
     assert shown.exit_code == 0, shown.output
@@ -113,6 +121,7 @@ def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli:
 
     # the call was out when the process died: it may have been charged, with no record of it
     assert doc["in_doubt"] == {"calls": 1, "tools": {"sh.held": 1}}
+    assert _run_page(cli, "k2")["in_doubt"] == doc["in_doubt"]  # the web UI's run page too
     assert (
         "1 call(s) in doubt (may have been charged): 1 of sh.held. `playline resume k2` "
         "re-sends those whose provider recognises idempotency keys (no second charge); "
@@ -127,6 +136,7 @@ def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli:
     assert retried.exit_code == 0, retried.output
     out, doc = _show(cli, "k2")
     assert doc["in_doubt"] == {"calls": 0, "tools": {}} and "in doubt" not in out, out
+    assert _run_page(cli, "k2")["in_doubt"] == doc["in_doubt"]
     assert doc["status"] == "completed" and doc["trace"]["totals"]["credits"] == 2
 
 
@@ -172,6 +182,7 @@ def test_show_totals_a_parent_runs_credits_as_its_stats_do_with_its_child_plays(
         "of them paid by its child plays, listed below)"
     ) in out, out
     assert f"│ {child.run_id} │ kid │ completed │ 10 │ 10 │" in out, out
+    assert _run_page(cli, "p1")["children"] == doc["child_runs"]  # the web UI's run page too
     # the child's own show: its calls and credits, none of them a child's
     _, kid = _show(cli, child.run_id)
     assert kid["trace"]["totals"] == {

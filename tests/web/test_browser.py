@@ -12,14 +12,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import playline as pl
 import playline.demo
 from playline.sim import Simulator, serve
-from playline.store import RunStatus, open_store
+from playline.store import Claim, RunStatus, open_store
 from playline.web import UIConfig, create_app
 from services import chromium_context, serve_asgi
 
@@ -155,3 +158,60 @@ def test_chips_drawer_keys_aria_and_screenshots(
         assert not errors, errors
     for name in ("runs.png", "run.png", "grid.png", "grid-drawer.png"):
         assert (artifacts / name).stat().st_size > 10_000
+
+
+@pl.tool("web.paid", cost=pl.Cost(1))
+def _paid(input: dict[str, Any]) -> dict[str, Any]:
+    return {"v": input["i"]}
+
+
+@pl.play(name="web-kid")
+async def _kid(ctx: pl.Context, input: dict[str, Any]) -> int:
+    ds = await (
+        ctx.dataset("d", [{"i": i} for i in range(input["n"])], key="i")
+        .with_column("v", lambda row, ctx: ctx.tool("web.paid", {"i": row["i"]}))
+        .run()
+    )
+    return len(ds)
+
+
+@pl.play(name="web-parent")
+async def _parent(ctx: pl.Context, input: Any) -> Any:
+    return await ctx.run_play("kid", _kid, {"n": 10})
+
+
+def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
+    tmp_path: Path, chromium_path: Path, artifacts: Path
+) -> None:
+    """What `playline show` says of a run's money, the run page says too: the child plays'
+    credits, and the calls a dead process left in doubt (claimed, their lease run out) with
+    how to settle them."""
+    url = f"sqlite:///{tmp_path}/money.db"
+    db = open_store(url)
+    result = pl.run(_parent, store=db, tools=[_paid])
+    assert result.status == "completed", result.error
+    now = time.time()
+    claim = Claim(key="k" * 64, tool="web.paid", run_id=result.run_id, request="r-1")
+    db.write_receipts(claims=[claim], owner="died", now=now - 60, lease_until=now - 30)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    config = UIConfig(store=db, store_url=url)
+    with serve_asgi(create_app(config)) as base, chromium_context(chromium_path) as browser:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{base}/run/{result.run_id}")
+        doubt = page.locator("#doubt:not([hidden]) #doubt-text")
+        doubt.wait_for(timeout=WAIT_MS)
+        assert doubt.inner_text() == (
+            "1 call(s) may have been charged with no record of it: 1 of web.paid. Resume "
+            "re-sends those whose provider recognises idempotency keys (no second charge); "
+            f"`playline resume {result.run_id} --retry-in-doubt` buys the others again."
+        )
+        stats = page.locator("#stats").inner_text()
+        assert "10 (10 by child plays)" in stats and "calls in doubt\n1" in stats, stats
+        (child,) = db.child_runs(result.run_id)
+        trace = page.locator("#trace").inner_text()
+        assert f"child play web-kid ({child.run_id}): completed · 10 rows · 10 credits" in trace
+        page.screenshot(path=str(artifacts / "run-in-doubt.png"), full_page=True)
+        assert not errors, errors
+    db.close()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,8 +16,10 @@ from .._trace import (
     INTERRUPTED,
     OrderAdvice,
     Trace,
+    child_summaries,
     dataset_columns,
     flat,
+    in_doubt,
     run_status,
     run_summary,
     trace_of,
@@ -142,9 +142,8 @@ def show(
     try:
         killed = run_status(run) == INTERRUPTED
         trace = trace_of(db, run_id, attempts=run.attempts, interrupted=killed)
-        children = [run_summary(db, child) for child in db.child_runs(run_id)]
-        # calls whose requests may have reached their provider with no record of it
-        in_doubt = Counter(db.doubtful_receipts(run_id, now=time.time()).values())
+        children = child_summaries(db, run_id)
+        doubt = in_doubt(db, run_id)
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -153,7 +152,7 @@ def show(
             "store: showing the run's record only.",
             err=True,
         )
-        trace, children, in_doubt = Trace(), [], Counter()
+        trace, children, doubt = Trace(), [], {"calls": 0, "tools": {}}
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
@@ -172,15 +171,13 @@ def show(
                 {**waterfall_summary(w), "order": advice[w["id"]].to_dict()}
                 for w in trace.waterfalls.values()
             ],
-            "child_runs": [
-                {k: c[k] for k in ("run_id", "play", "status", "rows", "credits")} for c in children
-            ],
-            "in_doubt": {"calls": in_doubt.total(), "tools": dict(sorted(in_doubt.items()))},
+            "child_runs": children,
+            "in_doubt": doubt,
         }
         typer.echo(json.dumps(doc, default=str))
         return
     counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
-    _show_header(run, trace, counts, in_doubt)
+    _show_header(run, trace, counts, doubt)
     _show_attempts(trace)
     _show_datasets(trace, counts)
     _show_tools(trace)
@@ -197,7 +194,7 @@ def show(
 
 
 def _show_header(
-    run: RunRecord, trace: Trace, counts: dict[str, RowCounts], in_doubt: Counter[str]
+    run: RunRecord, trace: Trace, counts: dict[str, RowCounts], doubt: dict[str, Any]
 ) -> None:
     status = run_status(run)
     style = STATUS_STYLE.get(status, "red")
@@ -243,8 +240,8 @@ def _show_header(
         f"requests · {credits}",
         highlight=False,
     )
-    if in_doubt:
-        _show_in_doubt(run, trace, status, in_doubt)
+    if doubt["calls"]:
+        _show_in_doubt(run, trace, status, doubt)
     if counts:
         statuses: dict[str, int] = {}
         for c in counts.values():
@@ -255,13 +252,11 @@ def _show_header(
         console.print(f"  rows stored: {rows} ({parts})", highlight=False)
 
 
-def _show_in_doubt(run: RunRecord, trace: Trace, status: str, in_doubt: Counter[str]) -> None:
-    """The calls (the run's and its child plays') that may have been charged with no record
-    of it: their requests were out when their process stopped, or they timed out at a
-    provider that ignores idempotency keys. How to settle them, unless the run is live."""
-    calls = in_doubt.total()
-    tools = ", ".join(f"{n} of {tool}" for tool, n in sorted(in_doubt.items()))
-    line = f"  [yellow]{calls} call(s) in doubt (may have been charged)[/yellow]: {tools}"
+def _show_in_doubt(run: RunRecord, trace: Trace, status: str, doubt: dict[str, Any]) -> None:
+    """The calls that may have been charged with no record of it (``in_doubt``), and how to
+    settle them, unless the run is live."""
+    tools = ", ".join(f"{n} of {tool}" for tool, n in doubt["tools"].items())
+    line = f"  [yellow]{doubt['calls']} call(s) in doubt (may have been charged)[/yellow]: {tools}"
     if status not in ("running", "queued"):
         if trace.source is not None:  # started by `playline run`: resumable from here
             resume = f"`playline resume {run.run_id}`"

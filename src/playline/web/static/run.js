@@ -47,11 +47,26 @@ function render(doc) {
     select.replaceChildren(...doc.awaited_events.map((k) => el("option", { value: k }, k)));
   }
 
+  const doubt = doc.in_doubt;
+  document.getElementById("doubt").hidden = !doubt.calls;
+  if (doubt.calls) {  // as `playline show` says it
+    const tools = Object.entries(doubt.tools).map(([tool, n]) => `${num(n)} of ${tool}`);
+    const live = ["running", "queued"].includes(doc.status);
+    document.getElementById("doubt-text").textContent =
+      `${num(doubt.calls)} call(s) may have been charged with no record of it: ` +
+      `${tools.join(", ")}.` + (live ? "" : " Resume re-sends those whose provider recognises " +
+      "idempotency keys (no second charge); `playline resume " + runId +
+      " --retry-in-doubt` buys the others again.");
+  }
+
   const s = doc.stats || {};
+  const child = doc.trace.totals.child_credits;
   const stats = [
     ["rows", doc.rows], ["failed", doc.rows_failed], ["reused", doc.rows_reused],
-    ["credits", credits(doc.credits)], ["live calls", s.tool_calls_live],
-    ["cached calls", s.tool_calls_cached], ["provider requests", s.tool_requests],
+    ["credits", credits(doc.credits) + (child ? ` (${credits(child)} by child plays)` : "")],
+    ["live calls", s.tool_calls_live], ["cached calls", s.tool_calls_cached],
+    ["calls not sent (budget)", s.tool_calls_not_sent || null],
+    ["calls in doubt", doubt.calls || null], ["provider requests", s.tool_requests],
   ];
   document.getElementById("stats").replaceChildren(
     ...stats.filter(([, v]) => v !== undefined && v !== null).map(([k, v]) =>
@@ -85,7 +100,8 @@ function render(doc) {
   for (const [tool, t] of Object.entries(doc.trace.tools))
     trace.push(`${tool}: ${num(t.requests)} requests carrying ${num(t.inputs)} inputs`);
   for (const c of doc.children) trace.push(el("span", {}, "child play ",
-    el("a", { href: `/run/${c.run_id}` }, `${c.play} (${c.run_id})`), `: ${c.status}`));
+    el("a", { href: `/run/${c.run_id}` }, `${c.play} (${c.run_id})`),
+    `: ${c.status} · ${num(c.rows)} rows · ${credits(c.credits)} credits`));
   for (const [kind, n] of Object.entries(doc.trace.steps)) trace.push(`${n} ${kind} event(s)`);
   if (doc.waiting && !doc.waiting.stop && doc.status === "suspended") trace.push(`waits: ${text(doc.waiting)}`);
   document.getElementById("trace").replaceChildren(...trace.map((t) => el("li", {}, t)));
