@@ -2,9 +2,10 @@
 
 A row runs its columns in one synchronous step for as long as resolvers return plain values
 (the fast path: no task, no coroutine). When a resolver returns a queued tool call (a
-future), the row parks on that future and goes on from a callback when it settles; any other
-awaitable (an ``async def`` resolver) gets a task. So a million pure rows cost a loop, and a
-row waiting on a batched call costs a callback, not a task.
+future), the row parks on that future; the rows whose calls settle in one turn of the loop
+(a wave's answers) then go on together, as a group (``_go_on``). Any other awaitable (an
+``async def`` resolver) gets a task. So a million pure rows cost a loop, and a row waiting
+on a batched call costs neither a task nor a callback of its own.
 
 Events: each cell's final status is reported once. Cells set in the step that finishes their
 row ride in the row's event (``data["cells"]``): nobody could have seen them change apart.
@@ -23,6 +24,7 @@ cell, naming its size, and the row's other cells are kept.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -179,6 +181,9 @@ class DatasetRun:
         self._done_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
+        # rows whose calls settled, to go on together (_go_on), in the dataset's own context
+        self._arrivals: list[tuple[RowScope, int, asyncio.Future[Any]]] = []
+        self._context = contextvars.copy_context()
 
     async def execute(
         self, items: Iterable[Any], description: str | None, total: int | None = None
@@ -457,7 +462,10 @@ class DatasetRun:
                 answer = found.get(call.key)
                 if answer is None:
                     call.looked_up = looked_up
-                    self._park(row, position, dispatcher.submit(call, row))
+                    self._report_cells(row)  # it waits for its call, as _park reports
+                    dispatcher.submit(
+                        call, row, then=functools.partial(self._arrived, row, position, call.future)
+                    )
                 else:
                     self._set(row, column, executor.answer_from(call, answer.result))
                     answered.append(row)
@@ -518,7 +526,7 @@ class DatasetRun:
             _close(value)
             raise
         if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
-            value.add_done_callback(functools.partial(self._resume, row, position))
+            value.add_done_callback(functools.partial(self._arrived, row, position))
         else:
             assert self._tasks is not None
             waiting = self._await(row, position, value)
@@ -558,13 +566,36 @@ class DatasetRun:
         finally:
             current_row.reset(token)
 
-    def _resume(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
-        if done.cancelled():
-            return  # the run is stopping; the row stays pending for a resume
-        try:
-            self._settled(row, position, done.exception(), done.result)
-        except BaseException as exc:
-            self._abort(exc)
+    def _arrived(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
+        """The call ``row`` waited on in column ``position`` settled: the row goes on with the
+        others that arrive in this turn of the loop (``_go_on``)."""
+        self._arrivals.append((row, position, done))
+        if len(self._arrivals) == 1:
+            asyncio.get_running_loop().call_soon(self._go_on, context=self._context)
+
+    def _go_on(self) -> None:
+        """The rows whose calls settled since the last turn of the loop go on together: a row
+        whose call failed is finished (its cell failed), the others run their next columns as
+        one group (``_run``), so a wave's answers go on as a group, not a callback each."""
+        arrivals, self._arrivals = self._arrivals, []
+        starts: dict[int, list[RowScope]] = {}
+        for row, position, done in arrivals:
+            if done.cancelled():
+                continue  # the run is stopping; the row stays pending for a resume
+            try:
+                error = done.exception()
+                if error is None:
+                    self._set(row, self.columns[position], done.result())
+                    starts.setdefault(position + 1, []).append(row)
+                else:
+                    self._settled(row, position, error, None)
+            except BaseException as exc:
+                self._abort(exc)
+        for start, rows in starts.items():
+            try:
+                self._run(rows, start)
+            except BaseException as exc:
+                self._abort(exc)
 
     async def _await(self, row: RowScope, position: int, awaitable: Awaitable[Any]) -> None:
         token = current_row.set(row)

@@ -60,13 +60,17 @@ class Dispatcher:
     def release_rows(self, count: int) -> None:
         self.blocked_rows -= count
 
-    def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
-        """Queue a call made by a row; the returned future settles with its result."""
+    def submit(
+        self, call: ToolCall, scope: RowScope, *, then: Callable[[], None] | None = None
+    ) -> asyncio.Future[ToolResult]:
+        """Queue a call made by a row; the returned future settles with its result, and
+        ``then`` is called as it settles (the row's own way to learn it, with no callback
+        scheduled on the future)."""
         scope.pending += 1
         if scope.pending == 1:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
-        call.on_settle = lambda: self._unblock(scope)
+        call.on_settle = lambda: self._unblock(scope, then)
         queue = self._queues.setdefault(call.spec.id, [])
         queue.append(call)
         if len(queue) >= _pass_size(call.spec):
@@ -74,10 +78,12 @@ class Dispatcher:
         self._check()
         return call.future
 
-    def _unblock(self, scope: RowScope) -> None:
+    def _unblock(self, scope: RowScope, then: Callable[[], None] | None = None) -> None:
         scope.pending -= 1
         if scope.pending == 0:
             self.blocked_rows -= 1
+        if then is not None:
+            then()
 
     def _check(self) -> None:
         if not self._queues:
