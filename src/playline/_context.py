@@ -102,7 +102,8 @@ class Context:
 
         Returns the value (a list when ``min_results > 1``) or None. In a column, the rows
         waiting on the same step send their calls as one batched pass; which step won, and
-        each step's status and cost, go into the cell's metadata (``"waterfall"``).
+        each step's status and cost, go into the cell's metadata (``"waterfall"``; a column
+        that runs several keeps each one's in ``"waterfalls"``, in the order they ran).
         """
         spec = resolve(waterfall)
         if not isinstance(input, Mapping):

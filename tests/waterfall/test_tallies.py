@@ -227,3 +227,38 @@ def test_a_waterfall_outside_a_dataset_counts_once_per_run(registry):
     }  # fmt: skip
     shown = trace_of(open_store(store), again.run_id).waterfalls["three"]
     assert (shown["rows"], shown["satisfied"]) == (2, 2)
+
+
+def test_two_waterfalls_in_one_column_are_both_counted_and_kept_in_its_cell(registry):
+    """A column whose resolver runs two waterfalls keeps both provenances in its cell: the
+    run's tallies and ``playline show`` count each, after the run and after a resume that
+    reuses the rows as stored."""
+    calls: dict[str, list[list[int]]] = {}
+    first = three_steps(registry, calls)
+    second = pl.Waterfall("again", output="email", steps=[pl.ToolStep("c", "t.c")])
+
+    async def both(row: Any, ctx: pl.Context) -> Any:
+        one = await ctx.waterfall(first, {"x": row["x"]})
+        two = await ctx.waterfall(second, {"x": row["x"]})
+        return {"first": one, "second": two}
+
+    @pl.play(name="tallies-two")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return len(await ctx.dataset("rows", rows(12), key="x").with_column("both", both).run())
+
+    store = fresh_store()
+    done = run(play, tools=[registry], store=store)
+    assert done.status == "completed", done.error
+    resumed = run(play, tools=[registry], store=store, run_id=done.run_id)
+    assert resumed.stats.rows_reused == 12
+    for result in (done, resumed):
+        tallies = result.stats.waterfalls
+        assert (tallies["three"]["rows"], tallies["again"]["rows"]) == (12, 12)
+        assert _steps(tallies["three"]) == CLEAN
+        assert _steps(tallies["again"]) == {"c": (12, 12, 16.0)}  # 4 bought by "three"
+    shown = trace_of(open_store(store), done.run_id).waterfalls
+    assert (shown["three"]["rows"], shown["again"]["rows"]) == (12, 12)
+    (row, *_) = open_store(store).iter_rows(done.run_id, "rows")
+    meta = row.cells["both"]
+    assert [p["id"] for p in meta["waterfalls"]] == ["three", "again"]
+    assert meta["waterfall"]["id"] == "again"  # the last, as before: what the drawer shows

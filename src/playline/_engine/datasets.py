@@ -665,9 +665,10 @@ class DatasetRun:
                 meta["cost"] = cost
         else:
             meta = {"status": "completed"}
-        waterfall = row.notes.pop("waterfall", None)  # left by ctx.waterfall in this column
-        if waterfall is not None:
-            meta["waterfall"] = waterfall
+        waterfalls = row.notes.pop("waterfalls", None)  # left by ctx.waterfall in this column
+        if waterfalls is not None:
+            _keep_waterfalls(meta, waterfalls)
+            waterfall = waterfalls[-1]  # the last one run gives the cell its value
             meta.pop("provider", None)
             if waterfall.get("provider"):
                 meta["provider"] = waterfall["provider"]
@@ -710,8 +711,8 @@ class DatasetRun:
             # the provider's words, as the message: a secret echoed in them is not stored
             meta["code"] = None if error.code is None else redact(str(error.code))
             meta["request_id"] = None if error.request_id is None else redact(str(error.request_id))
-        if "waterfall" in notes:  # the provenance of a waterfall that ran before the failure
-            meta["waterfall"] = notes["waterfall"]
+        if "waterfalls" in notes:  # the provenance of waterfalls that ran before the failure
+            _keep_waterfalls(meta, notes["waterfalls"])
         row.values[column.name] = None
         row.cells[column.name] = meta
         if not column.hidden:
@@ -939,6 +940,14 @@ class DatasetRun:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # never awaitable
+
+
+def _keep_waterfalls(meta: CellMeta, provenances: list[dict[str, Any]]) -> None:
+    """A cell keeps the provenance of its column's last waterfall (``waterfall``), and of
+    each when its resolver ran more than one (``waterfalls``, in the order they ran)."""
+    meta["waterfall"] = provenances[-1]
+    if len(provenances) > 1:
+        meta["waterfalls"] = provenances
 
 
 def _awaitable(value: Any) -> bool:

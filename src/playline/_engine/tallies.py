@@ -1,10 +1,11 @@
 """A run's waterfall tallies: each row counted once, as its stored cell last has it.
 
 A waterfall that fills a cell leaves its provenance in the cell's metadata
-(``meta["waterfall"]``: the winner, and each step's status, provider, cost and whether
-receipts answered it; see ``waterfalls.py``). A run's tallies per waterfall and step (rows,
-satisfied; attempts, hits, not found, failed, skipped, cached, credits) are folded from
-those: one provenance per stored row and column, whichever attempt wrote it. So:
+(``meta["waterfall"]``, and ``meta["waterfalls"]`` for a column that ran several: the winner,
+and each step's status, provider, cost and whether receipts answered it; see
+``waterfalls.py``). A run's tallies per waterfall and step (rows, satisfied; attempts, hits,
+not found, failed, skipped, cached, credits) are folded from those: one provenance per stored
+row, column and waterfall, whichever attempt wrote it. So:
 
 - a row that a resume runs again (a failed row, a row a budget or a stop left pending,
   ``--retry-failed``) counts once, as it is stored now, not once per attempt;
@@ -177,12 +178,16 @@ class Tallies:
 
 
 def provenances(cells: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """The waterfall provenances a stored row's cells keep (one per column at most), each
-    with its column."""
+    """The waterfall provenances a stored row's cells keep, each with its column: a column's
+    last waterfall's (``waterfall``), or each of them when it ran several (``waterfalls``)."""
     for column, meta in cells.items():
-        provenance = meta.get("waterfall") if isinstance(meta, Mapping) else None
-        if isinstance(provenance, Mapping):
-            yield column, provenance
+        if not isinstance(meta, Mapping):
+            continue
+        several = meta.get("waterfalls")
+        kept = several if isinstance(several, list) else [meta.get("waterfall")]
+        for provenance in kept:
+            if isinstance(provenance, Mapping):
+                yield column, provenance
 
 
 def stored_tallies(store: Store, run_id: str) -> Tallies:
@@ -194,18 +199,26 @@ def stored_tallies(store: Store, run_id: str) -> Tallies:
     and tool (``_bought_here``), so the run's credits per step are what it paid and a step's
     price is learnt from it once."""
     tallies = Tallies()
-    replayed: list[tuple[tuple[str, str, str], Mapping[str, Any]]] = []
+    # a cell's provenances, when receipts answered a step of one of them
+    replayed: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for dataset, key, cells in store.iter_cells(run_id, "waterfall"):
+        kept: dict[str, list[Mapping[str, Any]]] = {}
         for column, provenance in provenances(cells):
-            if _answered_from_receipts(provenance):
-                replayed.append(((dataset, key, column), provenance))
+            kept.setdefault(column, []).append(provenance)
+        for column, provenances_of_cell in kept.items():
+            if any(_answered_from_receipts(p) for p in provenances_of_cell):
+                replayed[(dataset, key, column)] = provenances_of_cell
             else:
-                tallies.add(provenance)
+                for provenance in provenances_of_cell:
+                    tallies.add(provenance)
     if replayed:
         paid = _paid_by_cell(store, run_id)
-        for cell, provenance in replayed:
+        for cell, provenances_of_cell in replayed.items():
             charged = paid.get(cell)
-            tallies.add(_bought_here(provenance, charged) if charged else provenance)
+            for provenance in (
+                _bought_here(provenances_of_cell, charged) if charged else provenances_of_cell
+            ):
+                tallies.add(provenance)
     return tallies
 
 
@@ -228,23 +241,32 @@ def _paid_by_cell(store: Store, run_id: str) -> dict[tuple[str, str, str], dict[
     return paid
 
 
-def _bought_here(provenance: Mapping[str, Any], charged: Mapping[str, float]) -> Mapping[str, Any]:
-    """``provenance`` with its steps that receipts answered but this run paid for (its
-    ledger charged the cell for the step's tool beyond what the cell's paid steps cost)
-    counted as paid, at that charge."""
-    steps = provenance["steps"]
+def _bought_here(
+    provenances: list[Mapping[str, Any]], charged: Mapping[str, float]
+) -> list[Mapping[str, Any]]:
+    """A cell's ``provenances`` with their steps that receipts answered but this run paid for
+    (its ledger charged the cell for the step's tool beyond what the cell's paid steps cost)
+    counted as paid, at that charge: each charge once, whichever of them it goes to."""
     left = dict(charged)
-    for meta in steps.values():
-        if isinstance(meta, Mapping) and not meta.get("cached") and meta.get("provider"):
-            cost = meta.get("cost")
-            if isinstance(cost, int | float):
-                left[meta["provider"]] = left.get(meta["provider"], 0.0) - cost
-    mended: dict[str, Any] = {}
-    for step_id, meta in steps.items():
-        provider = meta.get("provider") if isinstance(meta, Mapping) else None
-        if isinstance(meta, Mapping) and meta.get("cached") and left.get(provider or "", 0) > 1e-9:
-            assert provider is not None
-            meta = {**meta, "cached": False, "cost": left[provider]}
-            left[provider] = 0.0
-        mended[step_id] = meta
-    return {**provenance, "steps": mended}
+    for provenance in provenances:
+        for meta in provenance["steps"].values():
+            if isinstance(meta, Mapping) and not meta.get("cached") and meta.get("provider"):
+                cost = meta.get("cost")
+                if isinstance(cost, int | float):
+                    left[meta["provider"]] = left.get(meta["provider"], 0.0) - cost
+    mended_all: list[Mapping[str, Any]] = []
+    for provenance in provenances:
+        mended: dict[str, Any] = {}
+        for step_id, meta in provenance["steps"].items():
+            provider = meta.get("provider") if isinstance(meta, Mapping) else None
+            if (
+                isinstance(meta, Mapping)
+                and meta.get("cached")
+                and left.get(provider or "", 0) > 1e-9
+            ):
+                assert provider is not None
+                meta = {**meta, "cached": False, "cost": left[provider]}
+                left[provider] = 0.0
+            mended[step_id] = meta
+        mended_all.append({**provenance, "steps": mended})
+    return mended_all

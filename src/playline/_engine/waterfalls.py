@@ -8,7 +8,8 @@ direct calls.
 
 A step learns what its calls returned (and cost) through ``result_sink``: a code step gets
 the play's own context and nothing wraps it. Per cell, the provenance (which step won; each
-step's status, provider and cost) goes into the cell's metadata under ``"waterfall"``. A row
+step's status, provider and cost) goes into the cell's metadata under ``"waterfall"`` (and
+each one's under ``"waterfalls"``, when a column runs several). A row
 that no step satisfied while a step *failed* (a 5xx, a 401, a timeout) fails with that cause,
 so a resume tries it again; a row every step answered "not found" is not found. The run's
 tallies are folded from these provenances, each row once (``tallies.py``).
@@ -134,7 +135,7 @@ async def run_waterfall(
     if winner is None:
         provenance["reason"] = _reason(spec, held, steps)
     if row is not None:  # folded into the cell's metadata when the column settles or fails
-        row.notes["waterfall"] = provenance
+        row.notes.setdefault("waterfalls", []).append(provenance)
     count(provenance)
     if winner is None and failure is not None:
         raise _unsatisfied(spec, failure)

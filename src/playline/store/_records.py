@@ -254,6 +254,7 @@ class CellMeta(TypedDict, total=False):
     code: str | None
     request_id: str | None
     waterfall: dict[str, Any]  # which step won; each step's status, provider and cost
+    waterfalls: list[dict[str, Any]]  # each waterfall's, when the column ran more than one
     result: bool  # the value is a tool result's data (a retried row gets the result back)
 
 
