@@ -568,9 +568,14 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
 
 
 def _tools_of(meta: CellMeta) -> list[str]:
-    """The tools a cell's value came from: its provider, and its waterfall's steps'."""
-    steps = (meta.get("waterfall") or {}).get("steps") or {}
-    tools = [s["provider"] for s in steps.values() if isinstance(s, dict) and s.get("provider")]
+    """The tools a cell's value came from: its provider, and its waterfalls' steps'."""
+    falls = meta.get("waterfalls") or [meta.get("waterfall") or {}]
+    tools = [
+        s["provider"]
+        for fall in falls
+        for s in (fall.get("steps") or {}).values()
+        if isinstance(s, dict) and s.get("provider")
+    ]
     provider = meta.get("provider")
     return [provider, *tools] if provider else tools
 

@@ -215,3 +215,37 @@ def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
         page.screenshot(path=str(artifacts / "run-in-doubt.png"), full_page=True)
         assert not errors, errors
     db.close()
+
+
+def test_the_drawer_shows_each_waterfall_a_column_ran(tmp_path: Path, chromium_path: Path) -> None:
+    """A column whose resolver runs two waterfalls shows both in the row's drawer."""
+    first = pl.Waterfall("first", output="v", steps=[pl.ToolStep("paid", "web.paid")])
+    second = pl.Waterfall("second", output="v", steps=[pl.ToolStep("again", "web.paid")])
+
+    async def both(row: Any, ctx: pl.Context) -> Any:
+        return [await ctx.waterfall(first, {"i": row["i"]}),
+                await ctx.waterfall(second, {"i": row["i"] + 100})]  # fmt: skip
+
+    @pl.play(name="web-two-waterfalls")
+    async def play(ctx: pl.Context, input: Any) -> int:
+        rows = [{"i": i} for i in range(3)]
+        return len(await ctx.dataset("d", rows, key="i").with_column("both", both).run())
+
+    url = f"sqlite:///{tmp_path}/falls.db"
+    db = open_store(url)
+    result = pl.run(play, store=db, tools=[_paid])
+    assert result.status == "completed", result.error
+    config = UIConfig(store=db, store_url=url)
+    with serve_asgi(create_app(config)) as base, chromium_context(chromium_path) as browser:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{base}/grid/{result.run_id}?dataset=d")
+        page.locator("#shown", has_text="3 rows").wait_for(timeout=WAIT_MS)
+        page.locator(".ag-center-cols-container .ag-row [col-id='both']").first.click()
+        page.locator("#drawer:not([hidden])").wait_for(timeout=WAIT_MS)
+        drawer = page.locator("#drawer").inner_text()
+        assert "Waterfall first: won by paid" in drawer, drawer
+        assert "Waterfall second: won by again" in drawer, drawer
+        assert not errors, errors
+    db.close()

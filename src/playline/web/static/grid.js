@@ -272,8 +272,7 @@ async function openDrawer(row) {
       field("cost", credits(meta.cost)), field("reason", meta.reason), field("error", meta.error),
       field("HTTP status", meta.http_status), field("code", meta.code), field("request id", meta.request_id),
     ].filter(Boolean).flat()));
-    const fall = meta.waterfall;
-    if (fall) {
+    for (const fall of meta.waterfalls || (meta.waterfall ? [meta.waterfall] : [])) {
       block.append(el("h4", {}, `Waterfall ${fall.id}: ${fall.winner ? `won by ${fall.winner}` : "no step found a value"}`));
       block.append(el("table", { class: "table attempts" },
         el("thead", {}, el("tr", {}, ...["Step", "Provider", "Status", "Cost", "Cached", "Error or reason"].map((h) => el("th", { scope: "col" }, h)))),
