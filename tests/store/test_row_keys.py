@@ -9,6 +9,8 @@ whether it closed, died, or handed the run on.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,43 @@ def _old_rows_are_kept(store: Store) -> None:
     assert _keys(store) == ["z", "a", "b", "c"]
     assert store.load_rows("r1", "people", ["a"])["a"].status == "failed"
     assert store.datasets("r1") == ["firms", "people"]
+
+
+def test_threads_saving_the_same_keys_at_once_leave_one_row_a_key(durable_url: str) -> None:
+    """One store object used from several threads at once (the PostgreSQL pool's, or a UI
+    beside a run): a writer that numbers a row and one that saves its key next never both
+    number it, whichever commits first."""
+    store = _opened(durable_url + ("&" if "?" in durable_url else "?") + "pool_size=4"
+                    if durable_url.startswith("postgres") else durable_url)  # fmt: skip
+    keys = [f"k{i}" for i in range(300)]
+    start = threading.Barrier(4)
+    store._tails.lock = _Yielding()  # the others get their turn as a writer learns its rows
+
+    def save() -> None:  # each thread saves each key, in the same order: each new key races
+        start.wait()
+        for key in keys:
+            store.save_rows([row(key, int(key[1:]))])
+
+    threads = [threading.Thread(target=save) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.key for r in store.iter_rows("r1", "people")) == sorted(keys)
+    store.close()
+    assert sorted(r.key for r in _opened(durable_url).iter_rows("r1", "people")) == sorted(keys)
+
+
+class _Yielding:
+    """A lock that lets the other threads run before it is taken: the moment between a
+    save's commit and what its store object learns of it is then one they all meet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        time.sleep(0)  # a turn for the others, not a wait for anything
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()

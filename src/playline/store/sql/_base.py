@@ -159,24 +159,25 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         now: float,
         options: Mapping[str, Any] | None = None,
     ) -> RunClaim:
-        with self._transaction(f"claim run {run_id}", write=True) as cur:
-            self._lock_keys(cur, [f"run:{run_id}"])
-            row = cur.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            claim, held = decide_run_claim(
-                None if row is None else run_from(row),
-                holder=holder,
-                lease_until=lease_until,
-                now=now,
-                options=options,
-            )
-            adopted: list[int] = []
-            if held is not None:
-                cur.execute(UPSERT_RUN, run_params(held))
-                self._set_waits(cur, held)
-                adopted = self._adopt_run(cur, run_id)
-        self._indexed(adopted)
+        with self._tails.writing:  # until the tails it adopts are known adopted (_Tails)
+            with self._transaction(f"claim run {run_id}", write=True) as cur:
+                self._lock_keys(cur, [f"run:{run_id}"])
+                row = cur.execute(
+                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                claim, held = decide_run_claim(
+                    None if row is None else run_from(row),
+                    holder=holder,
+                    lease_until=lease_until,
+                    now=now,
+                    options=options,
+                )
+                adopted: list[int] = []
+                if held is not None:
+                    cur.execute(UPSERT_RUN, run_params(held))
+                    self._set_waits(cur, held)
+                    adopted = self._adopt_run(cur, run_id)
+            self._indexed(adopted)
         return claim
 
     def renew_runs(self, holder: str, *, lease_until: float) -> list[RunRecord]:
@@ -192,31 +193,32 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         return [run_from(row) for row in rows]
 
     def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
-        with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
-            self._lock_keys(cur, [f"run:{run_id}"])
-            row = cur.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            run = None if row is None else run_from(row)
-            if run is None or run.holder != holder:
-                raise StoreError(lost_run(run_id, run))
-            ended = replace(
-                run,
-                status=end.status,
-                output=end.output,
-                error=end.error,
-                stats=end.stats,
-                waiting=end.waiting,
-                counters=end.counters,
-                holder=None,
-                lease_until=None,
-                stop_requested=False,
-                updated_at=now,
-            )
-            cur.execute(UPSERT_RUN, run_params(ended))
-            self._set_waits(cur, ended)
-            indexed = self._index_run(cur, run_id)
-        self._indexed(indexed)
+        with self._tails.writing:  # until the tails it indexes are known indexed (_Tails)
+            with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
+                self._lock_keys(cur, [f"run:{run_id}"])
+                row = cur.execute(
+                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                run = None if row is None else run_from(row)
+                if run is None or run.holder != holder:
+                    raise StoreError(lost_run(run_id, run))
+                ended = replace(
+                    run,
+                    status=end.status,
+                    output=end.output,
+                    error=end.error,
+                    stats=end.stats,
+                    waiting=end.waiting,
+                    counters=end.counters,
+                    holder=None,
+                    lease_until=None,
+                    stop_requested=False,
+                    updated_at=now,
+                )
+                cur.execute(UPSERT_RUN, run_params(ended))
+                self._set_waits(cur, ended)
+                indexed = self._index_run(cur, run_id)
+            self._indexed(indexed)
 
     @staticmethod
     def _set_waits(cur: Cursor, run: RunRecord) -> None:

@@ -46,10 +46,17 @@ _SELECT_ROWS = "SELECT " + ", ".join(f"r.{c.strip()}" for c in ROW_COLUMNS.split
 
 @dataclass
 class _Tails:
-    """What a store object knows of the tails it owns: per set, its rows' keys and numbers."""
+    """What a store object knows of the tails it owns: per set, its rows' keys and numbers.
+
+    ``writing`` is held by each write that changes a tail, from before its transaction until
+    the tail is updated after its commit: another thread of the same object that saved a key
+    the moment after the commit would otherwise not find it (not indexed yet, not in the
+    tail yet) and number a second row for it. Taken before any transaction, never inside one.
+    """
 
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards ``keys``
+    writing: threading.Lock = field(default_factory=threading.Lock)
     keys: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def known(self, set_id: int, owner: str | None) -> dict[str, int] | None:
@@ -86,39 +93,42 @@ class RowTables:
         tails = self._tails
         # each set's keys numbered in its tail, and whether they replace those known before
         numbered: list[tuple[int, dict[str, int], bool]] = []
-        with self._transaction(f"save {len(rows)} rows", write=True) as cur:
-            # two names that make one lock key only wait for each other
-            self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
-            for (run_id, dataset), fields in sets.items():
-                set_id, keyed, owner = self._set(cur, run_id, dataset)
-                known = tails.known(set_id, owner)
-                fresh = known is None
-                if known is None:
-                    keyed, known = self._adopt(cur, set_id, keyed), {}
-                # keys written before the tail
-                before = (
-                    self._keyed(cur, set_id, [k for k in fields if k not in known]) if keyed else {}
-                )
-                last = self._last(cur, set_id)
-                new: dict[str, int] = {}
-                params = []
-                for key, row_values in fields.items():
-                    number = known.get(key) or before.get(key)
-                    if number is None:
-                        last += 1
-                        number = new[key] = last
-                    params.append((set_id, number, *row_values))
-                self._upsert_rows(cur, params)
-                if len(known) + len(new) >= TAIL_ROWS:
-                    self._index(cur, set_id, keyed, last)
-                    new, fresh = {}, True
-                numbered.append((set_id, new, fresh))
-        with tails.lock:  # committed: what this object now owns
-            for set_id, new, fresh in numbered:
-                if fresh:
-                    tails.keys[set_id] = new
-                else:
-                    tails.keys.setdefault(set_id, {}).update(new)
+        with tails.writing:  # until the tail says what was committed (see _Tails)
+            with self._transaction(f"save {len(rows)} rows", write=True) as cur:
+                # two names that make one lock key only wait for each other
+                self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
+                for (run_id, dataset), fields in sets.items():
+                    set_id, keyed, owner = self._set(cur, run_id, dataset)
+                    known = tails.known(set_id, owner)
+                    fresh = known is None
+                    if known is None:
+                        keyed, known = self._adopt(cur, set_id, keyed), {}
+                    # keys written before the tail
+                    before = (
+                        self._keyed(cur, set_id, [k for k in fields if k not in known])
+                        if keyed
+                        else {}
+                    )
+                    last = self._last(cur, set_id)
+                    new: dict[str, int] = {}
+                    params = []
+                    for key, row_values in fields.items():
+                        number = known.get(key) or before.get(key)
+                        if number is None:
+                            last += 1
+                            number = new[key] = last
+                        params.append((set_id, number, *row_values))
+                    self._upsert_rows(cur, params)
+                    if len(known) + len(new) >= TAIL_ROWS:
+                        self._index(cur, set_id, keyed, last)
+                        new, fresh = {}, True
+                    numbered.append((set_id, new, fresh))
+            with tails.lock:  # committed: what this object now owns
+                for set_id, new, fresh in numbered:
+                    if fresh:
+                        tails.keys[set_id] = new
+                    else:
+                        tails.keys.setdefault(set_id, {}).update(new)
 
     def _set(self, cur: Cursor, run_id: str, dataset: str) -> tuple[int, int, str | None]:
         """The row set of a run's dataset, made when it has none: (id, keyed_through,
@@ -223,18 +233,24 @@ class RowTables:
         """Index the tails this object owns, as it closes: none is left for a scan. Where
         another object took a set over, its tail is that object's now. A store that cannot
         be written now leaves them: the set's next writer indexes them (``_adopt``)."""
-        with self._tails.lock:
-            owned = [set_id for set_id, tail in self._tails.keys.items() if tail]
-        if not owned:
-            return
-        with suppress(StoreError), self._transaction("index the rows written", write=True) as cur:
-            for set_id in owned:
-                keyed, owner = cur.execute(
-                    "SELECT keyed_through, tail_owner FROM row_sets WHERE set_id = ?", (set_id,)
-                ).fetchone()
-                self._index_own(cur, set_id, int(keyed), owner)
-        with self._tails.lock:
-            self._tails.keys = {}
+        tails = self._tails
+        with tails.writing:
+            with tails.lock:
+                owned = [set_id for set_id, tail in tails.keys.items() if tail]
+            if not owned:
+                return
+            with (
+                suppress(StoreError),
+                self._transaction("index the rows written", write=True) as cur,
+            ):
+                for set_id in owned:
+                    keyed, owner = cur.execute(
+                        "SELECT keyed_through, tail_owner FROM row_sets WHERE set_id = ?",
+                        (set_id,),
+                    ).fetchone()
+                    self._index_own(cur, set_id, int(keyed), owner)
+            with tails.lock:
+                tails.keys = {}
 
     # reading
     def _set_id(self, cur: Cursor, run_id: str, dataset: str) -> int | None:
