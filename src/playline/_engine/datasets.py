@@ -774,7 +774,7 @@ class DatasetRun:
                     values_json=encoded,
                 )
             )
-            self._done.append(
+            self._report_later(
                 {
                     "key": row.row_key,
                     "cells": {c: cells[c]["status"] for c in unreported},
@@ -782,12 +782,6 @@ class DatasetRun:
                 }
             )
             unreported.clear()
-            if len(self._done) >= ROWS_PER_EVENT:
-                self._report_done()
-        if self._done and self._done_timer is None:
-            self._done_timer = asyncio.get_running_loop().call_later(
-                REPORT_AFTER, self._report_done
-            )
 
     def _record(self, row: RowScope, waiting: Suspension | None = None) -> None:
         """Buffer the row for the store and report what changed since it last reported."""
@@ -838,13 +832,7 @@ class DatasetRun:
         values_now = {c: values[c] for c in row.unreported if c in values}
         row.unreported.clear()
         if status == "completed":  # reported with other rows, in one event
-            self._done.append({"key": row.row_key, "cells": cells_now, "values": values_now})
-            if len(self._done) >= ROWS_PER_EVENT:
-                self._report_done()
-            elif self._done_timer is None:
-                self._done_timer = asyncio.get_running_loop().call_later(
-                    REPORT_AFTER, self._report_done
-                )
+            self._report_later({"key": row.row_key, "cells": cells_now, "values": values_now})
         else:
             data: dict[str, Any] = {"cells": cells_now, "values": values_now}
             if waiting is not None:
@@ -867,6 +855,17 @@ class DatasetRun:
         self._active -= count
         self.rt.dispatcher.exit_rows(count)
         self._wake()
+
+    def _report_later(self, done: dict[str, Any]) -> None:
+        """A completed row's change, reported with others: at ``ROWS_PER_EVENT`` of them, or
+        ``REPORT_AFTER`` seconds after the first."""
+        self._done.append(done)
+        if len(self._done) >= ROWS_PER_EVENT:
+            self._report_done()
+        elif self._done_timer is None:
+            self._done_timer = asyncio.get_running_loop().call_later(
+                REPORT_AFTER, self._report_done
+            )
 
     def _report_done(self) -> None:
         """One event for the rows completed since the last one (a chunk's cells)."""

@@ -111,10 +111,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._transaction(f"read run {run_id}", write=False) as cur:
-            row = cur.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return None if row is None else run_from(row)
+            return self._read_run(cur, run_id)
 
     def list_runs(
         self,
@@ -161,12 +158,8 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
     ) -> RunClaim:
         with self._tails.writing:  # until the tails it adopts are known adopted (_Tails)
             with self._transaction(f"claim run {run_id}", write=True) as cur:
-                self._lock_keys(cur, [f"run:{run_id}"])
-                row = cur.execute(
-                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
                 claim, held = decide_run_claim(
-                    None if row is None else run_from(row),
+                    self._locked_run(cur, run_id),
                     holder=holder,
                     lease_until=lease_until,
                     now=now,
@@ -195,11 +188,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
     def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
         with self._tails.writing:  # until the tails it indexes are known indexed (_Tails)
             with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
-                self._lock_keys(cur, [f"run:{run_id}"])
-                row = cur.execute(
-                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-                run = None if row is None else run_from(row)
+                run = self._locked_run(cur, run_id)
                 if run is None or run.holder != holder:
                     raise StoreError(lost_run(run_id, run))
                 ended = replace(
@@ -219,6 +208,17 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
                 self._set_waits(cur, ended)
                 indexed = self._index_run(cur, run_id)
             self._indexed(indexed)
+
+    def _locked_run(self, cur: Cursor, run_id: str) -> RunRecord | None:
+        """The run's record, its key locked until the transaction ends (``claim_run`` and
+        ``end_attempt`` decide on it)."""
+        self._lock_keys(cur, [f"run:{run_id}"])
+        return self._read_run(cur, run_id)
+
+    @staticmethod
+    def _read_run(cur: Cursor, run_id: str) -> RunRecord | None:
+        row = cur.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else run_from(row)
 
     @staticmethod
     def _set_waits(cur: Cursor, run: RunRecord) -> None:

@@ -91,44 +91,45 @@ class RowTables:
         for row in rows:  # a later row of a key replaces an earlier
             sets.setdefault((row.run_id, row.dataset), {})[row.key] = row_fields(row)
         tails = self._tails
-        # each set's keys numbered in its tail, and whether they replace those known before
-        numbered: list[tuple[int, dict[str, int], bool]] = []
         with tails.writing:  # until the tail says what was committed (see _Tails)
             with self._transaction(f"save {len(rows)} rows", write=True) as cur:
                 # two names that make one lock key only wait for each other
                 self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
-                for (run_id, dataset), fields in sets.items():
-                    set_id, keyed, owner = self._set(cur, run_id, dataset)
-                    known = tails.known(set_id, owner)
-                    fresh = known is None
-                    if known is None:
-                        keyed, known = self._adopt(cur, set_id, keyed), {}
-                    # keys written before the tail
-                    before = (
-                        self._keyed(cur, set_id, [k for k in fields if k not in known])
-                        if keyed
-                        else {}
-                    )
-                    last = self._last(cur, set_id)
-                    new: dict[str, int] = {}
-                    params = []
-                    for key, row_values in fields.items():
-                        number = known.get(key) or before.get(key)
-                        if number is None:
-                            last += 1
-                            number = new[key] = last
-                        params.append((set_id, number, *row_values))
-                    self._upsert_rows(cur, params)
-                    if len(known) + len(new) >= TAIL_ROWS:
-                        self._index(cur, set_id, keyed, last)
-                        new, fresh = {}, True
-                    numbered.append((set_id, new, fresh))
+                numbered = [self._write_set(cur, *names, fields) for names, fields in sets.items()]
             with tails.lock:  # committed: what this object now owns
                 for set_id, new, fresh in numbered:
                     if fresh:
                         tails.keys[set_id] = new
                     else:
                         tails.keys.setdefault(set_id, {}).update(new)
+
+    def _write_set(
+        self, cur: Cursor, run_id: str, dataset: str, fields: dict[str, tuple[Any, ...]]
+    ) -> tuple[int, dict[str, int], bool]:
+        """Write one set's rows (``row_fields`` by key); returns the set, the keys numbered in
+        its tail, and whether they replace those known before (the tail was adopted or
+        indexed)."""
+        set_id, keyed, owner = self._set(cur, run_id, dataset)
+        known = self._tails.known(set_id, owner)
+        fresh = known is None
+        if known is None:
+            keyed, known = self._adopt(cur, set_id, keyed), {}
+        # keys written before the tail
+        before = self._keyed(cur, set_id, [k for k in fields if k not in known]) if keyed else {}
+        last = self._last(cur, set_id)
+        new: dict[str, int] = {}
+        params = []
+        for key, row_values in fields.items():
+            number = known.get(key) or before.get(key)
+            if number is None:
+                last += 1
+                number = new[key] = last
+            params.append((set_id, number, *row_values))
+        self._upsert_rows(cur, params)
+        if len(known) + len(new) >= TAIL_ROWS:
+            self._index(cur, set_id, keyed, last)
+            new, fresh = {}, True
+        return set_id, new, fresh
 
     def _set(self, cur: Cursor, run_id: str, dataset: str) -> tuple[int, int, str | None]:
         """The row set of a run's dataset, made when it has none: (id, keyed_through,
