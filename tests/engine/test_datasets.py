@@ -206,6 +206,36 @@ def test_when_false_skips_the_cell_with_its_else_value_and_never_calls_the_resol
     assert statuses == ["skipped", "completed"]
 
 
+def test_rows_run_together_keep_each_their_own_cells(store, registry):
+    """Rows that run in one pass share their plain cells' encoding; a row of the same pass
+    whose cell holds a tool's result (a play-level call's, returned by a plain resolver) or
+    was skipped keeps its own metadata in the store."""
+
+    @registry.tool("t.one", cost=pl.Cost(1))
+    def one(input):
+        return {"n": input["n"]}
+
+    async def play(ctx, input):
+        bought = await ctx.tool("t.one", {"n": 1})
+        return await (
+            ctx.dataset("rows", rows_of(6))
+            .with_column("y", lambda row: bought if row["x"] % 3 == 0 else row["x"])
+            .with_column("z", lambda row: "z", when=lambda row: row["x"] % 3 != 1)
+            .run()
+        )
+
+    result = run_play(play, tools=[one], store=store)
+
+    assert result.status == "completed"
+    for stored in store.iter_rows(result.run_id, "rows"):
+        x, y, z = stored.values["x"], stored.cells["y"], stored.cells["z"]
+        if x % 3 == 0:
+            assert (y["status"], y.get("provider"), y.get("result")) == ("completed", "t.one", True)
+        else:
+            assert (y["status"], y.get("provider")) == ("completed", None)
+        assert z["status"] == ("skipped" if x % 3 == 1 else "completed")
+
+
 def test_a_when_predicate_that_raises_is_a_row_error():
     async def play(ctx, input):
         return await (

@@ -53,6 +53,11 @@ def _values(row: RowRecord) -> Any:
     return row.values if row.values_json is None else orjson.Fragment(row.values_json)
 
 
+def _cells(row: RowRecord) -> Any:
+    """The row's cells, as the engine encoded them when it did."""
+    return row.cells if row.cells_json is None else orjson.Fragment(row.cells_json)
+
+
 _KEPT = (ReceiptStatus.RUNNING, ReceiptStatus.CLEARED)  # what cache clear leaves as it is
 
 
@@ -362,7 +367,7 @@ class MemoryStore(ReceiptWrites):
                 row,
                 _exact(
                     dumps(
-                        [row.status, _values(row), row.cells, row.error, row.updated_at],
+                        [row.status, _values(row), _cells(row), row.error, row.updated_at],
                         ordered=True,
                         what=f"Row {row.key!r} of dataset {row.dataset!r}",
                     )

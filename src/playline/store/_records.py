@@ -278,6 +278,9 @@ class RowRecord:
     # ``values`` as canonical JSON when the engine encoded them already (to check their
     # size): a store writes these bytes instead of encoding the values again
     values_json: bytes | None = field(default=None, compare=False, repr=False)
+    # ``cells`` as canonical JSON text, when the engine encoded them once for rows holding the
+    # same cell metadata (the plain cells of rows that ran together)
+    cells_json: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -210,7 +210,7 @@ def row_fields(row: RowRecord) -> tuple[Any, ...]:
     """What ``UPSERT_ROW`` writes of a row after its set's id and its number."""
     try:
         values = row.values_json or dumps(row.values, ordered=True)
-        cells = dumps(row.cells, ordered=True)
+        cells = row.cells_json or dumps(row.cells, ordered=True).decode()
     except PlaylineError:  # encoded again to say which row: a name made for every row costs
         what = f"Row {row.key!r} of dataset {row.dataset!r}"
         dumps(row.values, what=what, ordered=True)
@@ -221,7 +221,7 @@ def row_fields(row: RowRecord) -> tuple[Any, ...]:
         row.index,
         row.status,
         values.decode(),
-        cells.decode(),
+        cells,
         row.error,
         row.updated_at,
     )
