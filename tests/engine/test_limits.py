@@ -284,7 +284,7 @@ def test_a_local_tools_default_concurrency_is_wider_only_for_a_free_function_run
     registry.tool("t.kept", in_doubt="fail")(sync)
     registry.tool("t.set", rate=pl.Rate(concurrency=3))(sync)
     assert {spec.id: spec.rate.concurrency for spec in registry.specs()} == {
-        "t.free": 512,
+        "t.free": 2048,
         "t.free_async": 64,
         "t.paid": 64,
         "t.kept": 64,
