@@ -756,7 +756,7 @@ class DatasetRun:
         Rows that ran every column in one pass with a plain value each (all but the ids in
         ``bespoke``; None: they did not start at the first column) hold the same cell
         metadata, one dict a column: their cells are encoded once, and their statuses made
-        once, for all of them (a third of a pure row's store cost was encoding them each)."""
+        once, for all of them (encoding them each was a tenth of a pure map's time)."""
         if self._hidden:
             for row in rows:
                 self._record(row)
