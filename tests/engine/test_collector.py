@@ -46,11 +46,11 @@ def test_collection_turned_off_or_a_larger_threshold_is_left_as_it_is() -> None:
     play, seen = _watching()
     gc.set_threshold(0, 10, 10)
     run_play(play, tools=[])
-    gc.set_threshold(50_000, 5, 5)
+    gc.set_threshold(YOUNG_THRESHOLD * 2, 5, 5)
     run_play(play, tools=[])
 
-    assert seen == [(0, 10, 10), (50_000, 5, 5)]
-    assert gc.get_threshold() == (50_000, 5, 5)
+    assert seen == [(0, 10, 10), (YOUNG_THRESHOLD * 2, 5, 5)]
+    assert gc.get_threshold() == (YOUNG_THRESHOLD * 2, 5, 5)
 
 
 def test_nested_attempts_restore_once_the_last_ends() -> None:

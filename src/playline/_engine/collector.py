@@ -3,9 +3,12 @@
 A row allocates a few dozen short-lived containers (its scope, values, cell metadata, the
 record written and the event sent), so with CPython's default young-generation threshold (700
 allocations) the cyclic collector runs every few rows: measured, about a tenth of a pure
-map's time. While at least one attempt runs in the process the threshold is 10,000; the older
+map's time. While at least one attempt runs in the process the threshold is 50,000; the older
 generations keep their settings, and the thresholds found are restored after the last attempt
-(unless something else changed them meanwhile).
+(unless something else changed them meanwhile). Each young collection also moves the objects of
+the rows in flight (a thousand rows' scopes, calls and futures) to the older generations, which
+are then scanned in turn: at 50,000 rather than 10,000, live calls, cached re-runs and the pure
+map were each 4-8% faster.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from contextlib import contextmanager
 
 __all__ = ["fewer_collections"]
 
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 50_000
 
 _active = 0
 _saved: tuple[int, int, int] = (0, 0, 0)
