@@ -258,3 +258,25 @@ def test_find_answers_reads_the_completed_receipts_only(store: Store) -> None:
     answers = store.find_answers(["done", "running", "failed", "missing", "done"])
     assert answers == {"done": (b'{"ok":true}', NOW + 1, "r7")}
     assert isinstance(answers["done"].result, bytes)
+
+
+def test_new_keys_claimed_with_stored_ones_get_one_receipt_each(store: Store) -> None:
+    """A batch that mixes new keys with keys that have receipts (a resume's): each new key
+    is owned once, with the receipt its last claim in the batch made; the others are
+    answered from what is stored."""
+    claim(store, "done")
+    complete(store, ("done", b"1"))
+    claim(store, "held", owner=FAR)
+    results = claim(store, "new", "done", "new", "held", "new2", owner=OTHER, now=NOW + 1)
+    assert [r.outcome for r in results] == [
+        ClaimOutcome.OWNED,
+        ClaimOutcome.COMPLETED,
+        ClaimOutcome.OWNED,
+        ClaimOutcome.HELD,
+        ClaimOutcome.OWNED,
+    ]
+    got = store.find_receipts(["new", "done", "held", "new2"])
+    assert got["new"] == results[2].receipt
+    assert (got["new"].owner, got["new2"].owner, got["held"].owner) == (OTHER, OTHER, FAR)
+    assert got["new2"] == results[4].receipt
+    assert got["done"].result == b"1"

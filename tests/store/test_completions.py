@@ -175,3 +175,20 @@ def test_a_group_commit_that_fails_writes_none_of_its_parts(store: Store) -> Non
     assert store.find_receipts(["k"])["k"].status is ReceiptStatus.RUNNING
     assert store.find_receipts(["next"]) == {}
     assert store.read_ledger("r1") == []
+
+
+def test_a_key_completed_twice_in_one_batch(store: Store) -> None:
+    """The owner's second result replaces its first; a late owner's first result is
+    written to the receipt another took over, and its second then keeps that one."""
+    claim(store, "k")
+    assert complete(store, ("k", b"1"), ("k", b"2"), now=NOW + 1) == {}
+    assert store.find_receipts(["k"])["k"].result == b"2"
+    claim(store, "j", owner=FAR)
+    claim(store, "j", owner=ME, now=LEASE + 1)  # FAR's lease expired; ME took it over
+    assert complete(store, ("j", b'"a"'), ("j", b'"b"'), owner=FAR, now=LEASE + 2) == {"j": b'"a"'}
+    receipt = store.find_receipts(["j"])["j"]
+    assert (receipt.status, receipt.result, receipt.owner) == (
+        ReceiptStatus.COMPLETED,
+        b'"a"',
+        ME,
+    )

@@ -11,6 +11,7 @@ import pytest
 from playline.errors import StoreError
 from playline.store import (
     Claim,
+    Completion,
     GateConfig,
     ReceiptStatus,
     RowRecord,
@@ -251,3 +252,40 @@ def test_a_store_too_large_for_a_quick_check_opens_after_a_look_at_each_tables_e
     with SQLiteStore(db_url) as store:
         assert store.damage is None
         assert list(store.load_rows("r", "d", ["k"])) == ["k"]
+
+
+def test_new_claims_and_own_results_are_written_without_reading_receipts(db_url: str) -> None:
+    """A fresh run's claims and results are written without a read of their receipts
+    first; once claims meet stored receipts (a re-run), the next claims read theirs."""
+    store = SQLiteStore(db_url)
+    reads: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(
+        lambda sql: reads.append(sql) if sql.startswith("SELECT") and "receipts" in sql else None
+    )
+
+    def claim(*keys: str) -> list[str]:
+        results = store.claim_receipts(
+            [Claim(key=k, tool="email", run_id="r1") for k in keys],
+            owner=ME,
+            lease_until=2e9,
+            now=1e9,
+        )
+        return [r.outcome.value for r in results]
+
+    try:
+        assert claim("a", "b") == ["owned", "owned"]
+        store.complete_receipts([Completion(key="a", result=b"1")], owner=ME, now=1e9)
+        assert reads == []
+        assert claim("a", "c") == ["completed", "owned"]  # tried unread, then read
+        assert len(reads) == 1
+        assert claim("d") == ["owned"]  # read: the last claims met a receipt
+        assert len(reads) == 2
+        assert claim("e") == ["owned"]  # the last read found none
+        assert len(reads) == 2
+        got = store.find_receipts(["a", "b", "c", "d", "e"])
+        assert [r.status for r in got.values()] == [ReceiptStatus.COMPLETED] + [
+            ReceiptStatus.RUNNING
+        ] * 4
+    finally:
+        store.close()

@@ -26,6 +26,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "INSERT_EVENT",
     "INSERT_LEDGER",
+    "INSERT_NEW_RECEIPT",
     "INSERT_RECEIPT",
     "LEDGER_COLUMNS",
     "RECEIPT_COLUMNS",
@@ -153,6 +154,8 @@ RECEIPT_COLUMNS = (
 UPSERT_RECEIPT = _upsert("receipts", RECEIPT_COLUMNS, "key")
 # a key with no receipt yet (looked up in the same transaction): no conflict to look for
 INSERT_RECEIPT = f"INSERT INTO receipts ({RECEIPT_COLUMNS}) VALUES ({marks(13)})"
+# a key assumed to have no receipt (not looked up): its rowcount says whether it had one
+INSERT_NEW_RECEIPT = f"{INSERT_RECEIPT} ON CONFLICT (key) DO NOTHING"
 
 
 def receipt_params(r: Receipt) -> tuple[Any, ...]:
