@@ -376,6 +376,23 @@ def test_content_identity_ignores_key_order_and_output_columns(row):
     assert key_of({**row, "out": "anything"}, 0) == key
 
 
+def test_a_rows_content_key_is_fixed():
+    """A row's content key names it across versions (a resume of an older run finds it)."""
+    key_of = row_key_function("rows", None, ["out"])
+
+    assert key_of({"n": 12345}, 0) == "9d8bbf4234496b3f1e197ad4db75ff15"
+    assert key_of({"website": "https://c1.example.com/", "name": "Company 1", "out": 2}, 7) == (
+        "014f0ac6f5a931c3c2223ad9bcbb3212"
+    )
+
+
+def test_a_row_whose_content_cannot_name_it_is_refused_naming_the_row():
+    key_of = row_key_function("leads", None, ["out"])
+
+    with pytest.raises(pl.PlayDefinitionError, match="Row 3 of dataset 'leads'"):
+        key_of({"tags": {"a", "b"}}, 3)
+
+
 def test_duplicate_keys_execute_once_and_are_counted():
     called: list[str] = []
     rows = [{"id": "a"}, {"id": "b"}, {"id": "a"}, {"id": "a"}]

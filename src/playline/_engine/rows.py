@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from .._json import canonical, digest, without_numpy
+from .._json import canonical, digest, dumps, without_numpy
 from ..errors import PlayDefinitionError
 from .events import preview
 
@@ -60,8 +60,13 @@ def row_key_function(
         skip = frozenset(outputs)
 
         def by_content(row: dict[str, Any], index: int) -> str:
-            body = {k: v for k, v in row.items() if k not in skip} if skip else row
-            return digest(canonical(body, what=f"Row {index} of dataset {dataset!r}"))[:32]
+            body = row if skip.isdisjoint(row) else {k: v for k, v in row.items() if k not in skip}
+            try:
+                encoded = dumps(body)  # the bytes of canonical(body): the same digest
+            except PlayDefinitionError:  # said again naming the row: a name made for every
+                canonical(body, what=f"Row {index} of dataset {dataset!r}")  # row costs
+                raise
+            return digest(encoded)[:32]
 
         return by_content
 
