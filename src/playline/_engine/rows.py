@@ -62,9 +62,9 @@ def row_key_function(
         def by_content(row: dict[str, Any], index: int) -> str:
             body = row if skip.isdisjoint(row) else {k: v for k, v in row.items() if k not in skip}
             try:
-                encoded = dumps(body)  # the bytes of canonical(body): the same digest
-            except PlayDefinitionError:  # said again naming the row: a name made for every
-                canonical(body, what=f"Row {index} of dataset {dataset!r}")  # row costs
+                encoded = dumps(body)  # canonical(body) as bytes: the same digest
+            except PlayDefinitionError:  # said again, naming the row (a name made per row costs)
+                canonical(body, what=f"Row {index} of dataset {dataset!r}")
                 raise
             return digest(encoded)[:32]
 
