@@ -40,6 +40,7 @@ from ._gate_store import GateRows
 from ._rows import RowTables
 from ._tables import (
     CHUNK,
+    COMPLETE_RECEIPT,
     EVENT_COLUMNS,
     INSERT_EVENT,
     INSERT_LEDGER,
@@ -416,17 +417,22 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         one was written (none missing, none completed by another owner)."""
         if not completions:
             return {}
-        if unread:
-            cur.executemany(
-                "UPDATE receipts SET status = 'completed', result = ?, error = NULL, "
-                "lease_until = NULL, updated_at = ? WHERE key = ? "
-                "AND (status != 'completed' OR owner = ? OR result IS NULL)",
-                [(c.result, now, c.key, owner) for c in completions],
-            )
-            if cur.rowcount != len(completions):
-                raise _Stored
-            self._announce(cur, RECEIPTS, [c.key for c in completions])
-            return {}
+        writes, kept = (
+            (completions, {}) if unread else self._read_completions(cur, completions, owner)
+        )
+        # guarded as the reads decide: a result another owner completed first is kept
+        cur.executemany(COMPLETE_RECEIPT, [(c.result, now, c.key, owner) for c in writes])
+        if unread and cur.rowcount != len(writes):
+            raise _Stored
+        self._announce(cur, RECEIPTS, [c.key for c in writes])
+        return kept
+
+    @staticmethod
+    def _read_completions(
+        cur: Cursor, completions: Sequence[Completion], owner: str
+    ) -> tuple[list[Completion], dict[str, bytes]]:
+        """The completions to write, and the results other owners completed first (kept),
+        decided on the receipts read; raises when a key was never claimed."""
         keys = list(dict.fromkeys(c.key for c in completions))
         kept: dict[str, bytes] = {}
         # key -> (status, owner, the stored result when another owner completed it)
@@ -441,21 +447,15 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         missing = [key for key in keys if key not in state]
         if missing:
             raise StoreError(never_claimed(missing))
-        updates: list[tuple[bytes, float, str]] = []
+        writes: list[Completion] = []
         for completion in completions:
             status, current_owner, stored = state[completion.key]
             if status == "completed" and current_owner != owner and stored is not None:
                 kept[completion.key] = stored
                 continue
-            updates.append((completion.result, now, completion.key))
+            writes.append(completion)
             state[completion.key] = ("completed", current_owner, completion.result)
-        cur.executemany(
-            "UPDATE receipts SET status = 'completed', result = ?, error = NULL, "
-            "lease_until = NULL, updated_at = ? WHERE key = ?",
-            updates,
-        )
-        self._announce(cur, RECEIPTS, [key for _, _, key in updates])
-        return kept
+        return writes, kept
 
     @staticmethod
     def _charge(cur: Cursor, entries: Sequence[LedgerEntry]) -> None:

@@ -23,6 +23,7 @@ from .._records import (
 
 __all__ = [
     "CHUNK",
+    "COMPLETE_RECEIPT",
     "EVENT_COLUMNS",
     "INSERT_EVENT",
     "INSERT_LEDGER",
@@ -156,6 +157,11 @@ UPSERT_RECEIPT = _upsert("receipts", RECEIPT_COLUMNS, "key")
 INSERT_RECEIPT = f"INSERT INTO receipts ({RECEIPT_COLUMNS}) VALUES ({marks(13)})"
 # a key assumed to have no receipt (not looked up): its rowcount says whether it had one
 INSERT_NEW_RECEIPT = f"{INSERT_RECEIPT} ON CONFLICT (key) DO NOTHING"
+# a result (result, updated_at, key, owner); a receipt another owner completed is left as it is
+COMPLETE_RECEIPT = (
+    "UPDATE receipts SET status = 'completed', result = ?, error = NULL, lease_until = NULL, "
+    "updated_at = ? WHERE key = ? AND (status != 'completed' OR owner = ? OR result IS NULL)"
+)
 
 
 def receipt_params(r: Receipt) -> tuple[Any, ...]:
