@@ -11,7 +11,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_rows import row
@@ -213,6 +216,51 @@ def test_threads_saving_the_same_keys_at_once_leave_one_row_a_key(durable_url: s
     assert sorted(r.key for r in store.iter_rows("r1", "people")) == sorted(keys)
     store.close()
     assert sorted(r.key for r in _opened(durable_url).iter_rows("r1", "people")) == sorted(keys)
+
+
+def test_a_row_is_found_by_key_the_moment_its_save_commits(durable_url: str) -> None:
+    """A row drawer opened beside a run, on the run's store object: the row a save has just
+    committed is found by key, even before the object has learnt the row's number."""
+    store = _opened(durable_url)
+    store.save_rows([row("a", 0)])  # the set's tail is this object's
+    committed, go_on = threading.Event(), threading.Event()
+    transaction = store._transaction
+
+    @contextmanager
+    def pausing(what: str, *, write: bool) -> Iterator[Any]:
+        with transaction(what, write=write) as cur:
+            yield cur
+        if what.startswith("save"):  # committed, the tail not told yet
+            committed.set()
+            go_on.wait()
+
+    store._transaction = pausing  # type: ignore[method-assign]
+    store._tails.writing = _GoingOn(store._tails.writing, go_on)
+    saving = threading.Thread(target=store.save_rows, args=([row("b", 1)],))
+    saving.start()
+    committed.wait()
+    try:
+        found = store.load_rows("r1", "people", ["b"])
+    finally:
+        go_on.set()
+        saving.join()
+    assert list(found) == ["b"]
+    store.close()
+
+
+class _GoingOn:
+    """A save's lock: a reader about to wait for it lets the paused save go on."""
+
+    def __init__(self, lock: threading.Lock, go_on: threading.Event) -> None:
+        self._lock, self._go_on = lock, go_on
+
+    def __enter__(self) -> None:
+        if self._lock.locked():
+            self._go_on.set()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class _Yielding:

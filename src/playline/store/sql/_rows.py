@@ -49,9 +49,10 @@ class _Tails:
     """What a store object knows of the tails it owns: per set, its rows' keys and numbers.
 
     ``writing`` is held by each write that changes a tail, from before its transaction until
-    the tail is updated after its commit: another thread of the same object that saved a key
-    the moment after the commit would otherwise not find it (not indexed yet, not in the
-    tail yet) and number a second row for it. Taken before any transaction, never inside one.
+    the tail is updated after its commit, and by each read by key: another thread of the same
+    object that saved, or read, a key the moment after the commit would otherwise not find it
+    (not indexed yet, not in the tail yet) and number a second row for it, or say it has none.
+    Taken before any transaction, never inside one.
     """
 
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -265,7 +266,10 @@ class RowTables:
             return {}
         unique = list(dict.fromkeys(keys))
         found: dict[str, RowRecord] = {}
-        with self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur:
+        with (
+            self._tails.writing,  # a row just committed is in the tail we read (see _Tails)
+            self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur,
+        ):
 
             def read(where: str, first: tuple[Any, ...], items: Sequence[Any]) -> None:
                 """The rows ``where ... IN (items)`` selects, a chunk of items at a time."""
