@@ -210,6 +210,8 @@ class HeldStore:
     """A store whose leases wait until the test lets them go (the store is one of our own
     pluggable edges); everything else is the real store's."""
 
+    io_inline = False  # its calls wait: never made on the event loop
+
     def __init__(self, store: Store) -> None:
         self._store = store
         self.leasing, self.go = threading.Event(), threading.Event()

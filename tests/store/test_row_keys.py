@@ -254,13 +254,19 @@ class _GoingOn:
     def __init__(self, lock: threading.Lock, go_on: threading.Event) -> None:
         self._lock, self._go_on = lock, go_on
 
-    def __enter__(self) -> None:
-        if self._lock.locked():
+    def acquire(self, blocking: bool = True) -> bool:
+        if blocking and self._lock.locked():
             self._go_on.set()
-        self._lock.acquire()
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> None:
+        self.acquire()
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.release()
 
 
 class _Yielding:

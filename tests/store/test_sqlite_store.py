@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from playline.store import (
     open_store,
     owner_id,
 )
+from playline.store._io import StoreIO
 from playline.store.sql import SQLiteStore, _sqlite_file
 from playline.store.sql._schema import SCHEMA_VERSION
 
@@ -288,4 +291,132 @@ def test_new_claims_and_own_results_are_written_without_reading_receipts(db_url:
             ReceiptStatus.RUNNING
         ] * 4
     finally:
+        store.close()
+
+
+def _row(value: str) -> list[RowRecord]:
+    return [RowRecord(run_id="r", dataset="d", key="a", index=0, status="completed",
+                      values={"v": value}, cells={})]  # fmt: skip
+
+
+def _begun(store: SQLiteStore) -> list[str]:
+    """The threads the store's transactions begin on, in order, as they begin."""
+    threads: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(
+        lambda sql: (
+            threads.append(threading.current_thread().name) if sql.startswith("BEGIN") else None
+        )
+    )
+    return threads
+
+
+def test_the_engine_calls_the_store_on_its_loop_when_nothing_holds_it(db_url: str) -> None:
+    """No thread hand-over for a store call that need not wait: it runs on the event loop.
+    A function making store calls of its own runs on the store's thread."""
+    store = SQLiteStore(db_url)
+    begun = _begun(store)
+
+    async def run() -> None:
+        io = StoreIO(store)
+        await io(store.save_rows, _row("1"))
+        await io(store.save_rows, _row("2"))
+        await io(lambda: list(store.iter_rows("r", "d")))
+
+    try:
+        asyncio.run(run())
+        assert begun[:2] == ["MainThread", "MainThread"]
+        assert begun[2].startswith("playline-store")
+        assert [r.values for r in store.iter_rows("r", "d")] == [{"v": "2"}]
+    finally:
+        store.close()
+
+
+def test_a_store_another_process_holds_is_waited_for_off_the_loop(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Another process holds the write lock: the engine's call does not wait for it on the
+    event loop (which goes on) but on the store's thread, and a call made after it waits
+    behind it there: they are made in order, once each."""
+    store = SQLiteStore(db_url)
+    begun = _begun(store)
+    holder = sqlite3.connect(tmp_path / "playline.db", isolation_level=None)
+
+    async def run() -> None:
+        io = StoreIO(store)
+        holder.execute("BEGIN IMMEDIATE")
+        first = asyncio.create_task(io(store.save_rows, _row("first")))
+        second = asyncio.create_task(io(store.save_rows, _row("second")))
+        await asyncio.sleep(0)  # a turn of the loop: both have handed their call over
+        assert not first.done() and not second.done()  # the loop goes on meanwhile
+        holder.execute("COMMIT")  # the other process lets go
+        await asyncio.gather(first, second)
+
+    try:
+        asyncio.run(run())
+        assert begun[0] == "MainThread"  # tried on the loop, where it would have waited
+        assert [t.startswith("playline-store") for t in begun[1:]] == [True, True]
+        assert [r.values for r in store.iter_rows("r", "d")] == [{"v": "second"}]
+    finally:
+        holder.close()
+        store.close()
+
+
+def test_a_store_call_waits_behind_the_calls_made_before_it(db_url: str) -> None:
+    """While an earlier call is on the store's thread, a store call that could run on the
+    loop waits behind it there: calls are made in the order they were made."""
+    store = SQLiteStore(db_url)
+    begun = _begun(store)
+    go_on = threading.Event()
+
+    async def run() -> None:
+        io = StoreIO(store)
+        earlier = asyncio.create_task(io(go_on.wait))  # holds the store's thread
+        later = asyncio.create_task(io(store.save_rows, _row("1")))
+        await asyncio.sleep(0)  # a turn of the loop: both have handed their call over
+        assert not later.done()
+        go_on.set()
+        await asyncio.gather(earlier, later)
+
+    try:
+        asyncio.run(run())
+        assert len(begun) == 1 and begun[0].startswith("playline-store")
+    finally:
+        go_on.set()
+        store.close()
+
+
+@pytest.mark.parametrize("held", ["a transaction", "the rows' tail"])
+def test_a_call_waits_for_another_thread_of_the_store_off_the_loop(db_url: str, held: str) -> None:
+    """Another thread of the same store object is in a transaction, or writing rows (a UI
+    beside the run): the engine's call waits for it on the store's thread, not on the loop."""
+    store = SQLiteStore(db_url)
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with (
+            store._transaction("read", write=False) if held == "a transaction" else store._writing()
+        ):
+            inside.set()
+            leave.wait()
+
+    other = threading.Thread(target=hold, name="other")
+    other.start()
+    inside.wait()
+    begun = _begun(store)
+
+    async def run() -> None:
+        call = asyncio.create_task(StoreIO(store)(store.save_rows, _row("1")))
+        await asyncio.sleep(0)  # a turn of the loop: the call is handed over
+        assert not call.done()
+        leave.set()
+        await call
+
+    try:
+        asyncio.run(run())
+        assert len(begun) == 1 and begun[0].startswith("playline-store")
+        assert [r.values for r in store.iter_rows("r", "d")] == [{"v": "1"}]
+    finally:
+        leave.set()
+        other.join()
         store.close()

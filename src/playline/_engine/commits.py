@@ -80,7 +80,7 @@ class GroupCommit:
                 claims, claimers = self._claims.take()
                 results, committers = self._results.take()
                 try:
-                    kept, claimed = await self._io(self._batch, claims, results)
+                    kept, claimed = await self._batch(claims, results)
                 except Exception as exc:  # every waiter learns of it
                     _fail(claimers, exc)
                     _fail(committers, exc)
@@ -96,13 +96,14 @@ class GroupCommit:
         finally:
             self._writing = False
 
-    def _batch(
+    async def _batch(
         self, claims: list[Claim], results: list[Completion | Failure]
     ) -> tuple[dict[str, bytes], list[ClaimResult]]:
         """The results waiting and the claims waiting, in one transaction (results first:
         their requests were answered before these are sent)."""
         now = self._now()
-        return self._store.write_receipts(
+        return await self._io(
+            self._store.write_receipts,
             completions=[r for r in results if isinstance(r, Completion)],
             failures=[r for r in results if isinstance(r, Failure)],
             claims=claims,

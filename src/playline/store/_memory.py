@@ -6,6 +6,7 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -67,6 +68,7 @@ class MemoryStore(ReceiptWrites):
     ``EVENT_HISTORY`` events are kept."""
 
     io_threads = 0  # it never blocks: the engine calls it on its loop
+    io_inline = False  # (io_threads 0: always)
     shared = False  # nothing outside this process sees it: rate gates stay local
 
     def __init__(self, url: str = "memory://") -> None:
@@ -86,6 +88,9 @@ class MemoryStore(ReceiptWrites):
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.url!r})"
+
+    def inline(self) -> AbstractContextManager[None]:
+        return nullcontext()  # never called: it never waits
 
     def close(self) -> None:
         pass

@@ -6,11 +6,13 @@ gates (``_gates.py``). Every method that
 writes takes a batch and is one transaction: the engine calls it once per batch of claims,
 completions, rows or events, never per cell.
 
-Stores are synchronous and thread-safe. The engine never calls one on its event loop: it goes
-through ``StoreIO`` (``_io.py``), which runs each batch on the store's own worker thread, so
-neither a SQLite commit nor a network database stalls the loop, and one store object can
-serve several event loops (``pl.run`` starts one per call). Inspection (``playline show``,
-``Dataset`` iteration) calls the store directly.
+Stores are synchronous and thread-safe. The engine calls one through ``StoreIO``
+(``_io.py``), which runs each batch on the store's own worker thread, so a network database
+never stalls the loop, and one store object can serve several event loops (``pl.run`` starts
+one per call). A store that is quick unless another thread or process holds it (a local
+file: ``io_inline``) is called on the loop first, inside ``inline()``, and raises
+``WouldWait`` instead of waiting; the call is then made on the worker thread. Inspection
+(``playline show``, ``Dataset`` iteration) calls the store directly.
 
 Every implementation raises ``StoreError`` for anything that goes wrong, with what to do
 next; the conformance suite (tests/store) holds them to the same behaviour.
@@ -19,6 +21,7 @@ next; the conformance suite (tests/store) holds them to the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ._changes import ChangeFeed
@@ -52,6 +55,7 @@ __all__ = [
     "RowStore",
     "RunStore",
     "Store",
+    "WouldWait",
 ]
 
 
@@ -341,6 +345,7 @@ class Store(
 ):
     url: str
     io_threads: int  # worker threads the engine may call it from (0: it never blocks)
+    io_inline: bool  # whether the engine calls it on its loop first, inside inline()
     # Other processes may use it too (a file, a server): rate gates are then kept in it.
     shared: bool
 
@@ -349,4 +354,15 @@ class Store(
         waiters must look at the store again and again."""
         ...
 
+    def inline(self) -> AbstractContextManager[None]:
+        """Calls made on this thread inside it, by a store with ``io_inline``, run only if
+        they need not wait: one that would wait for another thread or process raises
+        ``WouldWait`` before it has changed anything, to be made again on a worker thread."""
+        ...
+
     def close(self) -> None: ...
+
+
+class WouldWait(Exception):
+    """A call made inside ``Store.inline()`` would have waited for another thread or process;
+    nothing was changed."""

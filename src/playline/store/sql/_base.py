@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -73,6 +73,7 @@ class _Stored(Exception):
 class SQLStore(ReceiptWrites, GateRows, RowTables):
     url: str
     io_threads = 1
+    io_inline = False  # called on a worker thread (the SQLite store: on the loop first)
     read_only = False  # opened only to be read: every write is refused
     damage: str | None = None  # what is wrong with a damaged store (then read-only too)
     shared = True  # a file or a server: other processes may use it too
@@ -99,6 +100,9 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
     def changes(self) -> ChangeFeed | None:
         """The store's announcements of changes; None: waiters look at the store instead."""
         return None
+
+    def inline(self) -> AbstractContextManager[None]:
+        return nullcontext()  # not io_inline: never called
 
     @abstractmethod
     def close(self) -> None: ...
@@ -165,7 +169,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         now: float,
         options: Mapping[str, Any] | None = None,
     ) -> RunClaim:
-        with self._tails.writing:  # until the tails it adopts are known adopted (_Tails)
+        with self._writing():  # until the tails it adopts are known adopted (_Tails)
             with self._transaction(f"claim run {run_id}", write=True) as cur:
                 claim, held = decide_run_claim(
                     self._locked_run(cur, run_id),
@@ -195,7 +199,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         return [run_from(row) for row in rows]
 
     def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
-        with self._tails.writing:  # until the tails it indexes are known indexed (_Tails)
+        with self._writing():  # until the tails it indexes are known indexed (_Tails)
             with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
                 run = self._locked_run(cur, run_id)
                 if run is None or run.holder != holder:

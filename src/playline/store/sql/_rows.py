@@ -80,6 +80,10 @@ class RowTables:
     def _tails(self) -> _Tails:
         return _Tails()
 
+    def _writing(self) -> AbstractContextManager[Any]:
+        """``_tails.writing``, to be held (a dialect may refuse to wait for it)."""
+        return self._tails.writing
+
     def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
         """Write rows (``set_id``, ``id`` and ``row_fields``): a row's number names it."""
         cur.executemany(UPSERT_ROW, params)
@@ -92,7 +96,7 @@ class RowTables:
         for row in rows:  # a later row of a key replaces an earlier
             sets.setdefault((row.run_id, row.dataset), {})[row.key] = row_fields(row)
         tails = self._tails
-        with tails.writing:  # until the tail says what was committed (see _Tails)
+        with self._writing():  # until the tail says what was committed (see _Tails)
             with self._transaction(f"save {len(rows)} rows", write=True) as cur:
                 # two names that make one lock key only wait for each other
                 self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
@@ -236,7 +240,7 @@ class RowTables:
         another object took a set over, its tail is that object's now. A store that cannot
         be written now leaves them: the set's next writer indexes them (``_adopt``)."""
         tails = self._tails
-        with tails.writing:
+        with self._writing():
             with tails.lock:
                 owned = [set_id for set_id, tail in tails.keys.items() if tail]
             if not owned:
@@ -267,7 +271,7 @@ class RowTables:
         unique = list(dict.fromkeys(keys))
         found: dict[str, RowRecord] = {}
         with (
-            self._tails.writing,  # a row just committed is in the tail we read (see _Tails)
+            self._writing(),  # a row just committed is in the tail we read (see _Tails)
             self._transaction(f"load rows of dataset {dataset!r}", write=False) as cur,
         ):
 

@@ -4,7 +4,10 @@ machine.
 WAL mode, ``synchronous=NORMAL``, one connection per store object, guarded by a lock (the
 store is thread-safe). Every batch is one transaction; a write transaction takes the write
 lock first (``BEGIN IMMEDIATE``), so two processes claiming the same receipt key can never
-both own it.
+both own it. The engine calls the store on its event loop first (``io_inline``): inside
+``inline()``, a call's first transaction does not wait for the connection (another thread's)
+or the write lock (another process's) but raises ``WouldWait``, and the call is made on the
+store's worker thread, which waits as long as ``busy_timeout``.
 
 A store refuses damage: opening it checks the file quickly (the header, the schema, and
 SQLite's ``quick_check`` for files up to ``QUICK_CHECK_UP_TO``, or the first and last rows of
@@ -24,12 +27,13 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
+from .._protocol import WouldWait
 from ._base import Cursor, SQLStore
 from ._schema import SCHEMA_VERSION, migrate, schema_version
 from ._sqlite_file import (
@@ -58,10 +62,13 @@ class SQLiteStore(SQLStore):
     before giving up with ``StoreError`` (default 10; also ``?busy_timeout=N`` in the URL).
     """
 
+    io_inline = True
+
     def __init__(
         self, url: str, *, busy_timeout: float | None = None, read_only: bool = False
     ) -> None:
         self.url = url
+        self._inline = _Inline()
         self.path, from_url = parse_url(url)
         busy_timeout = busy_timeout if busy_timeout is not None else from_url
         self._busy_timeout = busy_timeout
@@ -117,7 +124,7 @@ class SQLiteStore(SQLStore):
         except sqlite3.OperationalError as exc:
             # A WAL store in a folder we cannot write: SQLite cannot make the -shm file a
             # reader needs. With no log pending, the file alone is the store: read it as is.
-            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            code = _code(exc)
             wal = Path(f"{self.path}-wal")
             if code not in (_READONLY, _CANTOPEN) or (wal.exists() and wal.stat().st_size):
                 conn.close()
@@ -208,13 +215,27 @@ class SQLiteStore(SQLStore):
             cur.executemany(UPSERT_ROW, params[full:])
 
     @contextmanager
+    def inline(self) -> Iterator[None]:
+        self._inline.first = True
+        try:
+            yield
+        finally:
+            self._inline.first = False
+
+    def _writing(self) -> AbstractContextManager[Any]:
+        return _held(self._tails.writing, waits=not self._inline.first)
+
+    @contextmanager
     def _transaction(self, what: str, *, write: bool) -> Iterator[Cursor]:
-        with self._lock:
+        waits = True
+        if self._inline.first:  # inside inline(): a call's first transaction does not wait
+            self._inline.first = waits = False
+        with _held(self._lock, waits=waits):
             conn = self._connection()
             if write:
                 self._check_writable(what)
             try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                self._begin(conn, write=write, waits=waits)
                 try:
                     yield conn.cursor()
                 except BaseException:
@@ -224,6 +245,24 @@ class SQLiteStore(SQLStore):
             except sqlite3.Error as exc:
                 self._rollback(conn)
                 raise self._error(what, exc) from exc
+
+    def _begin(self, conn: sqlite3.Connection, *, write: bool, waits: bool) -> None:
+        """Begin a transaction; a write one takes the write lock at once, waiting for another
+        process that holds it up to ``busy_timeout``, or (``waits`` False) not at all."""
+        if not write:
+            conn.execute("BEGIN")  # WAL: a reader never waits for a writer
+        elif waits:
+            conn.execute("BEGIN IMMEDIATE")
+        else:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _code(exc) not in (_BUSY, _LOCKED):
+                    raise
+                raise WouldWait from None
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {round(self._busy_timeout * 1000)}")
 
     def _check_writable(self, what: str) -> None:
         if self.damage is not None:
@@ -257,7 +296,7 @@ class SQLiteStore(SQLStore):
                 conn.execute("ROLLBACK")
 
     def _error(self, what: str, exc: sqlite3.Error) -> StoreError:
-        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        code = _code(exc)
         if code in (_BUSY, _LOCKED):
             return StoreError(
                 f"The store {self.path} is locked by another process (waited "
@@ -278,6 +317,27 @@ class SQLiteStore(SQLStore):
                 "folder are writable and that the disk has space."
             )
         return StoreError(f"Could not {what} in the store {self.path}: {exc}.")
+
+
+class _Inline(threading.local):
+    first = False  # a call inside inline() that has not begun a transaction yet
+
+
+@contextmanager
+def _held(lock: threading.Lock, *, waits: bool) -> Iterator[None]:
+    """Hold ``lock``; when another thread holds it, wait for it or (``waits`` False) raise
+    ``WouldWait``."""
+    if not lock.acquire(blocking=waits):
+        raise WouldWait
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of the error."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
 
 
 def damaged(path: str, damage: str, what: str) -> StoreError:
@@ -343,7 +403,7 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
             for order in ("ASC", "DESC"):
                 conn.execute(f'SELECT * FROM "{table}" ORDER BY {first} {order} LIMIT 1').fetchall()
     except sqlite3.DatabaseError as exc:
-        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        code = _code(exc)
         if code in (_CORRUPT, _NOTADB):
             return str(exc)
         raise
