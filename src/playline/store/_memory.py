@@ -68,7 +68,7 @@ class MemoryStore(ReceiptWrites):
     ``EVENT_HISTORY`` events are kept."""
 
     io_threads = 0  # it never blocks: the engine calls it on its loop
-    io_inline = False  # (io_threads 0: always)
+    io_inline = False  # (with no threads, every call is made on the loop)
     shared = False  # nothing outside this process sees it: rate gates stay local
 
     def __init__(self, url: str = "memory://") -> None:
