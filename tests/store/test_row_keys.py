@@ -248,6 +248,34 @@ def test_a_row_is_found_by_key_the_moment_its_save_commits(durable_url: str) -> 
     store.close()
 
 
+def test_a_save_interrupted_after_its_commit_leaves_one_row_a_key(durable_url: str) -> None:
+    """A save whose commit is followed at once by an interrupt (Ctrl-C in a notebook) has
+    not told its store object what it wrote; the object's next saves of those keys still
+    find their rows, and number no second one."""
+    store = _opened(durable_url)
+    store.save_rows([row("a", 0)])
+    transaction = store._transaction
+
+    @contextmanager
+    def interrupted(what: str, *, write: bool) -> Iterator[Any]:
+        with transaction(what, write=write) as cur:
+            yield cur
+        raise KeyboardInterrupt  # committed
+
+    store._transaction = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        store.save_rows([row("b", 1)])
+    del store._transaction  # the store's own again
+    store.save_rows([row("a", 0, n=2), row("b", 1, n=2), row("c", 2)])
+    assert [(r.key, r.values.get("n")) for r in store.iter_rows("r1", "people")] == [
+        ("a", 2),
+        ("b", 2),
+        ("c", None),
+    ]
+    assert sorted(store.load_rows("r1", "people", ["a", "b", "c"])) == ["a", "b", "c"]
+    store.close()
+
+
 class _GoingOn:
     """A save's lock: a reader about to wait for it lets the paused save go on."""
 

@@ -21,7 +21,7 @@ from playline.store import (
     owner_id,
 )
 from playline.store._io import StoreIO
-from playline.store.sql import SQLiteStore, _sqlite_file
+from playline.store.sql import SQLiteStore, _rows, _sqlite_file
 from playline.store.sql._schema import SCHEMA_VERSION
 
 ME = owner_id("me")
@@ -366,13 +366,16 @@ def test_a_store_call_waits_behind_the_calls_made_before_it(db_url: str) -> None
     """While an earlier call is on the store's thread, a store call that could run on the
     loop waits behind it there: calls are made in the order they were made."""
     store = SQLiteStore(db_url)
-    begun = _begun(store)
     go_on = threading.Event()
+
+    def earlier_save() -> None:  # not a store method: made on the store's thread
+        go_on.wait()
+        store.save_rows(_row("earlier"))
 
     async def run() -> None:
         io = StoreIO(store)
-        earlier = asyncio.create_task(io(go_on.wait))  # holds the store's thread
-        later = asyncio.create_task(io(store.save_rows, _row("1")))
+        earlier = asyncio.create_task(io(earlier_save))
+        later = asyncio.create_task(io(store.save_rows, _row("later")))
         await asyncio.sleep(0)  # a turn of the loop: both have handed their call over
         assert not later.done()
         go_on.set()
@@ -380,9 +383,80 @@ def test_a_store_call_waits_behind_the_calls_made_before_it(db_url: str) -> None
 
     try:
         asyncio.run(run())
-        assert len(begun) == 1 and begun[0].startswith("playline-store")
+        assert [r.values for r in store.iter_rows("r", "d")] == [{"v": "later"}]
     finally:
         go_on.set()
+        store.close()
+
+
+def test_claims_made_again_on_the_receipts_read_give_way_too(db_url: str, tmp_path: Path) -> None:
+    """Claims first written as if their keys had no receipt are rolled back where one has,
+    and made again on the receipts read: if another process takes the write lock in
+    between, that second try waits for it on the store's thread, not on the loop."""
+    store = SQLiteStore(db_url)
+    other = owner_id("other")
+    store.claim_receipts(
+        [Claim(key="a", tool="t", run_id="r0")], owner=other, lease_until=2e9, now=1e9
+    )
+    store.complete_receipts([Completion(key="a", result=b"1")], owner=other, now=1e9)
+    holder = sqlite3.connect(tmp_path / "playline.db", isolation_level=None)
+    begun: list[str] = []
+    rolled_back = False
+
+    def trace(sql: str) -> None:
+        nonlocal rolled_back
+        if sql == "ROLLBACK":  # the first try met the stored receipt
+            rolled_back = True
+        elif sql.startswith("BEGIN"):
+            if rolled_back and not holder.in_transaction:  # between the tries
+                holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
+            begun.append(threading.current_thread().name)
+
+    assert store._conn is not None
+    store._conn.set_trace_callback(trace)
+    claims = [Claim(key=k, tool="t", run_id="r1") for k in ("a", "b")]
+
+    async def run() -> list[str]:
+        call = asyncio.create_task(
+            StoreIO(store)(store.claim_receipts, claims, owner=ME, lease_until=2e9, now=1e9)
+        )
+        await asyncio.sleep(0)  # a turn of the loop: the second try is handed over
+        assert not call.done()
+        holder.execute("COMMIT")
+        return [r.outcome.value for r in await call]
+
+    try:
+        assert asyncio.run(run()) == ["completed", "owned"]
+        assert begun[0] == "MainThread" and begun[-1].startswith("playline-store")
+    finally:
+        holder.close()
+        store.close()
+
+
+def test_indexing_many_row_keys_is_done_off_the_loop(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that indexes its set's tail (here 6 keys, as if they were 200,000) does not
+    stall the loop: it rolls back and is made on the store's thread, once."""
+    monkeypatch.setattr(_rows, "TAIL_ROWS", 6)
+    monkeypatch.setattr(_rows, "LONG_INDEX", 4)
+    store = SQLiteStore(db_url)
+    rows = [RowRecord(run_id="r", dataset="d", key=f"k{i}", index=i, status="completed",
+                      values={"i": i}, cells={}) for i in range(8)]  # fmt: skip
+    begun = _begun(store)
+
+    async def run() -> None:
+        io = StoreIO(store)
+        await io(store.save_rows, rows[:3])
+        await io(store.save_rows, rows[3:])
+
+    try:
+        asyncio.run(run())
+        assert begun[:2] == ["MainThread", "MainThread"]  # the second gave way
+        assert begun[2].startswith("playline-store") and len(begun) == 3
+        assert [r.key for r in store.iter_rows("r", "d")] == [r.key for r in rows]
+        assert sorted(store.load_rows("r", "d", ["k0", "k7"])) == ["k0", "k7"]
+    finally:
         store.close()
 
 

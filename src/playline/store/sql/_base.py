@@ -169,7 +169,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         now: float,
         options: Mapping[str, Any] | None = None,
     ) -> RunClaim:
-        with self._writing():  # until the tails it adopts are known adopted (_Tails)
+        with self._changing_tails():  # until the tails it adopts are known adopted (_Tails)
             with self._transaction(f"claim run {run_id}", write=True) as cur:
                 claim, held = decide_run_claim(
                     self._locked_run(cur, run_id),
@@ -199,7 +199,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
         return [run_from(row) for row in rows]
 
     def end_attempt(self, run_id: str, *, holder: str, end: RunEnd, now: float) -> None:
-        with self._writing():  # until the tails it indexes are known indexed (_Tails)
+        with self._changing_tails():  # until the tails it indexes are known indexed (_Tails)
             with self._transaction(f"end the attempt of run {run_id}", write=True) as cur:
                 run = self._locked_run(cur, run_id)
                 if run is None or run.holder != holder:

@@ -22,13 +22,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..._json import dumps, loads
 from ...errors import StoreError
+from .._protocol import WouldWait
 from .._records import CellMeta, RowRecord
 from .._windows import ROW_STATES, RowCounts, check_window
 from ._cursor import Cursor
@@ -38,6 +39,7 @@ __all__ = ["PAGE", "TAIL_ROWS", "RowTables"]
 
 PAGE = 1000  # rows per page when streaming a dataset
 TAIL_ROWS = 200_000  # rows of a set whose keys wait in memory before they go to row_keys
+LONG_INDEX = 20_000  # keys indexed in one go that make a call long (see _before_long_work)
 
 _SET = "SELECT set_id, keyed_through, tail_owner FROM row_sets WHERE run_id = ? AND dataset = ?"
 # a row as row_from reads it, from ``rows r`` (and what the caller joins)
@@ -59,6 +61,13 @@ class _Tails:
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards ``keys``
     writing: threading.Lock = field(default_factory=threading.Lock)
     keys: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def forget(self) -> None:
+        """Know no tail: this object then adopts its sets' tails from the store, as if
+        another had left them (what a write that failed after its commit left is there)."""
+        with self.lock:
+            self.token = uuid.uuid4().hex
+            self.keys = {}
 
     def known(self, set_id: int, owner: str | None) -> dict[str, int] | None:
         """The keys of the set's tail, when this object owns it; None when another does."""
@@ -84,6 +93,23 @@ class RowTables:
         """``_tails.writing``, to be held (a dialect may refuse to wait for it)."""
         return self._tails.writing
 
+    @contextmanager
+    def _changing_tails(self) -> Iterator[None]:
+        """Hold ``_tails.writing`` for a write that changes tails. If it fails, maybe after
+        its commit (an interrupt), before the tails were told, they are forgotten."""
+        with self._writing():
+            try:
+                yield
+            except WouldWait:  # nothing was written
+                raise
+            except BaseException:
+                self._tails.forget()
+                raise
+
+    def _before_long_work(self) -> None:
+        """Where a call is about to index many row keys; a dialect that calls the store on
+        the event loop gives way here (``WouldWait``), before anything is committed."""
+
     def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
         """Write rows (``set_id``, ``id`` and ``row_fields``): a row's number names it."""
         cur.executemany(UPSERT_ROW, params)
@@ -96,7 +122,7 @@ class RowTables:
         for row in rows:  # a later row of a key replaces an earlier
             sets.setdefault((row.run_id, row.dataset), {})[row.key] = row_fields(row)
         tails = self._tails
-        with self._writing():  # until the tail says what was committed (see _Tails)
+        with self._changing_tails():  # until the tail says what was committed (see _Tails)
             with self._transaction(f"save {len(rows)} rows", write=True) as cur:
                 # two names that make one lock key only wait for each other
                 self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
@@ -132,6 +158,7 @@ class RowTables:
             params.append((set_id, number, *row_values))
         self._upsert_rows(cur, params)
         if len(known) + len(new) >= TAIL_ROWS:
+            self._before_long_work()
             self._index(cur, set_id, keyed, last)
             new, fresh = {}, True
         return set_id, new, fresh
@@ -171,6 +198,8 @@ class RowTables:
         """Index the tail another writer left (it died, or closed, or gave the run up), and
         own the set's tail from now on; returns the new ``keyed_through``."""
         through = self._last(cur, set_id)
+        if through - keyed > LONG_INDEX:
+            self._before_long_work()
         self._index(cur, set_id, keyed, through)
         cur.execute(
             "UPDATE row_sets SET tail_owner = ? WHERE set_id = ?", (self._tails.token, set_id)
@@ -202,6 +231,8 @@ class RowTables:
         tail = self._tails.known(set_id, owner)
         if not tail:
             return False
+        if len(tail) > LONG_INDEX:
+            self._before_long_work()
         self._index(cur, set_id, keyed, max(tail.values()))
         return True
 
@@ -240,7 +271,7 @@ class RowTables:
         another object took a set over, its tail is that object's now. A store that cannot
         be written now leaves them: the set's next writer indexes them (``_adopt``)."""
         tails = self._tails
-        with self._writing():
+        with self._changing_tails():
             with tails.lock:
                 owned = [set_id for set_id, tail in tails.keys.items() if tail]
             if not owned:

@@ -5,9 +5,10 @@ WAL mode, ``synchronous=NORMAL``, one connection per store object, guarded by a 
 store is thread-safe). Every batch is one transaction; a write transaction takes the write
 lock first (``BEGIN IMMEDIATE``), so two processes claiming the same receipt key can never
 both own it. The engine calls the store on its event loop first (``io_inline``): inside
-``inline()``, a call's first transaction does not wait for the connection (another thread's)
-or the write lock (another process's) but raises ``WouldWait``, and the call is made on the
-store's worker thread, which waits as long as ``busy_timeout``.
+``inline()``, until a call has committed a write, it does not wait for the connection or the
+rows' tail (another thread's) or the write lock (another process's), nor index many row keys
+at once, but rolls back and raises ``WouldWait``; the call is then made on the store's worker
+thread, which waits as long as ``busy_timeout``.
 
 A store refuses damage: opening it checks the file quickly (the header, the schema, and
 SQLite's ``quick_check`` for files up to ``QUICK_CHECK_UP_TO``, or the first and last rows of
@@ -216,35 +217,37 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def inline(self) -> Iterator[None]:
-        self._inline.first = True
+        self._inline.unchanged = True
         try:
             yield
         finally:
-            self._inline.first = False
+            self._inline.unchanged = False
 
     def _writing(self) -> AbstractContextManager[Any]:
-        return _held(self._tails.writing, waits=not self._inline.first)
+        return _held(self._tails.writing, waits=not self._inline.unchanged)
+
+    def _before_long_work(self) -> None:
+        if self._inline.unchanged:
+            raise WouldWait  # rolled back: the worker thread does it, off the loop
 
     @contextmanager
     def _transaction(self, what: str, *, write: bool) -> Iterator[Cursor]:
-        waits = True
-        if self._inline.first:  # inside inline(): a call's first transaction does not wait
-            self._inline.first = waits = False
+        waits = not self._inline.unchanged  # inside inline(), nothing waits until a commit
         with _held(self._lock, waits=waits):
             conn = self._connection()
             if write:
                 self._check_writable(what)
             try:
                 self._begin(conn, write=write, waits=waits)
-                try:
-                    yield conn.cursor()
-                except BaseException:
-                    self._rollback(conn)
-                    raise
+                yield conn.cursor()
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except BaseException as exc:  # an interrupt too: no transaction is left open
                 self._rollback(conn)
-                raise self._error(what, exc) from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(what, exc) from exc
+                raise
+            if write:
+                self._inline.unchanged = False  # the call has changed the store
 
     def _begin(self, conn: sqlite3.Connection, *, write: bool, waits: bool) -> None:
         """Begin a transaction; a write one takes the write lock at once, waiting for another
@@ -254,8 +257,8 @@ class SQLiteStore(SQLStore):
         elif waits:
             conn.execute("BEGIN IMMEDIATE")
         else:
-            conn.execute("PRAGMA busy_timeout = 0")
             try:
+                conn.execute("PRAGMA busy_timeout = 0")
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 if _code(exc) not in (_BUSY, _LOCKED):
@@ -320,7 +323,7 @@ class SQLiteStore(SQLStore):
 
 
 class _Inline(threading.local):
-    first = False  # a call inside inline() that has not begun a transaction yet
+    unchanged = False  # a call inside inline() that has not committed a write yet
 
 
 @contextmanager
