@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
@@ -95,10 +95,15 @@ class ToolCall:
     on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
     job: bytes | None = None  # an async tool's submitted job, from the receipt
     generation: int = 1
-    idempotency_key: str = ""  # sent to the provider: a repeat after a crash is not paid
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
     looked_up: bool = False  # its row's group found no receipt for it (``answer_from``)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Sent to the provider: a repeat after a crash is not paid. Made when a transport
+        asks for it (a local tool never does)."""
+        return _idempotency_key(self.key, self.generation)
 
 
 @dataclass(slots=True)
@@ -119,10 +124,34 @@ class CallStats:
         per[what] = per.get(what, 0) + n
 
 
-def idempotency_key(key: str, generation: int) -> str:
+def _idempotency_key(key: str, generation: int) -> str:
     """The key a provider sees for a receipt's generation: the same for every send of that
     generation (a crash's repeat is recognised), new for a deliberate re-purchase."""
     return digest("idempotency", key, "" if generation == 1 else str(generation))[:40]
+
+
+class _Keys(Sequence[str]):
+    """The calls' idempotency keys, as a transport reads them: each made when it is read."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self, calls: Sequence[ToolCall]) -> None:
+        self._calls = calls
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def __iter__(self) -> Iterator[str]:
+        return (call.idempotency_key for call in self._calls)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [call.idempotency_key for call in self._calls[index]]
+        return self._calls[index].idempotency_key
 
 
 class CallExecutor:
@@ -659,7 +688,6 @@ class CallExecutor:
                 if claim.outcome is ClaimOutcome.OWNED:
                     call.job = receipt.job
                     call.generation = receipt.generation
-                    call.idempotency_key = idempotency_key(call.key, receipt.generation)
                     call.resent = claim.resent
                     send.append(call)
                 elif claim.outcome is ClaimOutcome.COMPLETED:
@@ -714,9 +742,7 @@ class CallExecutor:
     async def _transport(
         self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
     ) -> list[Any]:
-        raws = await target.transport.call(
-            target, [c.input for c in chunk], [c.idempotency_key for c in chunk]
-        )
+        raws = await target.transport.call(target, [c.input for c in chunk], _Keys(chunk))
         if len(raws) != len(chunk):
             raise ToolError(
                 spec.id,
