@@ -156,3 +156,31 @@ def test_a_lookup_the_store_fails_fails_the_run_and_sends_nothing(registry, stor
     assert result.status == "failed"
     assert "the store is unreachable" in (result.error or "")
     assert sent == []
+
+
+def test_after_a_lookup_finds_no_receipt_calls_are_claimed_until_a_claim_finds_one(registry, store):
+    """A first run's group found no receipt: the next groups' calls are claimed at once,
+    with no lookup (the claims say which receipts there are). A claim that meets a receipt
+    turns the lookups on again. Every row is answered from its receipt or bought, once."""
+    sent = counting(registry)
+    bought = [{"x": x} for x in range(20, 40)]
+    run_play(dataset_play(bought, {"out": bare("t.count")}), tools=[registry], store=store)
+    sent.clear()
+    seen = watch(store)
+
+    mixed = run_play(
+        dataset_play(rows_of(40), {"out": bare("t.count")}),
+        tools=[registry],
+        store=store,
+        row_window=10,
+    )
+
+    assert mixed.status == "completed"
+    assert sorted(sent) == list(range(20))  # each new one bought once
+    assert (mixed.stats.tool_calls_cached, mixed.stats.tool_calls_live) == (20, 20)
+    statuses = [r.cells["out"]["status"] for r in store.iter_rows(mixed.run_id, "rows")]
+    assert statuses == ["completed"] * 20 + ["cached"] * 20
+    looked_up = [len(keys) for keys in seen["lookups"]]
+    assert looked_up[0] == 10  # the first group's: none found
+    assert 10 < sum(looked_up) < 40  # rows 10-19 claimed at once; the last ones looked up
+    assert 20 < len(seen["claims"]) < 40  # some bought before met by claims, not all

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -205,6 +205,9 @@ class CallExecutor:
         self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
         self._requests = 0
         self.progress = 0  # calls settled: the watchdog's sign of life
+        # Whether receipts answered calls lately: a row group's calls are looked up before
+        # they are queued while they do (datasets.py), claimed at once while they do not.
+        self.answers_likely = True
 
     def gate_of(self, spec: ToolSpec) -> RateGate:
         return self._gates[self._target(spec)]
@@ -482,8 +485,10 @@ class CallExecutor:
         """Whether calls may be answered by ``answer_from`` (a plan counts every call)."""
         return self._planner is None
 
-    def find_answers(self, keys: Sequence[str]) -> Awaitable[dict[str, Answer]]:
-        return self._io(self._store.find_answers, keys)
+    async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        found = await self._io(self._store.find_answers, keys)
+        self.answers_likely = bool(found)
+        return found
 
     def answer_from(self, call: ToolCall, stored: bytes) -> ToolResult:
         """The result of ``call`` from its completed receipt, counted as a cached call; the
@@ -692,6 +697,7 @@ class CallExecutor:
                     send.append(call)
                 elif claim.outcome is ClaimOutcome.COMPLETED:
                     assert receipt.result is not None
+                    self.answers_likely = True  # a receipt the lookups did not find
                     self._settle_cached(call, receipt.result)
                 elif claim.outcome is ClaimOutcome.HELD:
                     self._waits.spawn(self._wait_for(spec, call))

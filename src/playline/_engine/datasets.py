@@ -445,10 +445,25 @@ class DatasetRun:
             self.rt.dispatcher.submit(call, row)
 
     def _look_up(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
-        """Find the receipts of a group's calls of column ``position`` in one lookup."""
+        """Find the receipts of a group's calls of column ``position`` in one lookup; when
+        the last lookup found none (a first run), queue them at once: their claims say which
+        receipts there are, and a claim that finds one turns the lookups on again."""
+        if not self.rt.executor.answers_likely:
+            for row, call in looked:
+                self._wait_for(row, position, call, looked_up=True)
+            return
         assert self._tasks is not None
         self.rt.dispatcher.hold_rows(len(looked))
         self._tasks.create_task(self._answer(position, looked))
+
+    def _wait_for(self, row: RowScope, position: int, call: ToolCall, *, looked_up: bool) -> None:
+        """Queue the row's call (``looked_up``: its receipt was looked for already, or will
+        be by its claim); the row goes on from column ``position`` when it settles."""
+        call.looked_up = looked_up
+        self._report_cells(row)  # it waits for its call, as _park reports
+        self.rt.dispatcher.submit(
+            call, row, then=functools.partial(self._arrived, row, position, call.future)
+        )
 
     async def _answer(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
         """The rows whose calls receipts answer go on together from the next column, their
@@ -468,11 +483,7 @@ class DatasetRun:
             for row, call in looked:
                 answer = found.get(call.key)
                 if answer is None:
-                    call.looked_up = looked_up
-                    self._report_cells(row)  # it waits for its call, as _park reports
-                    dispatcher.submit(
-                        call, row, then=functools.partial(self._arrived, row, position, call.future)
-                    )
+                    self._wait_for(row, position, call, looked_up=looked_up)
                 else:
                     self._set(row, column, executor.answer_from(call, answer.result))
                     answered.append(row)
