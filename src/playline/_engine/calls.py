@@ -97,7 +97,7 @@ class ToolCall:
     generation: int = 1
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
-    looked_up: bool = False  # its row's group found no receipt for it (``answer_from``)
+    looked_up: bool = False  # its row's group found no receipt, or left it to the claim
 
     @property
     def idempotency_key(self) -> str:

@@ -9,8 +9,8 @@ A store with ``io_inline`` (SQLite) has its own methods called on the loop first
 its calls is on its worker threads: it runs the call there unless it would wait for another
 thread or process, and raises ``WouldWait`` before changing anything if it would; the call is
 then made on a worker thread. A call on the loop costs no thread hand-over, and the store's
-work does not queue for the interpreter lock behind the engine (live single calls and batch
-calls about 9% faster, the pure map 10%, cached re-runs 19%). A call is never made on the
+work does not queue for the interpreter lock behind the engine (live single calls, batch
+calls and the pure map about 8% faster, cached re-runs 14%). A call is never made on the
 loop while an earlier one is on the threads, so calls still run in the order they were made.
 Anything else (a function making many store calls, such as a resume's tally of every stored
 row) is made on the threads.
