@@ -184,3 +184,57 @@ def test_after_a_lookup_finds_no_receipt_calls_are_claimed_until_a_claim_finds_o
     assert looked_up[0] == 10  # the first group's: none found
     assert 10 < sum(looked_up) < 40  # rows 10-19 claimed at once; the last ones looked up
     assert 20 < len(seen["claims"]) < 40  # some bought before met by claims, not all
+
+
+def test_rows_that_go_on_together_keep_each_their_own_cells(registry, store):
+    """Rows answered together share their cells' metadata where it says the same; a row whose
+    cell says otherwise (another tool, not found, a cost, an earlier cell skipped) keeps its
+    own, live (the calls of the first column) and from receipts (a re-run)."""
+
+    @registry.tool("t.a")
+    def a(input: dict[str, Any]) -> dict[str, Any] | None:
+        return None if input["x"] % 4 == 0 else {"v": input["x"]}
+
+    registry.tool("t.b")(lambda input: {"v": input["x"]})
+    registry.tool("t.paid", cost=pl.Cost(1))(lambda input: {"v": input["x"]})
+
+    def tool_of(x: int) -> str:
+        return "t.paid" if x % 5 == 0 else "t.a" if x % 2 == 0 else "t.b"
+
+    def expected(x: int, *, cached: bool) -> dict[str, Any]:
+        found = tool_of(x) != "t.a" or x % 4 != 0
+        status = ("cached" if cached else "completed") if found else "not_found"
+        meta = {"status": status, "provider": tool_of(x), "result": True}
+        if tool_of(x) == "t.paid" and not cached:
+            meta["cost"] = 1.0
+        return meta
+
+    def resolver(row: Any, ctx: pl.Context) -> Any:
+        return ctx.tool(tool_of(row["x"]), {"x": row["x"]})
+
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        builder = ctx.dataset("rows", rows_of(40))
+        if input == "second":  # the calls' column after one some rows skip
+            builder = builder.with_column("odd", lambda row: "odd", when=lambda r: r["x"] % 2)
+        builder = builder.with_column("out", resolver).with_column("next", lambda row: row["x"])
+        return await builder.run()
+
+    for layout in ("first", "second"):
+        for cached in (False, True):
+            result = run_play(play, layout, tools=[registry], store=store)
+            assert result.status == "completed"
+            stats = result.stats
+            assert (stats.tool_calls_cached, stats.tool_calls_live) == (
+                (40, 0) if cached or layout == "second" else (0, 40)
+            )
+            rows = {r.values["x"]: r for r in store.iter_rows(result.run_id, "rows")}
+            assert sorted(rows) == list(range(40))
+            for x, row in rows.items():
+                cells = {c: {k: v for k, v in m.items() if k != "updated_at"}
+                         for c, m in row.cells.items()}  # fmt: skip
+                assert cells["out"] == expected(x, cached=cached or layout == "second")
+                assert cells["next"] == {"status": "completed"}
+                assert row.values["next"] == x
+                if layout == "second":
+                    odd = {"status": "completed"} if x % 2 else {"status": "skipped"}
+                    assert cells["odd"] == odd

@@ -837,6 +837,7 @@ class CallExecutor:
         # it); one that does not charges again, so a retry is a new purchase, with a new key
         # and its own ledger row.
         rebuy = self._target(spec).in_doubt != "resend"
+        what = f"The result of tool {spec.id}"
         for chunk, raws, reserved in requests:
             entries = []
             for call, raw in zip(chunk, raws, strict=True):
@@ -864,7 +865,7 @@ class CallExecutor:
                     )
                     entries.append(entry)
                 try:
-                    stored = dumps(result.to_json(), what=f"The result of tool {spec.id}")
+                    stored = dumps(result.to_json(), what=what)
                 except PlayDefinitionError as exc:
                     error = ToolError(spec.id, str(exc), code="invalid_result")
                     failures.append(

@@ -362,20 +362,22 @@ class DatasetRun:
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
-        self._run(live, 0)
+        self._run(live, 0, set())
 
-    def _run(self, live: list[RowScope], start: int) -> None:
+    def _run(self, live: list[RowScope], start: int, bespoke: set[int] | None) -> None:
         """Run ``live`` rows column by column from column ``start`` (see ``_start``).
 
         A resolver's tool call (``ctx.tool``, returned as the cell's value) is not queued at
         once: the group's calls of a column are looked up in the receipts together
-        (``_answer``), the answered rows go on together, and only the others are queued."""
+        (``_answer``), the answered rows go on together, and only the others are queued.
+
+        ``bespoke``: the ids of the rows whose cells so far are their own; the others hold
+        the same cells, one metadata dict a column (this pass's plain ones, and one result's
+        that _set_results shared), which _record_together encodes once. None: every row's
+        cells are its own."""
         ctx = self.rt.ctx
         collecting = self.rt.executor.answers_groups
         made: list[ToolCall] = []  # one list lent to each row in turn, replaced once used
-        # rows run from the first column whose cells are not all this pass's plain ones (the
-        # others hold the same cells: _record_together encodes them once)
-        bespoke: set[int] | None = set() if start == 0 else None
         for position in range(start, len(self.columns)):
             if not live:
                 return
@@ -433,7 +435,7 @@ class DatasetRun:
                 finally:
                     current_row.reset(token)
             if looked:
-                self._look_up(position, looked)
+                self._look_up(position, looked, bespoke)
             live = still
         if live:  # the rows that never waited: recorded and reported together
             self._record_together(live, bespoke)
@@ -444,7 +446,9 @@ class DatasetRun:
         for call in calls:
             self.rt.dispatcher.submit(call, row)
 
-    def _look_up(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+    def _look_up(
+        self, position: int, looked: list[tuple[RowScope, ToolCall]], bespoke: set[int] | None
+    ) -> None:
         """Find the receipts of a group's calls of column ``position`` in one lookup; when
         the last lookup found none (a first run), queue them at once: their claims say which
         receipts there are, and a claim that finds one turns the lookups on again."""
@@ -454,7 +458,7 @@ class DatasetRun:
             return
         assert self._tasks is not None
         self.rt.dispatcher.hold_rows(len(looked))
-        self._tasks.create_task(self._answer(position, looked))
+        self._tasks.create_task(self._answer(position, looked, bespoke))
 
     def _wait_for(self, row: RowScope, position: int, call: ToolCall, *, looked_up: bool) -> None:
         """Queue the row's call (``looked_up``: its receipt was looked for already, or will
@@ -465,7 +469,9 @@ class DatasetRun:
             call, row, then=functools.partial(self._arrived, row, position, call.future)
         )
 
-    async def _answer(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+    async def _answer(
+        self, position: int, looked: list[tuple[RowScope, ToolCall]], bespoke: set[int] | None
+    ) -> None:
         """The rows whose calls receipts answer go on together from the next column, their
         cells ``cached``; the others' calls are queued (marked looked up: not looked up
         again) and each row waits for its own, as a call queued at once would have."""
@@ -479,15 +485,15 @@ class DatasetRun:
                 found, looked_up = {}, False
             finally:
                 dispatcher.release_rows(len(looked))
-            answered: list[RowScope] = []
+            answered: list[tuple[RowScope, ToolResult]] = []
             for row, call in looked:
                 answer = found.get(call.key)
                 if answer is None:
                     self._wait_for(row, position, call, looked_up=looked_up)
                 else:
-                    self._set(row, column, executor.answer_from(call, answer.result))
-                    answered.append(row)
-            self._run(answered, position + 1)
+                    answered.append((row, executor.answer_from(call, answer.result)))
+            self._set_results(column, answered, bespoke)
+            self._run([row for row, _ in answered], position + 1, bespoke)
         except asyncio.CancelledError:
             raise  # the run is stopping: the rows stay pending for a resume
         except BaseException as exc:
@@ -597,21 +603,35 @@ class DatasetRun:
         one group (``_run``), so a wave's answers go on as a group, not a callback each."""
         arrivals, self._arrivals = self._arrivals, []
         starts: dict[int, list[RowScope]] = {}
+        # rows whose call was in the first column hold no cells but the ones set from here:
+        # theirs can be shared (see _run); a row that waited later has cells of its own
+        firsts: list[tuple[RowScope, ToolResult]] = []
+        bespoke: set[int] = set()
         for row, position, done in arrivals:
             if done.cancelled():
                 continue  # the run is stopping; the row stays pending for a resume
             try:
                 error = done.exception()
                 if error is None:
-                    self._set(row, self.columns[position], done.result())
+                    value = done.result()
+                    if position == 0 and type(value) is ToolResult:
+                        firsts.append((row, value))
+                    else:
+                        self._set(row, self.columns[position], value)
+                        bespoke.add(id(row))
                     starts.setdefault(position + 1, []).append(row)
                 else:
                     self._settled(row, position, error, None)
             except BaseException as exc:
                 self._abort(exc)
+        try:
+            self._set_results(self.columns[0], firsts, bespoke)
+        except BaseException as exc:
+            self._abort(exc)
+            return
         for start, rows in starts.items():
             try:
-                self._run(rows, start)
+                self._run(rows, start, bespoke if start == 1 else None)
             except BaseException as exc:
                 self._abort(exc)
 
@@ -650,6 +670,56 @@ class DatasetRun:
         assert value is not None
         self._set(row, column, value())
         self._advance(row, position + 1)
+
+    def _set_results(
+        self,
+        column: Column,
+        answers: list[tuple[RowScope, ToolResult]],
+        bespoke: set[int] | None,
+    ) -> None:
+        """Set each row's cell of ``column`` to the result of the one call its resolver made:
+        ``_set``'s common case, kept lean. The cells that say the same as the first (status,
+        tool, no cost) share its metadata dict; a row whose cell says something else, or more
+        (a cost, a waterfall's notes, other results), goes into ``bespoke`` (see ``_run``)."""
+        if not answers:
+            return
+        name, visible = column.name, not column.hidden
+        now = self.rt.clock.now()
+        common: CellMeta | None = None
+        for row, result in answers:
+            results = row.results
+            if row.notes or result.cost or len(results) != 1 or results[0] is not result:
+                self._set(row, column, result)
+                if bespoke is not None:
+                    bespoke.add(id(row))
+                continue
+            row.results = []
+            if not result.found:
+                status = "not_found"
+            else:
+                status = "cached" if result.execution.cached else "completed"
+            if (
+                common is not None
+                and common["status"] == status
+                and common["provider"] == result.tool
+            ):
+                meta = common
+            else:
+                meta = {
+                    "status": status,
+                    "provider": result.tool,
+                    "result": True,
+                    "updated_at": now,
+                }
+                if common is None:
+                    common = meta
+                elif bespoke is not None:
+                    bespoke.add(id(row))
+            row.values[name] = result
+            row.held = True
+            row.cells[name] = meta
+            if visible:
+                row.unreported.append(name)
 
     def _runs(self, row: RowScope, column: Column, view: Mapping[str, Any]) -> bool:
         """Whether the column runs for this row; if not, its cell is skipped."""
@@ -764,10 +834,9 @@ class DatasetRun:
         fails is finished alone) and finished at one moment; a dataset with hidden columns,
         or a row whose values cannot be stored as they are, goes through ``_record``.
 
-        Rows that ran every column in one pass with a plain value each (all but the ids in
-        ``bespoke``; None: they did not start at the first column) hold the same cell
-        metadata, one dict a column: their cells are encoded once, and their statuses made
-        once, for all of them (encoding them each was a tenth of a pure map's time)."""
+        The rows not in ``bespoke`` (None: none) hold the same cell metadata, one dict a
+        column (see ``_run``): their cells are encoded once, and their statuses made once,
+        for all of them (encoding them each was a tenth of a pure map's time)."""
         if self._hidden:
             for row in rows:
                 self._record(row)
