@@ -828,7 +828,7 @@ class CallExecutor:
         completions: list[Completion] = []
         failures: list[Failure] = []
         outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
-        charged: list[tuple[int, list[LedgerEntry]]] = []
+        charged: list[LedgerEntry] = []  # settled with the inputs reserved, all at once
         # A tool that costs nothing leaves no ledger row (unless every call is asked for):
         # its calls are counted by the batch events; an on-hit tool's misses do, for hit rates.
         ledgered = bool(spec.cost.credits) or self._ledger_all
@@ -838,8 +838,7 @@ class CallExecutor:
         # and its own ledger row.
         rebuy = self._target(spec).in_doubt != "resend"
         what = f"The result of tool {spec.id}"
-        for chunk, raws, reserved in requests:
-            entries = []
+        for chunk, raws, _ in requests:
             for call, raw in zip(chunk, raws, strict=True):
                 result = ToolResult(
                     tool=spec.id,
@@ -863,7 +862,7 @@ class CallExecutor:
                         call.generation,
                         call.column,
                     )
-                    entries.append(entry)
+                    charged.append(entry)
                 try:
                     stored = dumps(result.to_json(), what=what)
                 except PlayDefinitionError as exc:
@@ -883,10 +882,8 @@ class CallExecutor:
                     continue
                 completions.append(Completion(call.key, stored, entry))
                 outcomes.append((call, result))
-            charged.append((reserved, entries))
         kept = await self._committer.commit(completions, failures)
-        for reserved, entries in charged:
-            self._ledger.settle(spec, reserved, entries)
+        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
         for call, outcome in outcomes:
             if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
                 self.stats.count(spec.id, "live")
