@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sqlite3
 import threading
@@ -21,7 +22,7 @@ from playline.store import (
     owner_id,
 )
 from playline.store._io import StoreIO
-from playline.store.sql import SQLiteStore, _rows, _sqlite_file
+from playline.store.sql import SQLiteStore, _checkpoints, _rows, _sqlite_file
 from playline.store.sql._schema import SCHEMA_VERSION
 
 ME = owner_id("me")
@@ -494,3 +495,56 @@ def test_a_call_waits_for_another_thread_of_the_store_off_the_loop(db_url: str, 
         leave.set()
         other.join()
         store.close()
+
+
+def _padded(start: int, stop: int) -> list[RowRecord]:
+    return [RowRecord(run_id="r", dataset="d", key=f"k{i}", index=i, status="completed",
+                      values={"i": i, "pad": "x" * 200}, cells={})
+            for i in range(start, stop)]  # fmt: skip
+
+
+def test_the_log_is_copied_into_the_file_on_a_thread_of_its_own(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past EVERY rows changed, the store's own thread checkpoints: the rows reach the
+    database file while the log is far below the pages that make a commit checkpoint. Closing
+    the store ends the thread, and the log goes with the store's connection."""
+    monkeypatch.setattr(_checkpoints, "EVERY", 500)
+    store = SQLiteStore(db_url)
+    path, log = Path(store.path), Path(f"{store.path}-wal")
+    checkpoints = store._checkpoints
+    assert checkpoints is not None
+    try:
+        before = path.stat().st_size
+        for start in range(0, 2000, 250):
+            store.save_rows(_padded(start, start + 250))
+        assert checkpoints.settled(timeout=60)
+        assert checkpoints.made >= 3  # at 500, 1000, 1500 rows (and their keys' index)
+        assert path.stat().st_size > before + 2000 * 200  # the rows are in the file
+        assert log.stat().st_size < _checkpoints.BACKSTOP * 4096 / 10
+        thread = checkpoints._thread
+        assert thread is not None and thread.is_alive()
+        assert thread is not threading.current_thread()
+    finally:
+        store.close()
+    assert not thread.is_alive()
+    assert not log.exists()
+    with SQLiteStore(db_url) as again:
+        assert len(list(again.iter_rows("r", "d"))) == 2000
+
+
+def test_a_store_dropped_unclosed_stops_its_checkpoints(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread holds nothing of its store: a store nobody closed is collected, and its
+    thread ends."""
+    monkeypatch.setattr(_checkpoints, "EVERY", 10)
+    store = SQLiteStore(db_url)
+    store.save_rows(_padded(0, 20))
+    assert store._checkpoints is not None and store._checkpoints.settled(timeout=60)
+    thread = store._checkpoints._thread
+    assert thread is not None and thread.is_alive()
+    del store
+    gc.collect()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
