@@ -41,7 +41,6 @@ class Checkpointer:
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
-        self._every = EVERY
         self._mark = 0  # the store's changes when the last checkpoint was asked for
         self._due = threading.Event()
         self._stopping = False
@@ -51,8 +50,9 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
 
     def wrote(self, changes: int) -> None:
-        """A write committed; ``changes``: its connection's ``total_changes``."""
-        if changes - self._mark < self._every:
+        """A write committed (the store's lock still held); ``changes``: its connection's
+        ``total_changes``."""
+        if changes - self._mark < EVERY:
             return
         self._mark = changes
         with self._lock:
