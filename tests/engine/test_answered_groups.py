@@ -189,7 +189,7 @@ def test_after_a_lookup_finds_no_receipt_calls_are_claimed_until_a_claim_finds_o
 def test_rows_that_go_on_together_keep_each_their_own_cells(registry, store):
     """Rows answered together share their cells' metadata where it says the same; a row whose
     cell says otherwise (another tool, not found, a cost, an earlier cell skipped) keeps its
-    own, live (the calls of the first column) and from receipts (a re-run)."""
+    own, live and from receipts (a re-run), its calls' column the first or after another."""
 
     @registry.tool("t.a")
     def a(input: dict[str, Any]) -> dict[str, Any] | None:
@@ -209,13 +209,14 @@ def test_rows_that_go_on_together_keep_each_their_own_cells(registry, store):
             meta["cost"] = 1.0
         return meta
 
-    def resolver(row: Any, ctx: pl.Context) -> Any:
-        return ctx.tool(tool_of(row["x"]), {"x": row["x"]})
+    async def play(ctx: pl.Context, layout: str) -> pl.Dataset:
+        def resolver(row: Any, ctx: pl.Context) -> Any:  # each layout buys its own calls
+            return ctx.tool(tool_of(row["x"]), {"x": row["x"], "layout": layout})
 
-    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
         builder = ctx.dataset("rows", rows_of(40))
-        if input == "second":  # the calls' column after one some rows skip
-            builder = builder.with_column("odd", lambda row: "odd", when=lambda r: r["x"] % 2)
+        if layout == "second":  # the calls' column after two that some rows of each tool skip
+            builder = builder.with_column("ran", lambda row: 1, when=lambda r: r["x"] % 3 != 1)
+            builder = builder.with_column("also", lambda row: 2, when=lambda r: r["x"] % 3 != 2)
         builder = builder.with_column("out", resolver).with_column("next", lambda row: row["x"])
         return await builder.run()
 
@@ -225,16 +226,19 @@ def test_rows_that_go_on_together_keep_each_their_own_cells(registry, store):
             assert result.status == "completed"
             stats = result.stats
             assert (stats.tool_calls_cached, stats.tool_calls_live) == (
-                (40, 0) if cached or layout == "second" else (0, 40)
+                (40, 0) if cached else (0, 40)
             )
             rows = {r.values["x"]: r for r in store.iter_rows(result.run_id, "rows")}
             assert sorted(rows) == list(range(40))
             for x, row in rows.items():
                 cells = {c: {k: v for k, v in m.items() if k != "updated_at"}
                          for c, m in row.cells.items()}  # fmt: skip
-                assert cells["out"] == expected(x, cached=cached or layout == "second")
+                assert cells["out"] == expected(x, cached=cached)
                 assert cells["next"] == {"status": "completed"}
                 assert row.values["next"] == x
                 if layout == "second":
-                    odd = {"status": "completed"} if x % 2 else {"status": "skipped"}
-                    assert cells["odd"] == odd
+                    skipped = {1: "ran", 2: "also"}.get(x % 3)
+                    for name in ("ran", "also"):
+                        assert cells[name] == {
+                            "status": "skipped" if name == skipped else "completed"
+                        }

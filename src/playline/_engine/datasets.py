@@ -374,7 +374,9 @@ class DatasetRun:
         ``bespoke``: the ids of the rows whose cells so far are their own; the others hold
         the same cells, one metadata dict a column (this pass's plain ones, and one result's
         that _set_results shared), which _record_together encodes once. None: every row's
-        cells are its own."""
+        cells are its own. Each pass has a set of its own: a row that waits keeps it
+        (``RowScope.shares``), and the rows that waited from one pass in one column go on
+        together (``_go_on``), their cells still shared."""
         ctx = self.rt.ctx
         collecting = self.rt.executor.answers_groups
         made: list[ToolCall] = []  # one list lent to each row in turn, replaced once used
@@ -420,7 +422,7 @@ class DatasetRun:
                             continue
                         self._queue(row, calls)  # more than a call to look up alone
                     if type(value) not in _PLAIN and _awaitable(value):
-                        self._park(row, position, value)
+                        self._park(row, position, value, bespoke)
                         continue
                     if row.results or row.notes or type(value) is ToolResult:
                         self._set(row, column, value)
@@ -454,16 +456,26 @@ class DatasetRun:
         receipts there are, and a claim that finds one turns the lookups on again."""
         if not self.rt.executor.answers_likely:
             for row, call in looked:
-                self._wait_for(row, position, call, looked_up=True)
+                self._wait_for(row, position, call, bespoke, looked_up=True)
             return
         assert self._tasks is not None
         self.rt.dispatcher.hold_rows(len(looked))
         self._tasks.create_task(self._answer(position, looked, bespoke))
 
-    def _wait_for(self, row: RowScope, position: int, call: ToolCall, *, looked_up: bool) -> None:
+    def _wait_for(
+        self,
+        row: RowScope,
+        position: int,
+        call: ToolCall,
+        bespoke: set[int] | None,
+        *,
+        looked_up: bool,
+    ) -> None:
         """Queue the row's call (``looked_up``: its receipt was looked for already, or will
-        be by its claim); the row goes on from column ``position`` when it settles."""
+        be by its claim); the row goes on from column ``position`` when it settles, with the
+        rows of its pass (``bespoke``'s) that wait there too."""
         call.looked_up = looked_up
+        row.shares = _shares(row, bespoke)
         self._report_cells(row)  # it waits for its call, as _park reports
         self.rt.dispatcher.submit(
             call, row, then=functools.partial(self._arrived, row, position, call.future)
@@ -489,11 +501,13 @@ class DatasetRun:
             for row, call in looked:
                 answer = found.get(call.key)
                 if answer is None:
-                    self._wait_for(row, position, call, looked_up=looked_up)
+                    self._wait_for(row, position, call, bespoke, looked_up=looked_up)
                 else:
                     answered.append((row, executor.answer_from(call, answer.result)))
-            self._set_results(column, answered, bespoke)
-            self._run([row for row, _ in answered], position + 1, bespoke)
+            # the answered rows' next pass, with a set of its own (see _run)
+            mine = None if bespoke is None else {id(r) for r, _ in answered if id(r) in bespoke}
+            self._set_results(column, answered, mine)
+            self._run([row for row, _ in answered], position + 1, mine)
         except asyncio.CancelledError:
             raise  # the run is stopping: the rows stay pending for a resume
         except BaseException as exc:
@@ -542,8 +556,12 @@ class DatasetRun:
             "row", dataset=self.name, row_key=hidden, status="failed", error=error, data={}
         )
 
-    def _park(self, row: RowScope, position: int, value: Any) -> None:
-        """The row waits for ``value``; it goes on from ``position`` when that settles."""
+    def _park(
+        self, row: RowScope, position: int, value: Any, bespoke: set[int] | None = None
+    ) -> None:
+        """The row waits for ``value``; it goes on from ``position`` when that settles (with
+        the rows of its pass, ``bespoke``'s, that wait there too, when it is a call's)."""
+        row.shares = _shares(row, bespoke)
         try:
             self._report_cells(row)
         except BaseException:  # the run fails (its events cannot be written): it never runs
@@ -599,41 +617,49 @@ class DatasetRun:
 
     def _go_on(self) -> None:
         """The rows whose calls settled since the last turn of the loop go on together: a row
-        whose call failed is finished (its cell failed), the others run their next columns as
-        one group (``_run``), so a wave's answers go on as a group, not a callback each."""
+        whose call failed is finished (its cell failed), the others run their next columns in
+        groups (``_run``), one for each column and pass they waited from, so a wave's answers
+        go on as a group, not a callback each."""
         arrivals, self._arrivals = self._arrivals, []
-        starts: dict[int, list[RowScope]] = {}
-        # rows whose call was in the first column hold no cells but the ones set from here:
-        # theirs can be shared (see _run); a row that waited later has cells of its own
-        firsts: list[tuple[RowScope, ToolResult]] = []
-        bespoke: set[int] = set()
+        # by column and by the pass they waited from: such rows hold the same cells so far
+        groups: dict[tuple[int, int], list[tuple[RowScope, Any]]] = {}
         for row, position, done in arrivals:
             if done.cancelled():
                 continue  # the run is stopping; the row stays pending for a resume
             try:
                 error = done.exception()
                 if error is None:
-                    value = done.result()
-                    if position == 0 and type(value) is ToolResult:
-                        firsts.append((row, value))
-                    else:
-                        self._set(row, self.columns[position], value)
-                        bespoke.add(id(row))
-                    starts.setdefault(position + 1, []).append(row)
+                    group = groups.setdefault((position, id(row.shares)), [])
+                    group.append((row, done.result()))
                 else:
                     self._settled(row, position, error, None)
             except BaseException as exc:
                 self._abort(exc)
-        try:
-            self._set_results(self.columns[0], firsts, bespoke)
-        except BaseException as exc:
-            self._abort(exc)
-            return
-        for start, rows in starts.items():
+        for (position, _), group in groups.items():
             try:
-                self._run(rows, start, bespoke if start == 1 else None)
+                self._go_on_from(position, group)
             except BaseException as exc:
                 self._abort(exc)
+
+    def _go_on_from(self, position: int, group: list[tuple[RowScope, Any]]) -> None:
+        """Rows that waited in column ``position`` from one pass: their cells set to what
+        they waited for, they run their next columns as a pass of their own."""
+        column, rows = self.columns[position], [row for row, _ in group]
+        if rows[0].shares is None:  # cells of their own
+            for row, value in group:
+                self._set(row, column, value)
+            self._run(rows, position + 1, None)
+            return
+        bespoke: set[int] = set()
+        results: list[tuple[RowScope, ToolResult]] = []
+        for row, value in group:
+            if type(value) is ToolResult:
+                results.append((row, value))
+            else:
+                self._set(row, column, value)
+                bespoke.add(id(row))
+        self._set_results(column, results, bespoke)
+        self._run(rows, position + 1, bespoke)
 
     async def _await(self, row: RowScope, position: int, awaitable: Awaitable[Any]) -> None:
         token = current_row.set(row)
@@ -1068,6 +1094,11 @@ def _close_if_cancelled(awaitable: Any, task: asyncio.Task[None]) -> None:
     resolver's coroutine unstarted: it is closed. One that ran has finished already."""
     if task.cancelled():
         _close(awaitable)
+
+
+def _shares(row: RowScope, bespoke: set[int] | None) -> set[int] | None:
+    """What a row that waits holds of its pass's cells: its set, or None (its own)."""
+    return None if bespoke is None or id(row) in bespoke else bespoke
 
 
 def _statuses(cells: dict[str, CellMeta], names: list[str]) -> dict[str, str]:

@@ -35,6 +35,7 @@ class RowScope:
         "pending",
         "results",
         "row_key",
+        "shares",
         "unreported",
         "values",
         "view",
@@ -55,6 +56,9 @@ class RowScope:
         self.unreported: list[str] = []  # cells set since the last event
         self.notes: dict[str, Any] = {}  # cell metadata from engine parts
         self.held = False  # a value is a ToolResult, stored as its data (set by keep)
+        # while it waits: whose cells it holds, the bespoke set of the pass it waited from
+        # (datasets.py: the rows of a pass not in its set hold the same cells); None: its own
+        self.shares: object | None = None
         # while a group's resolver runs (datasets.py): the tool calls it makes, not yet queued
         self.collect: list[Any] | None = None
 
