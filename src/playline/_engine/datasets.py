@@ -645,19 +645,16 @@ class DatasetRun:
         """Rows that waited in column ``position`` from one pass: their cells set to what
         they waited for, they run their next columns as a pass of their own."""
         column, rows = self.columns[position], [row for row, _ in group]
-        if rows[0].shares is None:  # cells of their own
-            for row, value in group:
-                self._set(row, column, value)
-            self._run(rows, position + 1, None)
-            return
-        bespoke: set[int] = set()
+        # None: the rows hold cells of their own
+        bespoke: set[int] | None = None if rows[0].shares is None else set()
         results: list[tuple[RowScope, ToolResult]] = []
         for row, value in group:
             if type(value) is ToolResult:
                 results.append((row, value))
             else:
                 self._set(row, column, value)
-                bespoke.add(id(row))
+                if bespoke is not None:
+                    bespoke.add(id(row))
         self._set_results(column, results, bespoke)
         self._run(rows, position + 1, bespoke)
 
