@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import playline as pl
 from playline._engine.rows import row_key_function
-from playline.store import open_store
+from playline.store import RowPage, open_store
 from stores import full_after_first_block
 
 from .helpers import (
@@ -532,7 +532,9 @@ def test_finished_rows_reach_the_store_while_a_slow_call_holds_the_dataset(regis
 
     def spy(rows):  # runs off the event loop
         save_rows(rows)
-        saved.extend(row.key for row in rows)
+        saved.extend(
+            key for row in rows for key in (row.keys if isinstance(row, RowPage) else [row.key])
+        )
         if len(saved) >= 9:
             loop[0].call_soon_threadsafe(nine_saved.set)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from playline._json import dumps
 from playline.errors import PlayDefinitionError
-from playline.store import RowRecord, Store
+from playline.store import RowPage, RowRecord, Store
 
 
 def row(
@@ -185,3 +187,53 @@ def test_a_row_saved_again_at_another_index_moves_there(store: Store) -> None:
     ]
     assert store.load_rows("r1", "people", ["b"])["b"].values["email"] == "moved twice"
     assert store.count_rows("r1", "people") == 3
+
+
+def page_of(records: list[RowRecord]) -> RowPage:
+    """The records (completed, with the same cells, at one moment) as one page."""
+    first = records[0]
+    page = RowPage(
+        run_id=first.run_id,
+        dataset=first.dataset,
+        cells_json=dumps(first.cells, ordered=True).decode(),
+        updated_at=first.updated_at,
+    )
+    for record in records:
+        page.add(record.key, record.index, dumps(record.values, ordered=True))
+    return page
+
+
+def plain(key: str, index: int, **values: Any) -> RowRecord:
+    """A row as a page holds it: completed, the cells and the moment of the others."""
+    return replace(row(key, index, **values), updated_at=7.0)
+
+
+def test_a_page_of_rows_reads_back_as_their_records(store: Store) -> None:
+    # past one statement (500 rows) and one read (1,000); its rows in a shuffled order
+    records = [plain(f"k{i:04}", i, email=f"{i}@x.io", zeta=i, alpha=None) for i in range(1300)]
+    shuffled = records[:]
+    random.Random(5).shuffle(shuffled)
+    store.save_rows([page_of(shuffled)])
+    assert list(store.iter_rows("r1", "people")) == records
+    assert [list(r.values) for r in store.iter_rows("r1", "people")][:1] == [
+        ["key", "email", "zeta", "alpha"]
+    ]
+    assert store.load_rows("r1", "people", ["k1299", "k0007"]) == {
+        "k1299": records[1299],
+        "k0007": records[7],
+    }
+    assert store.row_window("r1", "people", offset=600, limit=2) == records[600:602]
+    assert store.count_rows("r1", "people", state="completed") == 1300
+    counts = store.row_counts("r1", "people")
+    assert (counts.rows, counts.cells) == (1300, {"completed": 1300})
+    assert store.datasets("r1") == ["people"]
+
+
+def test_pages_and_records_of_a_key_in_one_save_keep_the_later(store: Store) -> None:
+    waiting = replace(row("a", 0), status="waiting", cells={"email": {"status": "queued"}})
+    failed = replace(row("b", 1), status="failed", error="boom")
+    store.save_rows([row("c", 2)])  # stored before: a page's row replaces it
+    store.save_rows([waiting, page_of([plain("a", 0), plain("b", 1), plain("c", 2)]), failed])
+    stored = {r.key: r for r in store.iter_rows("r1", "people")}
+    assert stored == {"a": plain("a", 0), "b": failed, "c": plain("c", 2)}
+    assert store.row_counts("r1", "people").statuses == {"completed": 2, "failed": 1}

@@ -44,7 +44,7 @@ from ..errors import (
     ToolError,
     full_stop,
 )
-from ..store import CellMeta, RowRecord, Store, StoreIO
+from ..store import CellMeta, RowPage, RowRecord, Store, StoreIO
 from ..tools import ToolResult
 from .calls import CallExecutor, ToolCall, too_large
 from .dispatch import Dispatcher
@@ -168,7 +168,8 @@ class DatasetRun:
         self.on_row_error = on_row_error
         self.key_of = row_key_function(name, key, [c.name for c in columns])
         self.stats = DatasetStats()
-        self._writes: list[RowRecord] = []
+        self._writes: list[RowRecord | RowPage] = []  # the finished rows not written yet
+        self._unwritten = 0  # how many rows they are
         self._active = 0  # rows started and not finished
         self._wakeup: asyncio.Future[None] | None = None
         self._fatal: BaseException | None = None
@@ -321,7 +322,7 @@ class DatasetRun:
         would hold them all and the writes would not overlap the work.
         """
         writing = self._writing
-        if len(self._writes) >= _WRITE_BACKLOG and writing is not None and not writing.done():
+        if self._unwritten >= _WRITE_BACKLOG and writing is not None and not writing.done():
             await asyncio.shield(writing)
         await self.rt.events.keep_up()
 
@@ -539,7 +540,7 @@ class DatasetRun:
         error = f"The key of row {index} {why}, so the row is recorded as {hidden!r}. {fix}"
         self.stats.rows_executed += 1
         self.stats.rows_failed += 1
-        self._writes.append(
+        self._buffer(
             RowRecord(
                 run_id=self.rt.run_id,
                 dataset=self.name,
@@ -859,14 +860,16 @@ class DatasetRun:
 
         The rows not in ``bespoke`` (None: none) hold the same cell metadata, one dict a
         column (see ``_run``): their cells are encoded once, and their statuses made once,
-        for all of them (encoding them each was a tenth of a pure map's time)."""
+        for all of them (encoding them each was a tenth of a pure map's time), and they are
+        written as one ``RowPage`` (a record each was about 8% of a pure map's time)."""
         if self._hidden:
             for row in rows:
                 self._record(row)
             return
         run_id, name, limit = self.rt.run_id, self.name, self.rt.cell_limit
         now = self.rt.clock.now()
-        plain: tuple[dict[str, str], str | None] | None = None  # the plain rows' statuses, cells
+        shared: tuple[dict[str, str], str | None] | None = None  # the shared cells' statuses, JSON
+        page: RowPage | None = None  # the rows that hold them
         for row in rows:
             values = row.values
             if row.held:  # tool results are stored as their data
@@ -879,24 +882,32 @@ class DatasetRun:
             if bespoke is None or id(row) in bespoke:
                 statuses, cells_json = _statuses(cells, unreported), None
             else:
-                if plain is None:
-                    plain = _statuses(cells, unreported), _cells_json(cells)
-                statuses, cells_json = plain
-            self._writes.append(
-                RowRecord(
-                    run_id=run_id,
-                    dataset=name,
-                    key=row.row_key,
-                    index=row.index,
-                    status="completed",
-                    values=values,
-                    cells=cells,
-                    error=None,
-                    updated_at=now,
-                    values_json=encoded,
-                    cells_json=cells_json,
+                if shared is None:
+                    shared = _statuses(cells, unreported), _cells_json(cells)
+                statuses, cells_json = shared
+            if cells_json is None:  # cells of its own, or cells the store says it cannot encode
+                self._buffer(
+                    RowRecord(
+                        run_id=run_id,
+                        dataset=name,
+                        key=row.row_key,
+                        index=row.index,
+                        status="completed",
+                        values=values,
+                        cells=cells,
+                        error=None,
+                        updated_at=now,
+                        values_json=encoded,
+                    )
                 )
-            )
+            else:
+                if page is None:
+                    page = RowPage(
+                        run_id=run_id, dataset=name, cells_json=cells_json, updated_at=now
+                    )
+                    self._writes.append(page)
+                page.add(row.row_key, row.index, encoded)
+                self._unwritten += 1
             self._report_later(
                 {
                     "key": row.row_key,
@@ -936,7 +947,7 @@ class DatasetRun:
             self.stats.rows_failed += 1
         else:
             status = "completed"
-        self._writes.append(
+        self._buffer(
             RowRecord(
                 run_id=self.rt.run_id,
                 dataset=self.name,
@@ -969,9 +980,14 @@ class DatasetRun:
                 data=data,
             )
 
+    def _buffer(self, row: RowRecord) -> None:
+        """Buffer a finished row for the store."""
+        self._writes.append(row)
+        self._unwritten += 1
+
     def _finished(self, count: int) -> None:
         """``count`` rows were recorded: start a write when enough wait, free their places."""
-        if len(self._writes) >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
+        if self._unwritten >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
             self._writing = asyncio.get_running_loop().create_task(self._write())
         elif self._write_timer is None:
             self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
@@ -1035,14 +1051,14 @@ class DatasetRun:
         self._write_timer = None
         if self._writing is None or self._writing.done():
             self._writing = asyncio.get_running_loop().create_task(self._write(rest=True))
-        elif self._writes:  # a write is under way: these go in the next one
+        elif self._unwritten:  # a write is under way: these go in the next one
             self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
 
     async def _write(self, *, rest: bool = False) -> None:
         """Write the finished rows buffered, a thousand or more in a transaction (``rest``:
         whatever is left), off the event loop."""
-        while len(self._writes) >= (1 if rest else _WRITE_EVERY):
-            rows, self._writes = self._writes, []
+        while self._unwritten >= (1 if rest else _WRITE_EVERY):
+            rows, self._writes, self._unwritten = self._writes, [], 0
             try:
                 await self._io(self.rt.store.save_rows, rows)
             except Exception as exc:  # raised at the dataset's end: the run fails with it

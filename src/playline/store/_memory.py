@@ -31,7 +31,9 @@ from ._records import (
     LedgerTotals,
     Receipt,
     ReceiptStatus,
+    RowPage,
     RowRecord,
+    RowStatus,
     RunClaim,
     RunEnd,
     RunRecord,
@@ -57,6 +59,24 @@ def _values(row: RowRecord) -> Any:
 def _cells(row: RowRecord) -> Any:
     """The row's cells, as the engine encoded them when it did."""
     return row.cells if row.cells_json is None else orjson.Fragment(row.cells_json)
+
+
+def _encoded_rows(
+    rows: Sequence[RowRecord | RowPage],
+) -> Iterator[tuple[tuple[str, str], str, int, bytes]]:
+    """Each row as kept: its run and dataset, key, index and the JSON of the rest."""
+    fields: list[Any]
+    for row in rows:
+        names = (row.run_id, row.dataset)
+        if isinstance(row, RowPage):
+            status, cells = RowStatus.COMPLETED.value, orjson.Fragment(row.cells_json)
+            for key, index, values in zip(row.keys, row.indexes, row.values_json, strict=True):
+                fields = [status, orjson.Fragment(values), cells, None, row.updated_at]
+                yield names, key, index, _exact(dumps(fields, ordered=True))
+        else:
+            fields = [row.status, _values(row), _cells(row), row.error, row.updated_at]
+            what = f"Row {row.key!r} of dataset {row.dataset!r}"
+            yield names, row.key, row.index, _exact(dumps(fields, ordered=True, what=what))
 
 
 _KEPT = (ReceiptStatus.RUNNING, ReceiptStatus.CLEARED)  # what cache clear leaves as it is
@@ -366,23 +386,11 @@ class MemoryStore(ReceiptWrites):
         return len(doomed)
 
     # rows
-    def save_rows(self, rows: Sequence[RowRecord]) -> None:
-        encoded = [
-            (
-                row,
-                _exact(
-                    dumps(
-                        [row.status, _values(row), _cells(row), row.error, row.updated_at],
-                        ordered=True,
-                        what=f"Row {row.key!r} of dataset {row.dataset!r}",
-                    )
-                ),
-            )
-            for row in rows
-        ]
+    def save_rows(self, rows: Sequence[RowRecord | RowPage]) -> None:
+        encoded = [*_encoded_rows(rows)]
         with self._lock:
-            for row, blob in encoded:
-                self._rows.setdefault((row.run_id, row.dataset), {})[row.key] = (row.index, blob)
+            for names, key, index, blob in encoded:
+                self._rows.setdefault(names, {})[key] = (index, blob)
 
     def _row(self, run_id: str, dataset: str, key: str, index: int, blob: bytes) -> RowRecord:
         status, values, cells, error, updated_at = loads(blob)

@@ -38,6 +38,7 @@ from ._records import (
     LedgerEntry,
     LedgerTotals,
     Receipt,
+    RowPage,
     RowRecord,
     RunClaim,
     RunEnd,
@@ -195,7 +196,11 @@ class ReceiptStore(Protocol):
 
 
 class RowStore(Protocol):
-    def save_rows(self, rows: Sequence[RowRecord]) -> None: ...
+    def save_rows(self, rows: Sequence[RowRecord | RowPage]) -> None:
+        """Write rows, a page's as if each were its own record; a later row of a key
+        replaces an earlier one."""
+        ...
+
     def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]: ...
     def iter_rows(self, run_id: str, dataset: str) -> Iterator[RowRecord]:
         """In input order, in pages: no read stays open between pages."""

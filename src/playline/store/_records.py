@@ -27,6 +27,7 @@ __all__ = [
     "LedgerEntry",
     "Receipt",
     "ReceiptStatus",
+    "RowPage",
     "RowRecord",
     "RowStatus",
     "RunClaim",
@@ -281,6 +282,31 @@ class RowRecord:
     # ``cells`` as canonical JSON text, when the engine encoded them once for rows holding the
     # same cell metadata (the plain cells of rows that ran together)
     cells_json: str | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(slots=True, kw_only=True)
+class RowPage:
+    """Rows of one dataset that completed at one moment holding the same cells (one metadata
+    dict a column), written by ``save_rows`` as one item: each row is what a completed
+    ``RowRecord`` with these cells would be, its values given as their JSON. A page costs a
+    list entry a row, where a record costs an object (the rows of a pure map, a cached re-run,
+    the calls of a wave that settled together)."""
+
+    run_id: str
+    dataset: str
+    cells_json: str  # the cells every row holds, as canonical JSON text
+    updated_at: float
+    keys: list[str] = field(default_factory=list)
+    indexes: list[int] = field(default_factory=list)
+    values_json: list[bytes] = field(default_factory=list)  # each row's values, as JSON
+
+    def add(self, key: str, index: int, values_json: bytes) -> None:
+        self.keys.append(key)
+        self.indexes.append(index)
+        self.values_json.append(values_json)
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from ..._json import dumps, loads
 from ...errors import StoreError
 from .._protocol import WouldWait
-from .._records import CellMeta, RowRecord
+from .._records import CellMeta, RowPage, RowRecord
 from .._windows import ROW_STATES, RowCounts, check_window
 from ._cursor import Cursor
-from ._tables import ROW_COLUMNS, UPSERT_ROW, chunks, marks, row_fields, row_from
+from ._tables import ROW_COLUMNS, UPSERT_ROW, chunks, marks, page_fields, row_fields, row_from
 
 __all__ = ["PAGE", "TAIL_ROWS", "RowTables"]
 
@@ -115,15 +115,19 @@ class RowTables:
         cur.executemany(UPSERT_ROW, params)
 
     # writing
-    def save_rows(self, rows: Sequence[RowRecord]) -> None:
+    def save_rows(self, rows: Sequence[RowRecord | RowPage]) -> None:
         if not rows:
             return
         sets: dict[tuple[str, str], dict[str, tuple[Any, ...]]] = {}
         for row in rows:  # a later row of a key replaces an earlier
-            sets.setdefault((row.run_id, row.dataset), {})[row.key] = row_fields(row)
-        tails = self._tails
+            fields = sets.setdefault((row.run_id, row.dataset), {})
+            if isinstance(row, RowPage):
+                fields.update(page_fields(row))
+            else:
+                fields[row.key] = row_fields(row)
+        tails, count = self._tails, sum(map(len, sets.values()))
         with self._changing_tails():  # until the tail says what was committed (see _Tails)
-            with self._transaction(f"save {len(rows)} rows", write=True) as cur:
+            with self._transaction(f"save {count} rows", write=True) as cur:
                 # two names that make one lock key only wait for each other
                 self._lock_keys(cur, [f"rows:{run_id}:{dataset}" for run_id, dataset in sets])
                 numbered = [self._write_set(cur, *names, fields) for names, fields in sets.items()]

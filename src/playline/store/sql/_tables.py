@@ -16,7 +16,9 @@ from .._records import (
     LedgerEntry,
     Receipt,
     ReceiptStatus,
+    RowPage,
     RowRecord,
+    RowStatus,
     RunRecord,
     RunStatus,
 )
@@ -43,6 +45,7 @@ __all__ = [
     "ledger_from",
     "ledger_params",
     "marks",
+    "page_fields",
     "receipt_from",
     "receipt_params",
     "row_fields",
@@ -234,6 +237,13 @@ def row_fields(row: RowRecord) -> tuple[Any, ...]:
         row.error,
         row.updated_at,
     )
+
+
+def page_fields(page: RowPage) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Each row of the page: its key, and what ``row_fields`` gives of its record."""
+    status, cells, updated_at = RowStatus.COMPLETED.value, page.cells_json, page.updated_at
+    for key, index, values in zip(page.keys, page.indexes, page.values_json, strict=True):
+        yield key, (key, index, status, values.decode(), cells, None, updated_at)
 
 
 def row_from(run_id: str, dataset: str, row: Sequence[Any]) -> RowRecord:
