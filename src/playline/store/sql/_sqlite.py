@@ -32,6 +32,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,19 @@ from ._sqlite_file import (
     parse_url,
     prepare_folder,
 )
-from ._tables import ROW_PARAMS, UPSERT_ROW, upsert_rows
+from ._tables import (
+    ROW_OWN,
+    ROW_PARAMS,
+    ROW_SHARED,
+    UPSERT_ROW,
+    upsert_rows,
+    upsert_shared_rows,
+)
 
 __all__ = ["QUICK_CHECK_UP_TO", "SQLiteStore", "damaged"]
 
 _ROWS_PER_STATEMENT = 500  # rows written by one INSERT (as many as the variable limit allows)
+_ALIKE_RUN = 50  # the fewest rows that hold the same cells worth a statement of their own
 
 # Primary SQLite result codes (the low byte of an extended code).
 _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 10, 11, 13, 14, 26
@@ -215,15 +224,29 @@ class SQLiteStore(SQLStore):
     def _upsert_rows(self, cur: Cursor, params: list[tuple[Any, ...]]) -> None:
         # Many rows to a statement: SQLite inserts them in one step, where executemany
         # binds, steps and resets a statement per row (save_rows of 100k rows whose keys
-        # come in order: 7.1 -> 5.9 us a row).
+        # come in order: 7.1 -> 5.9 us a row). A run of rows that hold the same set, status,
+        # cells, error and time (a page's) has those bound once a statement, not once a row
+        # (a pure map of 300k rows: 3.64 -> 3.44 s).
+        each: list[tuple[Any, ...]] = []
+        for shared, run in _alike(params):
+            if len(run) < _ALIKE_RUN:
+                each.extend(run)
+                continue
+            per = max(1, min(_ROWS_PER_STATEMENT, (self._variables - len(shared)) // len(ROW_OWN)))
+            full = len(run) - len(run) % per
+            statement = upsert_shared_rows(per)
+            for start in range(0, full, per):
+                own = chain.from_iterable(map(_own, run[start : start + per]))
+                cur.execute(statement, [*shared, *own])
+            each.extend(run[full:])
         per = max(1, min(_ROWS_PER_STATEMENT, self._variables // ROW_PARAMS))
-        full = len(params) - len(params) % per
+        full = len(each) - len(each) % per
         if full:
             statement = upsert_rows(per)
             for start in range(0, full, per):
-                cur.execute(statement, list(chain.from_iterable(params[start : start + per])))
-        if full < len(params):  # the rest as before: no statement prepared per count of rows
-            cur.executemany(UPSERT_ROW, params[full:])
+                cur.execute(statement, list(chain.from_iterable(each[start : start + per])))
+        if full < len(each):  # the rest as before: no statement prepared per count of rows
+            cur.executemany(UPSERT_ROW, each[full:])
 
     @contextmanager
     def inline(self) -> Iterator[None]:
@@ -423,3 +446,24 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
             return str(exc)
         raise
     return None
+
+
+_shared, _own = itemgetter(*ROW_SHARED), itemgetter(*ROW_OWN)
+
+
+def _alike(
+    params: list[tuple[Any, ...]],
+) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]]]]:
+    """``params`` (rows to write) in runs that hold the same ``ROW_SHARED`` values (as the
+    rows of a page do), each with those values."""
+    run: list[tuple[Any, ...]] = []
+    last: tuple[Any, ...] = ()
+    for row in params:
+        shared = _shared(row)
+        if shared != last and run:
+            yield last, run
+            run = []
+        last = shared
+        run.append(row)
+    if run:
+        yield last, run

@@ -34,7 +34,9 @@ __all__ = [
     "LEDGER_COLUMNS",
     "RECEIPT_COLUMNS",
     "ROW_COLUMNS",
+    "ROW_OWN",
     "ROW_PARAMS",
+    "ROW_SHARED",
     "RUN_COLUMNS",
     "UPSERT_RECEIPT",
     "UPSERT_ROW",
@@ -53,6 +55,7 @@ __all__ = [
     "run_from",
     "run_params",
     "upsert_rows",
+    "upsert_shared_rows",
 ]
 
 _T = TypeVar("_T")
@@ -84,12 +87,13 @@ def _blob(value: Any) -> bytes | None:
     return None if value is None else bytes(value)  # memoryview (PostgreSQL bytea) -> bytes
 
 
-def _upsert(table: str, columns: str, key: str, rows: int = 1) -> str:
-    """Insert ``rows`` rows (one VALUES tuple each), updating those whose ``key`` is taken."""
+def _upsert(table: str, columns: str, key: str, rows: int = 1, values: str = "") -> str:
+    """Insert ``rows`` rows (one VALUES tuple each; ``values``: those tuples as given),
+    updating those whose ``key`` is taken."""
     names = [c.strip() for c in columns.split(",")]
     keys = {k.strip() for k in key.split(",")}
     updates = ", ".join(f"{c} = excluded.{c}" for c in names if c not in keys)
-    values = ", ".join([f"({marks(len(names))})"] * rows)
+    values = values or ", ".join([f"({marks(len(names))})"] * rows)
     return (
         f"INSERT INTO {table} ({columns}) VALUES {values} "
         f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
@@ -216,6 +220,23 @@ def upsert_rows(count: int) -> str:
 
 
 UPSERT_ROW = upsert_rows(1)
+# what rows of a page hold alike (params 1-5), and what each its own, in ``upsert_rows`` order
+ROW_SHARED = (0, 4, 6, 7, 8)  # set_id, status, cells, error, updated_at
+ROW_OWN = (1, 2, 3, 5)  # id, key, idx, values
+
+
+@functools.cache
+def upsert_shared_rows(count: int) -> str:
+    """Write ``count`` rows in one statement that hold the same ``ROW_SHARED`` values, bound
+    once (parameters 1 to 5), then each row's ``ROW_OWN`` values."""
+    shared = dict(zip(ROW_SHARED, range(1, len(ROW_SHARED) + 1), strict=True))
+    rows = []
+    for row in range(count):
+        first = len(ROW_SHARED) + 1 + len(ROW_OWN) * row  # the row's first parameter
+        own = dict(zip(ROW_OWN, range(first, first + len(ROW_OWN)), strict=True))
+        places = {**shared, **own}
+        rows.append("(" + ", ".join(f"?{places[n]}" for n in range(ROW_PARAMS)) + ")")
+    return _upsert("rows", _ROW_NAMES, "set_id, id", values=", ".join(rows))
 
 
 def row_fields(row: RowRecord) -> tuple[Any, ...]:
