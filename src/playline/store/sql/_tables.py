@@ -220,7 +220,8 @@ def upsert_rows(count: int) -> str:
 
 
 UPSERT_ROW = upsert_rows(1)
-# what rows of a page hold alike (params 1-5), and what each its own, in ``upsert_rows`` order
+# a row's parameters (in ``upsert_rows`` order) that the rows of a page hold alike, and those
+# each holds its own (see ``upsert_shared_rows``)
 ROW_SHARED = (0, 4, 6, 7, 8)  # set_id, status, cells, error, updated_at
 ROW_OWN = (1, 2, 3, 5)  # id, key, idx, values
 
