@@ -89,6 +89,32 @@ def test_a_result_holding_a_secret_fails_its_cell_and_is_not_stored(tmp_path: Pa
     assert SECRET.encode() not in _store_text(db)
 
 
+def test_a_row_whose_key_holds_a_secret_fails_alone_under_another_key(tmp_path: Path) -> None:
+    @pl.play(name="secret-row-key")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        secret = ctx.secrets.get("API_KEY").reveal()
+        return await (
+            ctx.dataset(
+                "rows",
+                [{"x": x} for x in range(3)],
+                key=lambda row: f"{row['x']}-{secret}" if row["x"] == 1 else str(row["x"]),
+            )
+            .with_column("y", lambda row: row["x"] * 2)
+            .run()
+        )
+
+    db = tmp_path / "s.db"
+    result = pl.run(play, store=f"sqlite:///{db}", tools=[])
+
+    assert result.status == "completed_with_errors", result.error
+    assert (result.stats.rows, result.stats.rows_failed) == (3, 1)
+    rows = {r.key: r for r in open_store(f"sqlite:///{db}").iter_rows(result.run_id, "rows")}
+    (refused,) = [r for key, r in rows.items() if key.startswith("secret-")]
+    assert refused.status == "failed" and "holds a secret" in (refused.error or "")
+    assert {k: r.values["y"] for k, r in rows.items() if r is not refused} == {"0": 0, "2": 4}
+    assert SECRET.encode() not in _store_text(db)
+
+
 @pytest.mark.parametrize(
     "failure",
     [

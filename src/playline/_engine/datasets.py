@@ -27,6 +27,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from types import GeneratorType
@@ -251,12 +252,11 @@ class DatasetRun:
                         self._pending += len(chunk)
                         continue
                     fresh = []
-                    for index, key, values in chunk:
-                        if key in seen:
-                            self.stats.rows_duplicate += 1
-                        else:
-                            seen.add(key)
-                            fresh.append((index, key, values))
+                    for row in chunk:
+                        if row[1] not in seen:
+                            seen.add(row[1])
+                            fresh.append(row)
+                    self.stats.rows_duplicate += len(chunk) - len(fresh)
                     done = (
                         await self._io(
                             rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh]
@@ -264,20 +264,7 @@ class DatasetRun:
                         if rt.resuming
                         else {}
                     )
-                    todo = []
-                    for index, key, values in fresh:
-                        self.stats.rows += 1
-                        if key in done and done[key].status == "completed":
-                            self.stats.rows_reused += 1
-                            rt.reused_row(done[key])
-                        elif leaks(key):
-                            self._refuse_row(index, key, *_SECRET_KEY)
-                        elif "\x00" in key:
-                            self._refuse_row(index, key, *_NUL_KEY)
-                        else:
-                            if rt.retry_failed and key in done and done[key].status == "failed":
-                                self._restart[key] = done[key]
-                            todo.append((index, key, values))
+                    todo = self._admit(fresh, done)
                     while todo:
                         if self._over_budget():
                             self._pending += len(todo)
@@ -313,6 +300,30 @@ class DatasetRun:
             self.stats.rows_pending = self._active + self._pending  # left for a resume
             self._report_done()
             await self._flush()
+
+    def _admit(
+        self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]
+    ) -> list[tuple[int, str, dict[str, Any]]]:
+        """The rows of ``fresh`` to run: not those an earlier attempt completed (reused), nor
+        those whose keys cannot be stored (failed here). ``done``: the stored rows."""
+        self.stats.rows += len(fresh)
+        keys = "".join(map(_key, fresh))
+        if not done and "\x00" not in keys and not leaks(keys):
+            return fresh  # a new run's rows, none refused: the common case, checked at once
+        todo = []
+        for index, key, values in fresh:
+            if key in done and done[key].status == "completed":
+                self.stats.rows_reused += 1
+                self.rt.reused_row(done[key])
+            elif leaks(key):
+                self._refuse_row(index, key, *_SECRET_KEY)
+            elif "\x00" in key:
+                self._refuse_row(index, key, *_NUL_KEY)
+            else:
+                if self.rt.retry_failed and key in done and done[key].status == "failed":
+                    self._restart[key] = done[key]
+                todo.append((index, key, values))
+        return todo
 
     async def _keep_up(self) -> None:
         """Between chunks: give the writers their turn and wait for them when they fall behind.
@@ -1133,6 +1144,9 @@ def _encoded(values: dict[str, Any]) -> bytes | None:
         return dumps(values, ordered=True)
     except PlayDefinitionError:
         return None
+
+
+_key = operator.itemgetter(1)  # a fed row's key
 
 
 def _keyed(
