@@ -305,9 +305,6 @@ class RowPage:
         self.indexes.append(index)
         self.values_json.append(values_json)
 
-    def __len__(self) -> int:
-        return len(self.keys)
-
 
 @dataclass(slots=True, kw_only=True)
 class Event:
