@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from itertools import chain
 from operator import itemgetter
@@ -229,24 +229,19 @@ class SQLiteStore(SQLStore):
         # (a pure map of 300k rows: 3.64 -> 3.44 s).
         each: list[tuple[Any, ...]] = []
         for shared, run in _alike(params):
-            if len(run) < _ALIKE_RUN:
-                each.extend(run)
-                continue
-            per = max(1, min(_ROWS_PER_STATEMENT, (self._variables - len(shared)) // len(ROW_OWN)))
-            full = len(run) - len(run) % per
-            statement = upsert_shared_rows(per)
-            for start in range(0, full, per):
-                own = chain.from_iterable(map(_own, run[start : start + per]))
-                cur.execute(statement, [*shared, *own])
-            each.extend(run[full:])
+            if len(run) >= _ALIKE_RUN:
+                per = max(
+                    1, min(_ROWS_PER_STATEMENT, (self._variables - len(shared)) // len(ROW_OWN))
+                )
+                statement = upsert_shared_rows(per)
+                run = _by_statements(
+                    cur, run, per, statement, functools.partial(_alike_params, shared)
+                )
+            each.extend(run)
         per = max(1, min(_ROWS_PER_STATEMENT, self._variables // ROW_PARAMS))
-        full = len(each) - len(each) % per
-        if full:
-            statement = upsert_rows(per)
-            for start in range(0, full, per):
-                cur.execute(statement, list(chain.from_iterable(each[start : start + per])))
-        if full < len(each):  # the rest as before: no statement prepared per count of rows
-            cur.executemany(UPSERT_ROW, each[full:])
+        rest = _by_statements(cur, each, per, upsert_rows(per), _params)
+        if rest:  # as before: no statement prepared per count of rows
+            cur.executemany(UPSERT_ROW, rest)
 
     @contextmanager
     def inline(self) -> Iterator[None]:
@@ -449,6 +444,31 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
 
 
 _shared, _own = itemgetter(*ROW_SHARED), itemgetter(*ROW_OWN)
+
+
+def _params(rows: list[tuple[Any, ...]]) -> list[Any]:
+    """An ``upsert_rows`` statement's parameters: each row's, one after another."""
+    return list(chain.from_iterable(rows))
+
+
+def _alike_params(shared: tuple[Any, ...], rows: list[tuple[Any, ...]]) -> list[Any]:
+    """An ``upsert_shared_rows`` statement's: the values the rows share, then each row's own."""
+    return [*shared, *chain.from_iterable(map(_own, rows))]
+
+
+def _by_statements(
+    cur: Cursor,
+    rows: list[tuple[Any, ...]],
+    per: int,
+    statement: str,
+    params: Callable[[list[tuple[Any, ...]]], list[Any]],
+) -> list[tuple[Any, ...]]:
+    """Write ``rows`` ``per`` to a ``statement`` (bound to ``params`` of those rows); returns
+    the rows left over, fewer than ``per``."""
+    full = len(rows) - len(rows) % per
+    for start in range(0, full, per):
+        cur.execute(statement, params(rows[start : start + per]))
+    return rows[full:]
 
 
 def _alike(
