@@ -402,16 +402,17 @@ def test_claims_made_again_on_the_receipts_read_give_way_too(db_url: str, tmp_pa
     store.complete_receipts([Completion(key="a", result=b"1")], owner=other, now=1e9)
     holder = sqlite3.connect(tmp_path / "playline.db", isolation_level=None)
     begun: list[str] = []
-    rolled_back = False
+    rolled_back = taken = False
 
     def trace(sql: str) -> None:
-        nonlocal rolled_back
+        nonlocal rolled_back, taken
         if sql == "ROLLBACK":  # the first try met the stored receipt
             rolled_back = True
         elif sql.startswith("BEGIN"):
-            if rolled_back and not holder.in_transaction:  # between the tries
-                holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
             begun.append(threading.current_thread().name)
+            if rolled_back and not taken:  # between the tries, once (on this thread: the
+                taken = True  # store's thread may begin after the holder has committed)
+                holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock
 
     assert store._conn is not None
     store._conn.set_trace_callback(trace)
