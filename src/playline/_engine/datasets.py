@@ -468,13 +468,13 @@ class DatasetRun:
         receipts there are, and a claim that finds one turns the lookups on again."""
         if not self.rt.executor.answers_likely:
             for row, call in looked:
-                self._wait_for(row, position, call, bespoke, looked_up=True)
+                self._park_call(row, position, call, bespoke, looked_up=True)
             return
         assert self._tasks is not None
         self.rt.dispatcher.hold_rows(len(looked))
         self._tasks.create_task(self._answer(position, looked, bespoke))
 
-    def _wait_for(
+    def _park_call(
         self,
         row: RowScope,
         position: int,
@@ -513,7 +513,7 @@ class DatasetRun:
             for row, call in looked:
                 answer = found.get(call.key)
                 if answer is None:
-                    self._wait_for(row, position, call, bespoke, looked_up=looked_up)
+                    self._park_call(row, position, call, bespoke, looked_up=looked_up)
                 else:
                     answered.append((row, executor.answer_from(call, answer.result)))
             # the answered rows' next pass, with a set of its own (see _run)
