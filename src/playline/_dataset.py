@@ -6,6 +6,7 @@ import asyncio
 import csv
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
-from .store import Store
+from .store import RowRecord, Store, open_store
 
 if TYPE_CHECKING:
     from ._engine.attempt import Attempt
@@ -133,7 +134,8 @@ async def _total(rows: Iterable[Any]) -> int | None:
 @dataclass
 class Dataset:
     """A finished dataset, read from the store: iterate it for its rows (hidden columns left
-    out), or use ``to_list()``, ``to_csv(path)``, ``errors`` and ``stats``."""
+    out), or use ``to_list()``, ``to_csv(path)``, ``errors`` and ``stats``. When the run has
+    closed its store (``pl.run`` with a store URL), each read opens it again, read-only."""
 
     store: Store = field(repr=False)
     run_id: str
@@ -148,8 +150,17 @@ class Dataset:
         return {"$dataset": self.name, "run_id": self.run_id, "rows": len(self)}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for record in self.store.iter_rows(self.run_id, self.name):
+        for record in self._records():
             yield record.values
+
+    def _records(self) -> Iterator[RowRecord]:
+        """The rows as stored, read through the run's store, or, where the run closed it
+        (``pl.run`` opened it from a URL), through that store opened again to be read."""
+        if not self.store.closed:
+            yield from self.store.iter_rows(self.run_id, self.name)
+            return
+        with closing(open_store(self.store.url, read_only=True)) as store:
+            yield from store.iter_rows(self.run_id, self.name)
 
     def to_list(self) -> list[dict[str, Any]]:
         return list(self)
@@ -167,7 +178,7 @@ class Dataset:
     def errors(self) -> list[CellError]:
         """The failed cells, each with its row key, column and message (and tool details)."""
         found = []
-        for record in self.store.iter_rows(self.run_id, self.name):
+        for record in self._records():
             if record.status != "failed":
                 continue
             for column, meta in record.cells.items():

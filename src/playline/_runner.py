@@ -12,7 +12,8 @@ import dataclasses
 import os
 import secrets
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -198,6 +199,10 @@ async def arun(
     until ``pl.Worker`` or ``playline worker`` resumes it. ``max_credits`` stops the run before
     a call that could pass it (on a resume, it replaces the budget the run started with).
 
+    ``store``: a URL (or None: ``PLAYLINE_STORE``, else ``sqlite:///.playline/playline.db``)
+    is opened for the run and closed when it ends (a ``Dataset`` in the result reads its rows
+    through the store opened again); a store given open is the caller's and stays open.
+
     ``stop``: set this event to stop the run cleanly: no new paid call starts, the calls
     already sent finish and are recorded, and the run ends ``"suspended"`` until resumed.
     ``retry_in_doubt`` buys again the calls whose requests may have reached their provider
@@ -265,61 +270,76 @@ async def arun(
         )
     columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
+    with _store_for_run(store) as opened:
+        services = Services(
+            store=opened,
+            clock=clock,
+            tools=resolve_tools(tools),
+            gates=_gates(clock, opened),
+            context=Context,
+            listeners=listening,
+            row_window=row_window,
+            foreground_sleep=foreground_sleep,
+            retry_in_doubt=retry_in_doubt,
+            stall_after=stall_after,
+            lease=lease,
+            ledger_all=ledger == "all",
+            cell_limit=cell_limit,
+            retry_failed=retry_failed,
+        )
+        run_id = run_id or _new_run_id(clock)
+        options: dict[str, Any] = {"cwd": os.getcwd()}
+        if max_credits is not None:
+            options["max_credits"] = max_credits
+        if columns:
+            options["refresh"] = columns
+        record = await open_run(
+            services.store,
+            clock,
+            run_id=run_id,
+            play=target,
+            input=input,
+            options=options,
+        )
+        check_same_input(record, input)
+        if columns and sorted(record.options.get("refresh") or ()) != columns:
+            raise PlayDefinitionError(
+                f"Run {run_id} exists: refresh= (--refresh) re-buys columns in a new run. Start "
+                f"a new run (no run_id) with refresh={columns!r}; its other columns reuse their "
+                "receipts."
+            )
+        drain = Drain()
+        watching = (
+            None if stop is None else asyncio.get_running_loop().create_task(_watch(stop, drain))
+        )
+        try:
+            outcome = await run_attempt(
+                services,
+                run_id,
+                target,
+                holder=owner_id(secrets.token_hex(6)),
+                drain=drain,
+                max_credits=max_credits,
+            )
+        finally:
+            if watching is not None:
+                watching.cancel()
+        # Calls that finished and what was learned reach the store before the loop may end.
+        await services.gates.flush()
+        return _result(outcome)
+
+
+@contextmanager
+def _store_for_run(store: str | Store | None) -> Iterator[Store]:
+    """The store a run uses. A store given is the caller's to close; one opened here from a
+    URL is closed when the run ends, so no connection or thread of it outlives the call (a
+    ``Dataset`` in the result reads its rows through the store opened again)."""
     opened = open_store(store)
-    services = Services(
-        store=opened,
-        clock=clock,
-        tools=resolve_tools(tools),
-        gates=_gates(clock, opened),
-        context=Context,
-        listeners=listening,
-        row_window=row_window,
-        foreground_sleep=foreground_sleep,
-        retry_in_doubt=retry_in_doubt,
-        stall_after=stall_after,
-        lease=lease,
-        ledger_all=ledger == "all",
-        cell_limit=cell_limit,
-        retry_failed=retry_failed,
-    )
-    run_id = run_id or _new_run_id(clock)
-    options: dict[str, Any] = {"cwd": os.getcwd()}
-    if max_credits is not None:
-        options["max_credits"] = max_credits
-    if columns:
-        options["refresh"] = columns
-    record = await open_run(
-        services.store,
-        clock,
-        run_id=run_id,
-        play=target,
-        input=input,
-        options=options,
-    )
-    check_same_input(record, input)
-    if columns and sorted(record.options.get("refresh") or ()) != columns:
-        raise PlayDefinitionError(
-            f"Run {run_id} exists: refresh= (--refresh) re-buys columns in a new run. Start "
-            f"a new run (no run_id) with refresh={columns!r}; its other columns reuse their "
-            "receipts."
-        )
-    drain = Drain()
-    watching = None if stop is None else asyncio.get_running_loop().create_task(_watch(stop, drain))
     try:
-        outcome = await run_attempt(
-            services,
-            run_id,
-            target,
-            holder=owner_id(secrets.token_hex(6)),
-            drain=drain,
-            max_credits=max_credits,
-        )
+        yield opened
     finally:
-        if watching is not None:
-            watching.cancel()
-    # Calls that finished and what was learned reach the store before the loop may end.
-    await services.gates.flush()
-    return _result(outcome)
+        if opened is not store:
+            opened.close()
 
 
 def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:

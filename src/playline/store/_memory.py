@@ -112,6 +112,10 @@ class MemoryStore(ReceiptWrites):
     def inline(self) -> AbstractContextManager[None]:
         return nullcontext()  # never called: it never waits
 
+    @property
+    def closed(self) -> bool:
+        return False  # nothing to release: it stays readable for whoever holds it
+
     def close(self) -> None:
         pass
 

@@ -365,6 +365,11 @@ class Store(
         ``WouldWait`` before it has changed anything, to be made again on a worker thread."""
         ...
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called: it can no longer be read or written."""
+        ...
+
     def close(self) -> None: ...
 
 

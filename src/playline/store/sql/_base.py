@@ -104,6 +104,10 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
     def inline(self) -> AbstractContextManager[None]:
         return nullcontext()  # not io_inline: never called
 
+    @property
+    @abstractmethod
+    def closed(self) -> bool: ...
+
     @abstractmethod
     def close(self) -> None: ...
 

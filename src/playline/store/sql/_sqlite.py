@@ -207,6 +207,10 @@ class SQLiteStore(SQLStore):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
     def close(self) -> None:
         if self._conn is not None:
             self._close_tails()
