@@ -164,7 +164,6 @@ def _gates(clock: Clock, store: Store) -> ToolGates:
     shared = by_clock.get((id(clock), store.url))
     if shared is None:
         shared = by_clock[(id(clock), store.url)] = ToolGates(clock, store=store, local=local)
-    shared.store = store  # the newest object for the URL (an older one may have been closed)
     return shared
 
 
@@ -270,12 +269,12 @@ async def arun(
         )
     columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
-    with _store_for_run(store) as opened:
+    with _store_for_run(store, clock) as (opened, gates):
         services = Services(
             store=opened,
             clock=clock,
             tools=resolve_tools(tools),
-            gates=_gates(clock, opened),
+            gates=gates,
             context=Context,
             listeners=listening,
             row_window=row_window,
@@ -330,13 +329,16 @@ async def arun(
 
 
 @contextmanager
-def _store_for_run(store: str | Store | None) -> Iterator[Store]:
-    """The store a run uses. A store given is the caller's to close; one opened here from a
-    URL is closed when the run ends, so no connection or thread of it outlives the call (a
-    ``Dataset`` in the result reads its rows through the store opened again)."""
+def _store_for_run(store: str | Store | None, clock: Clock) -> Iterator[tuple[Store, ToolGates]]:
+    """The store a run uses, and its tools' gates. A store given is the caller's to close;
+    one opened here from a URL is closed when the run ends, so no connection or thread of it
+    outlives the call (a ``Dataset`` in the result reads its rows through the store opened
+    again)."""
     opened = open_store(store)
     try:
-        yield opened
+        gates = _gates(clock, opened)
+        with gates.using(opened):
+            yield opened, gates
     finally:
         if opened is not store:
             opened.close()

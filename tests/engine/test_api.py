@@ -573,6 +573,38 @@ def test_a_store_opened_from_its_url_is_closed_when_the_run_ends(durable_store_u
         assert [row["twice"] for row in again.output] == [0, 2, 4]
 
 
+@pytest.mark.anyio
+async def test_a_run_that_ends_first_leaves_the_store_of_a_run_on_its_url_open(
+    durable_store_url,
+):
+    """Runs on one loop and one store URL share the gates of a rate-limited tool, which keep
+    their state in the store: the run that ends first closes the store it opened, and the
+    calls of the run still going go through a store that is open."""
+    name = f"t.rated_{uuid.uuid4().hex[:8]}"
+    rated = pl.tool(name, rate=pl.Rate(per_second=1000, burst=1000))(lambda input: input["n"])
+    called, go_on = asyncio.Event(), asyncio.Event()
+
+    @pl.play(name=f"longer-{name}")
+    async def longer(ctx, input):
+        first = (await ctx.tool(name, {"n": 1})).data
+        called.set()
+        await go_on.wait()
+        return [first, (await ctx.tool(name, {"n": 2})).data]
+
+    @pl.play(name=f"shorter-{name}")
+    async def shorter(ctx, input):
+        return (await ctx.tool(name, {"n": 3})).data
+
+    running = asyncio.create_task(pl.arun(longer, tools=[rated], store=durable_store_url))
+    await called.wait()
+    ended = await pl.arun(shorter, tools=[rated], store=durable_store_url)
+    go_on.set()
+    result = await running
+
+    assert (ended.status, ended.output) == ("completed", 3)
+    assert (result.status, result.output, result.error) == ("completed", [1, 2], None)
+
+
 def test_dataset_errors_carry_tool_details(registry):
     @registry.tool("t.remote")
     def remote(input):

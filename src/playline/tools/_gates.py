@@ -29,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -271,13 +271,14 @@ class ToolGates:
     """One gate per tool and provider account, shared by every row, dataset and run that
     uses it: local ones (this process), or, with a ``store`` that other processes use too,
     shared ones for the tools that ``shares_gate`` (the rest from ``local``'s gates). The
-    runner points ``store`` at the newest store object for the same URL."""
+    runs on one URL share one object, each with its own store object for the URL (``using``)."""
 
     def __init__(
         self, clock: Clock, *, store: Store | None = None, local: ToolGates | None = None
     ) -> None:
         self._clock = clock
         self.store = store
+        self._in_use: list[Store] = []  # the stores of the runs using these gates now
         self._local = local
         self._gates: dict[str, RateGate] = {}
         self.holder = owner_id(f"gates-{secrets.token_hex(4)}")
@@ -303,9 +304,20 @@ class ToolGates:
             if isinstance(gate, SharedToolGate):
                 await gate.flush()
 
+    @contextmanager
+    def using(self, store: Store) -> Iterator[None]:
+        """A run's ``store`` while it runs: the shared gates read and write through the
+        store of the newest run still going, never one whose run has closed it."""
+        self._in_use.append(store)
+        try:
+            yield
+        finally:
+            self._in_use.remove(store)
+
     def _current_store(self) -> Store:
-        assert self.store is not None
-        return self.store
+        store = self._in_use[-1] if self._in_use else self.store
+        assert store is not None
+        return store
 
     def statistics(self) -> dict[str, dict[str, int]]:
         """Per tool, the calls in flight and waiting of this object's gates (not ``local``'s)."""
