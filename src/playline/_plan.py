@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,7 @@ from .store import (
     RunRecord,
     RunStatus,
     Store,
-    open_store,
+    use_store,
 )
 from .tools import ToolSpec
 from .tools._gates import ToolGates
@@ -212,39 +213,39 @@ async def aplan(
     target = get_play(play)
     if not isinstance(row_window, int) or row_window < 1:
         raise PlayDefinitionError("row_window must be a whole number >= 1.")
-    real = _readable(store)
-    table = resolve_tools(tools)
-    history = await asyncio.to_thread(real.ledger_totals)
-    rate, sources = _hit_rates(history)
-    planner = Planner(rate)
-    memory = _PlanStore(real)
-    clock = SystemClock()
-    services = Services(
-        store=memory,
-        clock=clock,
-        tools=table,
-        gates=ToolGates(clock),  # a plan waits for no rate limit
-        context=Context,
-        row_window=row_window,
-        foreground_sleep=0.0,  # a sleep ends the plan: it would only wait
-        stall_after=None,
-        planner=planner,
-    )
-    run_id = f"plan_{secrets.token_hex(8)}"
-    await open_run(memory, clock, run_id=run_id, play=target, input=input)
-    outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
+    with _readable(store) as real:
+        table = resolve_tools(tools)
+        history = await asyncio.to_thread(real.ledger_totals)
+        rate, sources = _hit_rates(history)
+        planner = Planner(rate)
+        memory = _PlanStore(real)
+        clock = SystemClock()
+        services = Services(
+            store=memory,
+            clock=clock,
+            tools=table,
+            gates=ToolGates(clock),  # a plan waits for no rate limit
+            context=Context,
+            row_window=row_window,
+            foreground_sleep=0.0,  # a sleep ends the plan: it would only wait
+            stall_after=None,
+            planner=planner,
+        )
+        run_id = f"plan_{secrets.token_hex(8)}"
+        await open_run(memory, clock, run_id=run_id, play=target, input=input)
+        outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
     return _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner, table,
                      sources)  # fmt: skip
 
 
-def _readable(store: str | Store | None) -> Store:
-    """The store whose receipts and history a plan reads, opened read-only: a plan writes
-    nothing, so a store that is not there yet is an empty one (nothing answered, no
-    history), not a file created."""
+def _readable(store: str | Store | None) -> AbstractContextManager[Store]:
+    """The store whose receipts and history a plan reads, opened read-only (and closed after,
+    when opened from a URL): a plan writes nothing, so a store that is not there yet is an
+    empty one (nothing answered, no history), not a file created."""
     try:
-        return open_store(store, read_only=True)
+        return use_store(store, read_only=True)
     except NoStore:
-        return MemoryStore()
+        return nullcontext(MemoryStore())
 
 
 def _estimate(

@@ -38,7 +38,7 @@ from ._engine.supervise import DEFAULT_LEASE
 from ._limits import is_amount
 from ._play import Play, PlayFn, get_play
 from .errors import PlayDefinitionError
-from .store import Store, open_store, owner_id
+from .store import Store, owner_id, use_store
 from .tools import ToolSource, ToolSpec, default_registry
 from .tools._gates import ToolGates
 
@@ -334,14 +334,10 @@ def _store_for_run(store: str | Store | None, clock: Clock) -> Iterator[tuple[St
     one opened here from a URL is closed when the run ends, so no connection or thread of it
     outlives the call (a ``Dataset`` in the result reads its rows through the store opened
     again)."""
-    opened = open_store(store)
-    try:
+    with use_store(store) as opened:
         gates = _gates(clock, opened)
         with gates.using(opened):
             yield opened, gates
-    finally:
-        if opened is not store:
-            opened.close()
 
 
 def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:

@@ -12,7 +12,7 @@ from ._limits import is_amount
 from ._play import Play, get_play
 from ._runner import RunResult, arun
 from .errors import PlayDefinitionError, PlaylineError
-from .store import RunRecord, Store, open_store
+from .store import RunRecord, Store, open_store, use_store
 from .store._changes import EVENTS, Watch, watch
 
 __all__ = ["Worker", "send_event"]
@@ -27,9 +27,9 @@ def send_event(key: str, payload: Any = None, *, store: str | Store | None = Non
     delivered once, and the first payload stands."""
     if not isinstance(key, str) or not key:
         raise PlayDefinitionError("send_event needs a non-empty event key.")
-    db = open_store(store)
-    fresh = db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
-    _ring_temporal(db, key)
+    with use_store(store) as db:
+        fresh = db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
+        _ring_temporal(db, key)
     return fresh
 
 

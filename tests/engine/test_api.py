@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import playline as pl
-import playline._runner
+import playline.store
 import playline.errors
 from playline.store import Store, open_store
 
@@ -548,19 +548,24 @@ def test_a_dataset_is_sized_iterable_and_exportable(tmp_path):
         ]
 
 
+def _spy_on_opened_stores(monkeypatch: pytest.MonkeyPatch) -> list[Store]:
+    opened: list[Store] = []
+
+    def spy(url: str | Store | None, *, read_only: bool = False) -> Store:
+        store = open_store(url, read_only=read_only)
+        opened.append(store)
+        return store
+
+    monkeypatch.setattr(playline.store, "open_store", spy)
+    return opened
+
+
 def test_a_store_opened_from_its_url_is_closed_when_the_run_ends(durable_store_url, monkeypatch):
     """A run closes the store it opened from a URL: none of its connections or threads waits
     for the collector (30 runs in one process once left 30 connections open). A dataset in
     the result reads its rows through the store opened again. A store given open stays
     open: it is the caller's."""
-    opened: list[Store] = []
-
-    def spy(url: str | Store | None) -> Store:
-        store = open_store(url)
-        opened.append(store)
-        return store
-
-    monkeypatch.setattr(playline._runner, "open_store", spy)
+    opened = _spy_on_opened_stores(monkeypatch)
     columns = {"twice": lambda row: row["x"] * 2, "bad": lambda row: 1 / row["x"]}
     result = run_dataset(rows_of(3), columns, tools=[], store=durable_store_url)
 
@@ -571,6 +576,17 @@ def test_a_store_opened_from_its_url_is_closed_when_the_run_ends(durable_store_u
         again = run_dataset(rows_of(3), columns, tools=[], store=mine)
         assert not mine.closed
         assert [row["twice"] for row in again.output] == [0, 2, 4]
+
+
+def test_a_plan_and_an_event_sent_close_the_store_they_opened(durable_store_url, monkeypatch):
+    run_dataset(rows_of(2), {"twice": lambda row: row["x"] * 2}, tools=[], store=durable_store_url)
+    opened = _spy_on_opened_stores(monkeypatch)
+
+    estimate = pl.plan(dataset_play(rows_of(2), {"y": lambda row: 1}), store=durable_store_url)
+    assert pl.send_event(f"sent-{uuid.uuid4().hex}", {"a": 1}, store=durable_store_url)
+
+    assert estimate.calls == 0
+    assert [store.closed for store in opened] == [True, True]
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, closing, nullcontext
 
 from ..errors import StoreError
 from ._gates import GateConfig, GateGrant, GateState
@@ -88,6 +89,7 @@ __all__ = [
     "open_store",
     "owner_alive",
     "owner_id",
+    "use_store",
 ]
 
 DEFAULT_STORE_URL = "sqlite:///.playline/playline.db"
@@ -137,6 +139,17 @@ def open_store(url: str | Store | None = None, *, read_only: bool = False) -> St
         f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db', "
         "'postgresql://user@host:port/database' or 'memory://'."
     )
+
+
+def use_store(
+    store: str | Store | None, *, read_only: bool = False
+) -> AbstractContextManager[Store]:
+    """``open_store(store)`` for a ``with`` block: a store opened here from a URL is closed
+    at its end, so none of its connections or threads waits for the garbage collector; a
+    store given open is left open, its opener's to close. Opened at once: an error (``NoStore``
+    too) is raised by this call, before the block."""
+    opened = open_store(store, read_only=read_only)
+    return nullcontext(opened) if opened is store else closing(opened)
 
 
 def _open_postgres(url: str, *, read_only: bool) -> Store:
