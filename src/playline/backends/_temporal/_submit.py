@@ -30,7 +30,7 @@ from ..._play import Play, PlayFn, get_play
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
 from ...errors import PlayDefinitionError, PlaylineError
-from ...store import Event, RunRecord, RunStatus, Store, StoreIO, open_store
+from ...store import Event, RunRecord, RunStatus, Store, StoreIO, use_store
 from ._connect import Endpoint, connect, endpoint
 from ._messages import WORKFLOW, RunInput
 
@@ -66,37 +66,37 @@ async def start(
             raise PlayDefinitionError(f"{name} must be a number of seconds > 0.")
     if max_credits is not None and not is_amount(max_credits):
         raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
-    db = open_store(store)
-    io = StoreIO(db)
-    client = await connect(temporal, where)  # an unreachable server fails before any record
-    clock = SystemClock()
-    run_id = run_id or f"run_{int(clock.now() * 1000):012x}{secrets.token_hex(4)}"
-    existing = await io(db.get_run, run_id)
-    if existing is not None:
-        _check_endpoint(existing, where)
-    options: dict[str, Any] = {"temporal": where.to_dict()}
-    if max_credits is not None:
-        options["max_credits"] = max_credits
-    record = await open_run(db, clock, run_id=run_id, play=target, input=input, options=options)
-    check_same_input(record, input)
-    if existing is None and source is not None:
-        await io(
-            db.append_events,
-            [Event(kind=SOURCE_KIND, run_id=run_id, at=record.created_at, data=dict(source))],
+    with use_store(store) as db:
+        io = StoreIO(db)
+        client = await connect(temporal, where)  # an unreachable server fails before any record
+        clock = SystemClock()
+        run_id = run_id or f"run_{int(clock.now() * 1000):012x}{secrets.token_hex(4)}"
+        existing = await io(db.get_run, run_id)
+        if existing is not None:
+            _check_endpoint(existing, where)
+        options: dict[str, Any] = {"temporal": where.to_dict()}
+        if max_credits is not None:
+            options["max_credits"] = max_credits
+        record = await open_run(db, clock, run_id=run_id, play=target, input=input, options=options)
+        check_same_input(record, input)
+        if existing is None and source is not None:
+            await io(
+                db.append_events,
+                [Event(kind=SOURCE_KIND, run_id=run_id, at=record.created_at, data=dict(source))],
+            )
+        await client.start_workflow(
+            WORKFLOW,
+            RunInput(
+                run_id=run_id,
+                heartbeat_timeout=float(heartbeat_timeout),
+                attempt_timeout=float(attempt_timeout),
+                max_credits=max_credits,
+            ),
+            id=run_id,
+            task_queue=where.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-    await client.start_workflow(
-        WORKFLOW,
-        RunInput(
-            run_id=run_id,
-            heartbeat_timeout=float(heartbeat_timeout),
-            attempt_timeout=float(attempt_timeout),
-            max_credits=max_credits,
-        ),
-        id=run_id,
-        task_queue=where.task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    return run_id
+        return run_id
 
 
 def _check_endpoint(record: RunRecord, where: Endpoint) -> None:
@@ -132,41 +132,41 @@ async def follow(
 
     ``listeners`` get the run's events as they reach the store. Setting ``stop`` asks the run
     to stop cleanly (its calls in flight finish and are recorded; it ends suspended)."""
-    db = open_store(store)
-    io = StoreIO(db)
-    where = endpoint(temporal, namespace=namespace)
-    client = await connect(temporal, where)
-    handle = client.get_workflow_handle(run_id)
-    after = 0
-    asked_to_stop = False
-    while True:
-        after = await _relay(io, db, run_id, after, listeners)
-        try:
-            description = await handle.describe()
-        except RPCError as exc:
-            if exc.status is not RPCStatusCode.NOT_FOUND:
-                raise
-            raise PlaylineError(
-                f"Run {run_id} has no workflow on the Temporal server at {where.target} "
-                f"(namespace {where.namespace!r}). Submit it with `playline run PLAY.py "
-                f"--temporal {where.target} --run-id {run_id}`."
-            ) from None
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            failure: str | None = None
+    with use_store(store) as db:
+        io = StoreIO(db)
+        where = endpoint(temporal, namespace=namespace)
+        client = await connect(temporal, where)
+        handle = client.get_workflow_handle(run_id)
+        after = 0
+        asked_to_stop = False
+        while True:
+            after = await _relay(io, db, run_id, after, listeners)
             try:
-                await handle.result()
-            except WorkflowFailureError as exc:
-                failure = _innermost(exc)
-            await _relay(io, db, run_id, after, listeners)
+                description = await handle.describe()
+            except RPCError as exc:
+                if exc.status is not RPCStatusCode.NOT_FOUND:
+                    raise
+                raise PlaylineError(
+                    f"Run {run_id} has no workflow on the Temporal server at {where.target} "
+                    f"(namespace {where.namespace!r}). Submit it with `playline run PLAY.py "
+                    f"--temporal {where.target} --run-id {run_id}`."
+                ) from None
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                failure: str | None = None
+                try:
+                    await handle.result()
+                except WorkflowFailureError as exc:
+                    failure = _innermost(exc)
+                await _relay(io, db, run_id, after, listeners)
+                record = await io(db.get_run, run_id)
+                return result_of(db, record, run_id=run_id, failure=failure)
             record = await io(db.get_run, run_id)
-            return result_of(db, record, run_id=run_id, failure=failure)
-        record = await io(db.get_run, run_id)
-        if record is not None and await _waits_durably(io, db, record):
-            await _relay(io, db, run_id, after, listeners)
-            return result_of(db, record, run_id=run_id)
-        if stop is not None and stop.is_set() and not asked_to_stop and record is not None:
-            asked_to_stop = await io(db.request_stop, run_id)
-        await asyncio.sleep(poll)
+            if record is not None and await _waits_durably(io, db, record):
+                await _relay(io, db, run_id, after, listeners)
+                return result_of(db, record, run_id=run_id)
+            if stop is not None and stop.is_set() and not asked_to_stop and record is not None:
+                asked_to_stop = await io(db.request_stop, run_id)
+            await asyncio.sleep(poll)
 
 
 async def _relay(
