@@ -6,7 +6,6 @@ import asyncio
 import csv
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
-from .store import RowRecord, Store, open_store
+from .store import RowRecord, Store, use_store
 
 if TYPE_CHECKING:
     from ._engine.attempt import Attempt
@@ -156,10 +155,8 @@ class Dataset:
     def _records(self) -> Iterator[RowRecord]:
         """The rows as stored, read through the run's store, or, where the run closed it
         (``pl.run`` opened it from a URL), through that store opened again to be read."""
-        if not self.store.closed:
-            yield from self.store.iter_rows(self.run_id, self.name)
-            return
-        with closing(open_store(self.store.url, read_only=True)) as store:
+        source = self.store.url if self.store.closed else self.store
+        with use_store(source, read_only=True) as store:
             yield from store.iter_rows(self.run_id, self.name)
 
     def to_list(self) -> list[dict[str, Any]]:

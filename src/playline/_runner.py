@@ -330,10 +330,8 @@ async def arun(
 
 @contextmanager
 def _store_for_run(store: str | Store | None, clock: Clock) -> Iterator[tuple[Store, ToolGates]]:
-    """The store a run uses, and its tools' gates. A store given is the caller's to close;
-    one opened here from a URL is closed when the run ends, so no connection or thread of it
-    outlives the call (a ``Dataset`` in the result reads its rows through the store opened
-    again)."""
+    """The store a run uses (``use_store``: closed when the run ends if opened here from a
+    URL), and its tools' gates, which go through it while the run goes on."""
     with use_store(store) as opened:
         gates = _gates(clock, opened)
         with gates.using(opened):
