@@ -71,6 +71,9 @@ class Worker:
 
     ``resolve(record) -> (play, tools)`` finds a run's play and tools; by default the play
     registered under the run's play name and the worker's ``tools``.
+
+    ``with pl.Worker(store=url) as worker:`` (or ``worker.close()``) closes the store the
+    worker opened from a URL; a store given open stays open, its opener's.
     """
 
     MIN_INTERVAL = 0.05  # seconds: the shortest pause between looks for due runs
@@ -91,6 +94,7 @@ class Worker:
                 f"a number >= {self.MIN_INTERVAL:g}."
             )
         self.store = open_store(store)
+        self._opened = self.store is not store  # from a URL: close() closes it
         self._tools = list(tools) if tools is not None else None
         self._clock = clock or SystemClock()
         self._listeners = listeners
@@ -99,6 +103,17 @@ class Worker:
         self._stopping = False
         self._watching: Watch | None = None
         self.skipped: dict[str, str] = {}
+
+    def close(self) -> None:
+        """Close the store this worker opened from a URL (not one given open)."""
+        if self._opened:
+            self.store.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def due(self) -> list[RunRecord]:
         """Suspended root runs that can go on now (an indexed query of the store)."""

@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 import playline as pl
-import playline.store
 import playline.errors
+import playline.store
 from playline.store import Store, open_store
 
 from .helpers import call_tool, dataset_play, rows_of, run_dataset, run_play
@@ -587,6 +587,17 @@ def test_a_plan_and_an_event_sent_close_the_store_they_opened(durable_store_url,
 
     assert estimate.calls == 0
     assert [store.closed for store in opened] == [True, True]
+
+
+def test_a_worker_closes_the_store_it_opened_as_its_block_ends(durable_store_url):
+    with pl.Worker(store=durable_store_url) as worker:
+        assert asyncio.run(worker.run(burst=True)) == []
+        assert not worker.store.closed
+    assert worker.store.closed
+    with open_store(durable_store_url) as mine:
+        with pl.Worker(store=mine) as worker:
+            asyncio.run(worker.run(burst=True))
+        assert not mine.closed
 
 
 @pytest.mark.anyio

@@ -56,7 +56,8 @@ class WorkerSettings(AttemptSettings):
 
 
 class TemporalWorker:
-    """Serves runs on Temporal: ``async with TemporalWorker(...):`` or ``await worker.run()``.
+    """Serves runs on Temporal: ``async with TemporalWorker(...):`` (which closes at its end
+    the store the worker opened from a URL) or ``await worker.run()``.
 
     ``plays``: the plays this worker runs, found by name; other runs' plays come from the
     play registry, or from ``resolve(record) -> (play, tools)`` when given (the command line
@@ -81,6 +82,7 @@ class TemporalWorker:
             raise PlayDefinitionError("A worker's concurrency must be at least 1.")
         self.where: Endpoint = endpoint(temporal, namespace=namespace, task_queue=task_queue)
         self.store = open_store(store)
+        self._opened = self.store is not store  # from a URL: closed as the worker ends
         self.identity = f"{os.getpid()}@{socket.gethostname()}"
         self._temporal = temporal
         by_name = {p.name: p for p in map(get_play, plays)}
@@ -164,3 +166,5 @@ class TemporalWorker:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+        if self._opened:
+            self.store.close()
