@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from typing import Annotated
 
 import typer
@@ -45,25 +46,26 @@ def ui(
     from ..web import UIConfig, serve
 
     url = store_url(store)
-    db = store_at(url)
-    path = "/"
-    if run_id is not None:
-        if db.get_run(run_id) is None:
-            raise CliError(
-                f"No run {run_id!r} in the store {url}. List runs with `playline runs`.", code=1
+    with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
+        path = "/"
+        if run_id is not None:
+            if db.get_run(run_id) is None:
+                raise CliError(
+                    f"No run {run_id!r} in the store {url}. List runs with `playline runs`.",
+                    code=1,
+                )
+            path = f"/run/{run_id}"
+        try:
+            serve(
+                UIConfig(store=db, store_url=url, gateway=gateway),
+                host=host,
+                port=port,
+                open_browser=open_browser,
+                say=lambda line: typer.echo(line, err=line.startswith("warning")),
+                path=path,
             )
-        path = f"/run/{run_id}"
-    try:
-        serve(
-            UIConfig(store=db, store_url=url, gateway=gateway),
-            host=host,
-            port=port,
-            open_browser=open_browser,
-            say=lambda line: typer.echo(line, err=line.startswith("warning")),
-            path=path,
-        )
-    except OSError as exc:
-        raise cannot_listen(host, port, exc) from None
+        except OSError as exc:
+            raise cannot_listen(host, port, exc) from None
 
 
 def start_beside(db: Store, url: str | None, gateway: str | None) -> str:

@@ -314,7 +314,7 @@ def create_app(config: UIConfig) -> Starlette:
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.cfg = config
-    app.state.counts = sse.CountsCache(config.store_url)
+    app.state.counts = sse.CountsCache()
     app.state.children = actions.Children()
     app.add_middleware(SecureHeaders)
     return app

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._trace import LIVE_KINDS, SHOWN_FOR_RUNNING, changes_since, run_summary
-from ..store import RunStatus, Store, open_store
+from ..store import RunStatus, Store
 
 __all__ = ["GAP_LIMIT", "SUMMARY_EVERY", "CountsCache", "last_seq", "run_stream", "runs_stream"]
 
@@ -55,21 +55,10 @@ class CountsCache:
     the time (counting a large dataset's cells takes a while): a page opened on a huge run
     does not turn the store into a counting machine."""
 
-    def __init__(self, store_url: str | None = None) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         # (run, dataset) -> (when counted, how long it took, the seq it saw, the counts)
         self._cache: dict[tuple[str, str], tuple[float, float, int, dict[str, Any]]] = {}
-        self._url = store_url
-        self._own: Store | None = None
-
-    def _store(self, store: Store) -> Store:
-        """A SQLite file gets a connection of its own for counting, so a long count never
-        holds up the streams' reads on the shared one (WAL readers run side by side)."""
-        if self._url and self._url.startswith("sqlite:"):
-            if self._own is None:
-                self._own = open_store(self._url)
-            return self._own
-        return store
 
     def get(
         self, store: Store, run_id: str, dataset: str, *, seq: int, wait: bool = True
@@ -96,7 +85,7 @@ class CountsCache:
             if cached is not None and cached[2] >= seq:
                 return cached[3]
             start = time.monotonic()
-            doc = self._store(store).row_counts(*key).to_dict()
+            doc = store.row_counts(*key).to_dict()
             took = time.monotonic() - start
             doc["took"] = round(took, 4)
             self._cache[key] = (time.monotonic(), took, seq, doc)
