@@ -22,7 +22,7 @@ from playline.store import (
     owner_id,
 )
 from playline.store._io import StoreIO
-from playline.store.sql import SQLiteStore, _checkpoints, _rows, _sqlite_file
+from playline.store.sql import SQLiteStore, _checkpoints, _rows
 from playline.store.sql._schema import SCHEMA_VERSION
 
 ME = owner_id("me")
@@ -192,45 +192,53 @@ def test_locked_database_gives_up_with_a_clear_error(db_url: str, tmp_path: Path
     store.close()
 
 
-def _counted_ahead(path: Path) -> bytes:
-    """A sound store whose header counts two pages more than the file holds, as another
-    process's checkpoint leaves it for a moment; returns the pages still to come."""
+def _sound_file(path: Path) -> tuple[bytes, int]:
+    """A small sound database (not in WAL mode), its bytes and its page size."""
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE t (x)")
+        db.execute("INSERT INTO t VALUES (1)")
     db.close()
     data = path.read_bytes()
-    page = int.from_bytes(data[16:18], "big")
-    pages = len(data) // page
-    header = bytearray(data[:100])
-    header[28:32] = (pages + 2).to_bytes(4, "big")
-    path.write_bytes(bytes(header) + data[100:])
-    return bytes(2 * page)
+    return data, int.from_bytes(data[16:18], "big")
 
 
-def test_a_header_another_process_is_writing_is_not_damage(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "busy.db"
-    rest = _counted_ahead(path)
-
-    def the_writer_finishes(seconds: float) -> None:  # the pause between two looks
-        with path.open("ab") as file:
-            file.write(rest)
-
-    monkeypatch.setattr(_sqlite_file, "_pause", the_writer_finishes)
-    assert _sqlite_file.header_damage(path) is None
+def test_a_file_longer_than_its_header_counts_is_damaged_and_only_read(tmp_path: Path) -> None:
+    path = tmp_path / "long.db"
+    data, page = _sound_file(path)
+    path.write_bytes(data + bytes(page))
+    with SQLiteStore(f"sqlite:///{path}", read_only=True) as store:
+        assert store.damage is not None and "the header counts 2 pages" in store.damage
+        assert "file holds 3" in store.damage
+        assert store.integrity_check()[0] == store.damage
 
 
-def test_a_header_that_stays_wrong_is_damage(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_cut_inside_a_page_is_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "cut.db"
+    data, page = _sound_file(path)
+    path.write_bytes(data[: len(data) - page // 2])
+    with SQLiteStore(f"sqlite:///{path}") as store:  # opened to be read, never written
+        assert store.damage is not None and "not a whole number of" in store.damage
+        with pytest.raises(StoreError, match="is damaged"):
+            store.save_rows(_row("1"))
+    assert path.read_bytes() == data[: len(data) - page // 2]
+
+
+def test_a_header_counting_pages_past_the_files_end_is_damage(tmp_path: Path) -> None:
     path = tmp_path / "short.db"
-    _counted_ahead(path)
-    looks: list[float] = []
-    monkeypatch.setattr(_sqlite_file, "_pause", looks.append)
-    found = _sqlite_file.header_damage(path)
-    assert found is not None and "the header counts" in found
-    assert sum(looks) == pytest.approx(_sqlite_file.SETTLE)
+    data, _ = _sound_file(path)
+    header = bytearray(data[:100])
+    header[28:32] = (len(data) // int.from_bytes(data[16:18], "big") + 2).to_bytes(4, "big")
+    path.write_bytes(bytes(header) + data[100:])
+    with SQLiteStore(f"sqlite:///{path}") as store:
+        assert store.damage is not None and "malformed" in store.damage
+
+
+def test_an_impossible_page_size_is_refused_as_no_database(tmp_path: Path) -> None:
+    path = tmp_path / "pagesize.db"
+    data, _ = _sound_file(path)
+    path.write_bytes(data[:16] + (1000).to_bytes(2, "big") + data[18:])
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        SQLiteStore(f"sqlite:///{path}")
 
 
 def test_a_store_too_large_for_a_quick_check_opens_after_a_look_at_each_tables_ends(

@@ -42,7 +42,6 @@ from ._base import Cursor, SQLStore
 from ._checkpoints import BACKSTOP, Checkpointer
 from ._schema import SCHEMA_VERSION, migrate, schema_version
 from ._sqlite_file import (
-    check_header,
     header_damage,
     no_store,
     not_a_database,
@@ -95,19 +94,23 @@ class SQLiteStore(SQLStore):
         if read_only:
             if not path.is_file():
                 raise no_store(path)
-            check_header(path)
         else:
             prepare_folder(path)
         conn = None
         try:
-            conn = self._connect(read_only=read_only)
-            self.damage = _damage(conn, path)
+            # An existing file is looked at read-only first: a file that is no database is
+            # refused and a damaged one kept for inspection, neither ever opened to write.
+            self.damage = None
+            if path.exists():
+                conn = self._connect(read_only=True)
+                self.damage = _damage(conn, path)
             if self.damage is not None or read_only:
-                if not read_only:  # damaged: it is opened again, to be read and never written
-                    conn.close()
-                    conn = self._connect(read_only=True)
+                assert conn is not None
                 self.schema_version_found = self._readable_version(conn, path)
             else:
+                if conn is not None:
+                    conn.close()
+                conn = self._connect(read_only=False)
                 # Migrate (which refuses a foreign or newer database) before switching to WAL,
                 # so a refused file is left exactly as it was.
                 self.schema_version_found = migrate(conn, self.path)
@@ -139,15 +142,16 @@ class SQLiteStore(SQLStore):
         conn = self._sqlite(self._uri("mode=ro"))
         try:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
+            code = _code(exc)
+            if code == _CORRUPT:
+                return conn  # damaged, not unreadable: _damage says how
+            conn.close()
             # A WAL store in a folder we cannot write: SQLite cannot make the -shm file a
             # reader needs. With no log pending, the file alone is the store: read it as is.
-            code = _code(exc)
             wal = Path(f"{self.path}-wal")
             if code not in (_READONLY, _CANTOPEN) or (wal.exists() and wal.stat().st_size):
-                conn.close()
                 raise
-            conn.close()
             conn = self._sqlite(self._uri("immutable=1"))
         return conn
 
@@ -187,15 +191,15 @@ class SQLiteStore(SQLStore):
     def integrity_check(self) -> list[str]:
         """SQLite's full ``integrity_check`` (every page, every index entry), plus what the
         header says: the problems found, or an empty list for a sound store."""
-        problems = [p for p in [header_damage(Path(self.path))] if p]
         with self._lock:
             conn = self._connection()
             try:
-                found = [row[0] for row in conn.execute("PRAGMA integrity_check(100)")]
+                found = [p for p in [header_damage(conn, Path(self.path))] if p]
+                found += [row[0] for row in conn.execute("PRAGMA integrity_check(100)")]
             except sqlite3.DatabaseError as exc:  # too damaged to go through: say what can be
                 found = [str(exc), *([self.damage] if self.damage else [])]
         lines = [line for p in found for line in p.splitlines()]
-        return problems + [p for p in lines if p not in ("ok", "*** in database main ***")]
+        return [p for p in lines if p not in ("ok", "*** in database main ***")]
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -422,10 +426,10 @@ def _identity(path: str | Path) -> tuple[int, int] | None:
 def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
     """What a quick look finds wrong with the database, if anything (see the module
     docstring); None for a sound one."""
-    found = header_damage(path)
-    if found is not None:
-        return found
     try:
+        found = header_damage(conn, path)
+        if found is not None:
+            return found
         tables = [
             (name, "1" if "WITHOUT ROWID" in sql.upper() else "rowid")  # how its pages go
             for (name, sql) in conn.execute(
@@ -440,10 +444,9 @@ def _damage(conn: sqlite3.Connection, path: Path) -> str | None:
             for order in ("ASC", "DESC"):
                 conn.execute(f'SELECT * FROM "{table}" ORDER BY {first} {order} LIMIT 1').fetchall()
     except sqlite3.DatabaseError as exc:
-        code = _code(exc)
-        if code in (_CORRUPT, _NOTADB):
+        if _code(exc) == _CORRUPT:
             return str(exc)
-        raise
+        raise  # no database at all (NOTADB): refused as one
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
+import sqlite3
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -28,7 +28,6 @@ __all__ = [
 ]
 
 _PREFIX = "sqlite:///"
-_HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT = 10.0
 _UNSET_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
@@ -100,15 +99,6 @@ def prepare_folder(path: Path) -> None:
             "store path (PLAYLINE_STORE or store=...). Commands that only read (runs, show, "
             "logs, export) open it as it is."
         )
-    check_header(path)
-
-
-def check_header(path: Path) -> None:
-    """Refuse a file that is not a SQLite database at all (Playline leaves it untouched)."""
-    with path.open("rb") as file:
-        head = file.read(len(_HEADER))
-    if head and head != _HEADER:
-        raise not_a_database(path)
 
 
 def _create(folder: Path, path: Path) -> None:
@@ -145,51 +135,38 @@ def no_store(path: Path | str) -> NoStore:
     )
 
 
-def header_damage(path: Path) -> str | None:
-    """What the database header says is wrong with the file, if anything: read before SQLite
-    trusts the file (its page size, and its page count against the file's size when no
-    write-ahead log holds pages yet).
+def header_damage(conn: sqlite3.Connection, path: Path) -> str | None:
+    """What the database header says is wrong with the file, if anything: its size against
+    its page size, and its page count against the file's size when no write-ahead log holds
+    pages yet. A header SQLite cannot take at all (no database, an impossible page size) or
+    that counts pages past the file's end raises ``sqlite3.DatabaseError`` here.
 
-    The file is read without SQLite's locks, so another process writing it meanwhile (a
-    checkpoint writes the header's new page count before the pages it counts) can make a
-    sound file look wrong for a moment: what is wrong is looked at again, and only what
-    stays wrong for ``SETTLE`` seconds is damage."""
-    found = _header_damage(path)
-    for _ in range(_SETTLE_LOOKS):
-        if found is None:
-            return None
-        _pause(SETTLE / _SETTLE_LOOKS)
-        found = _header_damage(path)
-    return found
-
-
-SETTLE = 1.0  # seconds a header must stay wrong to be damage, not another process's write
-_SETTLE_LOOKS = 20
-_pause = time.sleep
-
-
-def _header_damage(path: Path) -> str | None:
+    Read through ``conn``, never with ``open()``: closing any descriptor of a file drops every
+    POSIX lock the process holds on it, SQLite's among them, and another process may then
+    take the database as unused, checkpoint it and delete its log under a live connection
+    (https://www.sqlite.org/howtocorrupt.html, section 2.2). One read transaction holds the
+    pages still: no checkpoint copies pages into the file while it reads it without the log,
+    so what it finds is the file's state, not another process's write half made."""
+    conn.execute("BEGIN")
     try:
-        with path.open("rb") as file:
-            header = file.read(100)
-        size = path.stat().st_size
-    except OSError:
-        return None  # SQLite says better what is wrong
-    if len(header) < 100:
-        return None if not header else "the file is shorter than a database header"
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    if page_size < 512 or page_size & (page_size - 1):
-        return f"the header gives an impossible page size ({page_size})"
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]  # reads the header: first
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        size = os.stat(path).st_size
+        wal = _size(f"{path}-wal")
+    finally:
+        conn.execute("COMMIT")
     if size % page_size:
         return f"its size ({size} bytes) is not a whole number of {page_size}-byte pages"
-    pages = int.from_bytes(header[28:32], "big")
-    counted = header[24:28] == header[92:96]  # the page count is valid for this change
-    wal = Path(f"{path}-wal")
-    logged = wal.exists() and wal.stat().st_size > 0  # the log may hold pages past the file
-    if counted and pages and not logged and pages * page_size != size:
+    if not wal and pages * page_size != size:  # the log may hold pages past the file
         return f"the header counts {pages} pages but the file holds {size // page_size}"
     return None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def not_a_database(path: Path | str) -> StoreError:
