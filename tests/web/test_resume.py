@@ -44,8 +44,8 @@ def test_resume_runs_any_run_id_as_a_run_id(
     with open_store(url) as db:
         first = db.get_run(run_id)
         assert first is not None and first.status is RunStatus.FAILED
+        (tmp_path / "logs").mkdir()
         config = UIConfig(store=db, store_url=url, log_dir=tmp_path / "logs")
-        config.log_dir.mkdir()  # type: ignore[union-attr]
         ui = create_app(config)
         with serve_asgi(ui) as base:
             headers = {"X-CSRF-Token": config.csrf_token}
