@@ -12,6 +12,7 @@ from hypothesis import settings
 from services import (
     chromium_path,
     collect_native_garbage,
+    postgres_password_url,
     postgres_server,
     postgres_url,
     temporal_bin,
@@ -28,6 +29,7 @@ __all__ = [
     "chromium_path",
     "default_store",
     "durable_store_url",
+    "postgres_password_url",
     "postgres_server",
     "postgres_url",
     "store_url",

@@ -260,6 +260,28 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     postgres_server.drop_database(url)
 
 
+# The password of the role ``rw``: what no output, page or command line may show.
+STORE_PASSWORD = "S3cretPWn0tForYourEyes"
+
+
+@pytest.fixture
+def postgres_password_url(postgres_url: str) -> str:
+    """``postgres_url`` as the role ``rw``, which owns its database, with a password in the URL.
+    The cluster trusts every login, so the password is never checked: it is there to be
+    looked for in what Playline shows."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'rw'").fetchone() is None:
+            conn.execute(
+                sql.SQL("CREATE ROLE rw LOGIN PASSWORD {}").format(sql.Literal(STORE_PASSWORD))
+            )
+        name = postgres_url.rsplit("/", 1)[1]
+        conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO rw").format(sql.Identifier(name)))
+    return postgres_url.replace("postgres@", f"rw:{STORE_PASSWORD}@", 1)
+
+
 # --------------------------------------------------------------------------------------------
 # Temporal
 

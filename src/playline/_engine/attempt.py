@@ -30,6 +30,7 @@ from ..store import (
     RunStatus,
     Store,
     StoreIO,
+    display_url,
 )
 from ..store._owners import holding
 from ..tools import Execution, ToolResult, ToolSpec
@@ -712,7 +713,9 @@ async def run_attempt(
         options=None if max_credits is None else {"max_credits": max_credits},
     )
     if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
-        raise StoreError(f"Run {run_id} is not in the store {store.url}: open it first.")
+        raise StoreError(
+            f"Run {run_id} is not in the store {display_url(store.url)}: open it first."
+        )
     record = claim.record
     if claim.outcome is RunClaimOutcome.HELD:
         raise RunHeld(record)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 import playline as pl
 
+from ..store import display_url
 from ..store.sql import SQLStore
 from ..tools import ToolSpec
 from ._app import (
@@ -66,14 +67,15 @@ def store_check(store: StoreOpt = None) -> None:
     exit 0 when it is sound, 1 when it is damaged. It reads only."""
     db = store_at(store, read_only=True)
     problems = db.integrity_check() if isinstance(db, SQLStore) else []
+    where = display_url(db.url)
     if not problems:
-        console.print(f"The store {db.url} is sound: no damage found.", highlight=False)
+        console.print(f"The store {where} is sound: no damage found.", highlight=False)
         return
-    typer.echo(f"The store {db.url} is damaged:")
+    typer.echo(f"The store {where} is damaged:")
     for problem in problems:
         typer.echo(f"  {problem}")
     raise CliError(
-        f"the store {db.url} is damaged ({len(problems)} problem(s) above). Playline reads it "
+        f"the store {where} is damaged ({len(problems)} problem(s) above). Playline reads it "
         "but never writes to it: restore it from a backup, or move it away and start a new "
         "store (`playline export` saves the rows that can still be read).",
         code=1,
@@ -105,8 +107,8 @@ def cache_clear(
         close = difflib.get_close_matches(tool, known, n=1)
         hint = f" Did you mean {close[0]}?" if close else ""
         raise CliError(
-            f"--tool {tool}: no receipts of that tool in {db.url}.{hint} Tools with receipts: "
-            f"{', '.join(known) or 'none'} (`playline cache stats`)."
+            f"--tool {tool}: no receipts of that tool in {display_url(db.url)}.{hint} Tools "
+            f"with receipts: {', '.join(known) or 'none'} (`playline cache stats`)."
         )
     doomed = {t: n for t, n in finished.items() if n and (tool is None or t == tool)}
     if not doomed:

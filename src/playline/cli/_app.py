@@ -22,7 +22,7 @@ import playline as pl
 
 from .._trace import columns_of, export_rows
 from ..errors import PlayDefinitionError, PlaylineError
-from ..store import Store, open_store
+from ..store import Store, display_url, open_store
 from ..store.sql import SQLStore
 from ._load import (
     CliError,
@@ -177,7 +177,7 @@ def store_at(url: str | None, *, read_only: bool = False) -> Store:
     db = open_store(url, read_only=read_only)
     damage = db.damage if isinstance(db, SQLStore) else None
     if damage is not None:
-        where = db.url if isinstance(db, SQLStore) else url
+        where = display_url(db.url)
         if not read_only:
             db.close()
             raise CliError(

@@ -18,7 +18,7 @@ import playline as pl
 
 from .._trace import trace_of
 from ..sim import serve
-from ..store import Store, open_store
+from ..store import Store, display_url, open_store
 from ..tools import Gateway
 from ._progress import LiveProgress, drive
 
@@ -125,11 +125,23 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
                 f"({second.stats.tool_calls_live} live calls)[/yellow]."
             )
         if store:
-            console.print(f"\nInspect it: playline show {first.run_id} --store {store}")
+            shown = display_url(store)
             console.print(
-                f"See it in the browser: playline ui --store {store} --run {first.run_id} --open",
+                f"\nInspect it: playline show {first.run_id} --store {shown}",
                 highlight=False,
                 soft_wrap=True,
             )
+            console.print(
+                f"See it in the browser: playline ui --store {shown} --run {first.run_id} --open",
+                highlight=False,
+                soft_wrap=True,
+            )
+            if shown != store:
+                console.print(
+                    "(the store URL without its password and libpq options: give --store as "
+                    "you did here, or set PLAYLINE_STORE)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
         db.close()
         return 0 if first.ok and second.ok else 1

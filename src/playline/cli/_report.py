@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._trace import defused, flat
-from ..store import RunRecord, Store
+from ..store import RunRecord, Store, display_url
 from ..store.sql import SQLStore
 from ._load import CliError
 from ._outfile import replacing
@@ -45,15 +45,15 @@ def require_run(store: Store, run_id: str) -> RunRecord:
     run = store.get_run(run_id)
     if run is None and isinstance(store, SQLStore) and store.damage is not None:
         raise CliError(
-            f"No run {run_id!r} in what can be read of the damaged store {store.url}: it may "
-            "be in the damaged part. `playline store check` lists the damage; `playline runs` "
-            "lists the runs that can be read.",
+            f"No run {run_id!r} in what can be read of the damaged store "
+            f"{display_url(store.url)}: it may be in the damaged part. `playline store check` "
+            "lists the damage; `playline runs` lists the runs that can be read.",
             code=1,
         )
     if run is None:
         raise CliError(
-            f"No run {run_id!r} in the store {store.url}. List runs with `playline runs` "
-            "(and check --store / PLAYLINE_STORE).",
+            f"No run {run_id!r} in the store {display_url(store.url)}. List runs with "
+            "`playline runs` (and check --store / PLAYLINE_STORE).",
             code=1,
         )
     return run

@@ -19,7 +19,7 @@ import typer
 
 import playline as pl
 
-from ..store import RunRecord, Store
+from ..store import RunRecord, Store, display_url
 from ._app import console
 from ._load import CliError, LoadedPlay
 from ._progress import JsonLines, LiveProgress, drive
@@ -198,8 +198,8 @@ async def _serve(worker: Any, json_mode: bool) -> None:
         json_mode,
         {"kind": "worker", "status": "serving", "worker": worker.identity, **where.to_dict()},
         f"worker {worker.identity} serving task queue {where.task_queue!r} on {where.target} "
-        f"(namespace {where.namespace!r}), store {worker.store.url}. SIGTERM or Ctrl-C hands "
-        "its runs over and stops it.",
+        f"(namespace {where.namespace!r}), store {display_url(worker.store.url)}. SIGTERM or "
+        "Ctrl-C hands its runs over and stops it.",
     )
     serving = asyncio.ensure_future(worker.run())
     stopping: list[asyncio.Task[None]] = []

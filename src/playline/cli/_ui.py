@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..store import DEFAULT_STORE_URL, Store
+from ..store import DEFAULT_STORE_URL, Store, display_url
 from ._app import GatewayOpt, StoreOpt, app, command, store_at
 from ._load import CliError, cannot_listen
 
@@ -51,7 +51,8 @@ def ui(
         if run_id is not None:
             if db.get_run(run_id) is None:
                 raise CliError(
-                    f"No run {run_id!r} in the store {url}. List runs with `playline runs`.",
+                    f"No run {run_id!r} in the store {display_url(url)}. List runs with "
+                    "`playline runs`.",
                     code=1,
                 )
             path = f"/run/{run_id}"

@@ -44,6 +44,7 @@ from ._records import (
     RunRecord,
     RunStatus,
 )
+from ._urls import display_url
 from ._windows import CELL_STATES, ROW_STATES, RowCounts
 
 __all__ = [
@@ -86,6 +87,7 @@ __all__ = [
     "RunStore",
     "Store",
     "StoreIO",
+    "display_url",
     "open_store",
     "owner_alive",
     "owner_id",
@@ -136,7 +138,7 @@ def open_store(url: str | Store | None = None, *, read_only: bool = False) -> St
     if url.startswith(_POSTGRES_SCHEMES):
         return _open_postgres(url, read_only=read_only)
     raise StoreError(
-        f"Unknown store URL {url!r}. Use 'sqlite:///path/to/playline.db', "
+        f"Unknown store URL {display_url(url)!r}. Use 'sqlite:///path/to/playline.db', "
         "'postgresql://user@host:port/database' or 'memory://'."
     )
 

@@ -2,16 +2,21 @@
 
 Each is a POST that needs the page's CSRF token (``security.py``). Stop asks the attempt that
 holds the run, through the store, to stop before its next paid call (the run ends
-``suspended``; nothing paid is lost); resume starts ``playline resume RUN_ID`` on the same
-store in a process of its own; export streams CSV or JSON lines from the read model; send
-delivers the event a suspended run awaits.
+``suspended``; nothing paid is lost); resume starts ``playline resume -- RUN_ID`` on the same
+store in a process of its own (the store's URL in its environment, never on its command line);
+export streams CSV or JSON lines from the read model; send delivers the event a suspended run
+awaits.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,7 +33,7 @@ import playline as pl
 
 from .._trace import columns_of, defused, export_rows, flat, run_status
 from ..errors import PlaylineError
-from ..store import RunRecord
+from ..store import RunRecord, display_url
 from .security import check_csrf, form_fields
 
 __all__ = ["Children", "routes"]
@@ -46,7 +51,12 @@ class Children:
         child = self.started.get(run_id)
         return child is not None and child.poll() is None
 
-    def start(self, run_id: str, command: list[str], log: Path) -> subprocess.Popen[bytes]:
+    def start(
+        self, run_id: str, command: list[str], log: Path, store_url: str
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` with the store's URL in its environment (``PLAYLINE_STORE``):
+        a command line is visible to every user of the machine (``ps``), and the URL may hold
+        a password."""
         for done in [k for k, c in self.started.items() if c.poll() is not None]:
             del self.started[done]
         with log.open("ab") as out:
@@ -55,6 +65,7 @@ class Children:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, "PLAYLINE_STORE": store_url},
                 start_new_session=True,  # a Ctrl-C of the UI does not stop the run
             )
         self.started[run_id] = child
@@ -99,10 +110,26 @@ async def stop(request: Request) -> Response:
 
 
 def resume_command(cfg: Any, run_id: str) -> list[str]:
-    command = [sys.executable, "-m", "playline", "resume", run_id, "--store", cfg.store_url]
+    """``playline resume`` of ``run_id``, which comes after ``--``: no run id is read as an
+    option (``--help``). The store is not on it: ``Children.start`` passes its URL."""
+    command = [sys.executable, "-m", "playline", "resume"]
     if cfg.gateway:
         command += ["--gateway", cfg.gateway]
-    return command
+    return [*command, "--", run_id]
+
+
+def shown_command(cfg: Any, command: list[str]) -> str:
+    """The command as the UI tells it: the store as its environment passes it, without the
+    password (``display_url``)."""
+    return f"PLAYLINE_STORE={shlex.quote(display_url(cfg.store_url))} {shlex.join(command[2:])}"
+
+
+def log_name(run_id: str) -> str:
+    """The file a resume's output goes to: the run id's first characters that are safe in a
+    file name, and a hash of the whole id, so any id (a long one, one with "/") has one."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:40]
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
+    return f"playline-resume-{safe}-{digest}.log"
 
 
 async def resume(request: Request) -> Response:
@@ -127,14 +154,14 @@ async def resume(request: Request) -> Response:
             400,
         )
     log_dir = cfg.log_dir or Path(tempfile.gettempdir())
-    log = log_dir / f"playline-resume-{run_id.replace('/', '_')}.log"
+    log = log_dir / log_name(run_id)
     command = resume_command(cfg, run_id)
-    child = children.start(run_id, command, log)
+    child = children.start(run_id, command, log, cfg.store_url)
     return JSONResponse(
         {
             "run_id": run_id,
             "pid": child.pid,
-            "command": " ".join(command[2:]),
+            "command": shown_command(cfg, command),
             "log": str(log),
             "message": f"Resuming in process {child.pid}; its output goes to {log}.",
         },

@@ -43,7 +43,7 @@ from .._trace import (
     run_summary,
 )
 from ..errors import StoreError
-from ..store import CELL_STATES, ROW_STATES, RunRecord, RunStatus, Store
+from ..store import CELL_STATES, ROW_STATES, RunRecord, RunStatus, Store, display_url
 from . import actions, sse
 from .security import csp, new_nonce, new_token, secure_headers
 
@@ -88,7 +88,9 @@ def _run_or_404(cfg: UIConfig, run_id: str) -> RunRecord:
     run = cfg.store.get_run(run_id)
     if run is None:
         raise HTTPException(
-            404, f"No run {run_id!r} in the store {cfg.store.url}; the runs page lists them."
+            404,
+            f"No run {run_id!r} in the store {display_url(cfg.store.url)}; the runs page lists "
+            "them.",
         )
     return run
 

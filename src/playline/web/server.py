@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import uvicorn
 
+from ..store import display_url
 from .app import UIConfig, create_app
 
 __all__ = ["is_loopback", "no_login_warning", "serve", "serve_in_thread"]
@@ -63,7 +64,7 @@ def serve(
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}"
     if not is_loopback(host):
         say(no_login_warning(host))
-    say(f"Playline UI on {url}{path} (store {config.store_url}); Ctrl-C stops it.")
+    say(f"Playline UI on {url}{path} (store {display_url(config.store_url)}); Ctrl-C stops it.")
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url + path,)).start()
     server = uvicorn.Server(_config(config, host, bound))

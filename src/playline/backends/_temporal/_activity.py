@@ -43,7 +43,7 @@ from ..._engine.attempt import (
 from ..._engine.drain import LEASE_LOST, STOPPED, YIELD, Drain
 from ..._play import Play
 from ..._runner import resolve_tools
-from ...store import Event, RunRecord, Store, StoreIO, owner_id
+from ...store import Event, RunRecord, Store, StoreIO, display_url, owner_id
 from ...tools._gates import ToolGates
 from ._clock import TemporalClock
 from ._messages import (
@@ -168,8 +168,9 @@ class AttemptActivity:
         record = await self._io(self._store.get_run, inp.run_id)
         if record is None:
             raise ApplicationError(
-                f"Run {inp.run_id} is not in this worker's store ({self._store.url}). Start "
-                "the workers with the store the run was submitted to (--store).",
+                f"Run {inp.run_id} is not in this worker's store "
+                f"({display_url(self._store.url)}). Start the workers with the store the run "
+                "was submitted to (--store).",
                 type=UNRUNNABLE,
                 non_retryable=True,
             )

@@ -30,7 +30,7 @@ from ..._play import Play, PlayFn, get_play
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
 from ...errors import PlayDefinitionError, PlaylineError
-from ...store import Event, RunRecord, RunStatus, Store, StoreIO, use_store
+from ...store import Event, RunRecord, RunStatus, Store, StoreIO, display_url, use_store
 from ._connect import Endpoint, connect, endpoint
 from ._messages import WORKFLOW, RunInput
 
@@ -209,7 +209,7 @@ def result_of(
             status="failed",
             output=None,
             stats=RunStats(),
-            error=failure or f"Run {run_id} is not in the store {store.url}.",
+            error=failure or f"Run {run_id} is not in the store {display_url(store.url)}.",
         )
     stats = RunStats(**{k: v for k, v in record.stats.items() if k in _STAT_FIELDS})
     status = cast(Status, record.status.value)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import StoreError
+from .._urls import display_url
 
 __all__ = ["DEFAULT_POOL_SIZE", "DEFAULT_POOL_TIMEOUT", "Target", "connect_error", "parse_url"]
 
@@ -34,12 +35,13 @@ class Target:
 def parse_url(url: str) -> Target:
     """Split Playline's own options (``pool_size``, ``pool_timeout``) off a ``postgresql://``
     URL; every other query parameter (``sslmode``, ``options``, ...) goes to libpq."""
+    display = display_url(url)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        raise StoreError(f"Invalid PostgreSQL store URL ({exc}). {_USAGE}.") from None
-    display = _display(parts)
+    except ValueError as exc:  # without " as 'VALUE'": a mistyped URL's port may be a password
+        why = str(exc).split(" as ")[0]
+        raise StoreError(f"Invalid PostgreSQL store URL {display!r} ({why}). {_USAGE}.") from None
     if parts.scheme not in _SCHEMES:
         raise StoreError(f"Invalid PostgreSQL store URL {display!r}. {_USAGE}.")
     pool_size, pool_timeout, rest = DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT, []
@@ -56,24 +58,26 @@ def parse_url(url: str) -> Target:
     try:
         params = conninfo_to_dict(conninfo)
     except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
-        raise StoreError(
-            f"Invalid PostgreSQL store URL {display!r} ({_first_line(exc)}). {_USAGE}."
-        ) from None
+        why = _shown(_first_line(exc), url)
+        raise StoreError(f"Invalid PostgreSQL store URL {display!r} ({why}). {_USAGE}.") from None
     connect_kwargs: dict[str, Any] = {}
     if "connect_timeout" not in params:
         connect_kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
     return Target(conninfo, display, pool_size, pool_timeout, connect_kwargs)
 
 
-def _display(parts: SplitResult) -> str:
-    """The URL as messages show it: without its password and query."""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = (f"{parts.username}@" if parts.username else "") + host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+def _shown(reason: str, url: str) -> str:
+    """libpq's complaint about ``url`` with what it quotes from it hidden unless the URL is
+    shown with it or it names a query parameter: a password with a stray "%" comes back whole
+    in 'invalid percent-encoded token: "..."'."""
+    shown = display_url(url)
+    names = {name for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+
+    def hide(quoted: re.Match[str]) -> str:
+        text = quoted.group(1)
+        return quoted.group(0) if text in names or text in shown else '"..."'
+
+    return re.sub(r'"([^"]*)"', hide, reason)
 
 
 def _number(value: str, name: str, display: str, *, whole: bool, least: float) -> Any:
