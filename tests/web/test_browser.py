@@ -5,6 +5,9 @@ simulator: the runs page lists it, Stop stops it, Resume finishes it while its g
 and the simulator's ledger shows no charge twice. The second reads a finished demo run: a chip
 narrows the rows, the drawer shows a waterfall's attempts, the arrow keys move between cells,
 and an aria snapshot and a screenshot of each page are kept under the session's temp dir.
+Others click every action (Stop, Resume, Send event, Download) on a run whose id needs
+encoding in a URL, and load a page from a foreign host name that resolves to 127.0.0.1
+(DNS rebinding), which gets nothing from any endpoint.
 """
 
 from __future__ import annotations

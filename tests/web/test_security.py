@@ -80,7 +80,9 @@ def test_the_ui_answers_for_its_loopback_names_and_an_allowed_host(
             page = httpx.get(f"{base}/run/{run_id}", headers=headers, timeout=30)
             assert page.status_code == 200 and config.csrf_token in page.text, host
             origin = {**headers, "Origin": f"http://{host}", "Sec-Fetch-Site": "same-origin"}
-            export = httpx.post(f"{base}/api/export/{run_id}", data=form, headers=origin)
+            export = httpx.post(
+                f"{base}/api/export/{run_id}", data=form, headers=origin, timeout=30
+            )
             assert export.status_code == 200 and export.text.startswith("first_name,"), host
         for host in ("evil.test", f"evil.test:{port}", "www.proxy.example", "127.0.0.2"):
             refused = httpx.get(f"{base}/api/runs", headers={"Host": host}, timeout=30)
