@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -456,19 +456,23 @@ def chromium_path() -> Path:
     return chromium_executable()
 
 
-def chromium_launch_options(executable: Path, user_data_dir: Path) -> dict[str, Any]:
-    """Keyword arguments for ``launch_persistent_context`` (sync or async Playwright API)."""
+def chromium_launch_options(
+    executable: Path, user_data_dir: Path, args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Keyword arguments for ``launch_persistent_context`` (sync or async Playwright API);
+    ``args`` go to Chromium after its usual ones."""
     return {
         "user_data_dir": str(user_data_dir),
         "executable_path": str(executable),
         "headless": True,
-        "args": list(CHROMIUM_ARGS),
+        "args": [*CHROMIUM_ARGS, *args],
     }
 
 
 @contextlib.contextmanager
-def chromium_context(executable: Path) -> Iterator[BrowserContext]:
-    """A headless Chromium with a fresh user-data dir, through Playwright's sync API.
+def chromium_context(executable: Path, args: Sequence[str] = ()) -> Iterator[BrowserContext]:
+    """A headless Chromium with a fresh user-data dir, through Playwright's sync API; ``args``
+    are more command-line switches (e.g. ``--host-resolver-rules=MAP evil.test 127.0.0.1``).
 
     ``with chromium_context(chromium_path) as browser: page = browser.new_page()``. Use it
     from a plain (sync) test: Playwright's sync API refuses to run inside an event loop; async
@@ -486,7 +490,7 @@ def chromium_context(executable: Path) -> Iterator[BrowserContext]:
         sync_playwright() as playwright,
     ):
         context = playwright.chromium.launch_persistent_context(
-            **chromium_launch_options(executable, Path(profile))
+            **chromium_launch_options(executable, Path(profile), args)
         )
         try:
             yield context

@@ -5,15 +5,20 @@ simulator: the runs page lists it, Stop stops it, Resume finishes it while its g
 and the simulator's ledger shows no charge twice. The second reads a finished demo run: a chip
 narrows the rows, the drawer shows a waterfall's attempts, the arrow keys move between cells,
 and an aria snapshot and a screenshot of each page are kept under the session's temp dir.
+Others click every action (Stop, Resume, Send event, Download) on a run whose id needs
+encoding in a URL, and load a page from a foreign host name that resolves to 127.0.0.1
+(DNS rebinding), which gets nothing from any endpoint.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,7 @@ from playline.store import Claim, RunStatus, open_store
 from playline.web import UIConfig, create_app
 from services import chromium_context, serve_asgi
 
-from webhelp import wait_until
+from webhelp import every_endpoint, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 WAIT_MS = 60_000
@@ -248,4 +253,153 @@ def test_the_drawer_shows_each_waterfall_a_column_ran(tmp_path: Path, chromium_p
         assert "Waterfall first: won by paid" in drawer, drawer
         assert "Waterfall second: won by again" in drawer, drawer
         assert not errors, errors
+    db.close()
+
+
+# What a page asks of every endpoint (pages, JSON, streams, static files, actions): the
+# status and body of each; a stream answered 200 is not read (it would not end).
+ASK_EVERY_ENDPOINT = """async ({gets, posts, token}) => {
+  const answers = [];
+  for (const path of gets) {
+    const r = await fetch(path);
+    const stream = (r.headers.get("content-type") || "").startsWith("text/event-stream");
+    answers.push([path, r.status, stream ? (await r.body.cancel(), "") : await r.text()]);
+  }
+  for (const path of posts) {
+    const body = new URLSearchParams({csrf_token: token, dataset: "people", key: "rebound:2"});
+    const r = await fetch(path, {method: "POST", body, headers: {"X-CSRF-Token": token}});
+    answers.push([path, r.status, await r.text()]);
+  }
+  return answers;
+}"""
+
+
+def test_a_page_of_another_host_gets_nothing_from_any_endpoint(
+    demo_ui: tuple[str, str, UIConfig], chromium_path: Path
+) -> None:
+    """DNS rebinding, as Chromium does it: evil.test resolves to 127.0.0.1, so a page loaded
+    from http://evil.test:PORT/ is same-origin with every request it sends there (Origin
+    and Host agree). The UI answers each with 400 and nothing of the store, even with the
+    token; the same browser on 127.0.0.1 reads the UI."""
+    base, run_id, config = demo_ui
+    port = base.rsplit(":", 1)[1]
+    (row,) = config.store.row_window(run_id, "people", offset=0, limit=1)
+    gets, posts = every_endpoint(run_id, "people", row.key)
+    rule = "--host-resolver-rules=MAP evil.test 127.0.0.1"
+    with chromium_context(chromium_path, [rule]) as browser:
+        page = browser.new_page()
+        loaded = page.goto(f"http://evil.test:{port}/")
+        assert loaded is not None and loaded.status == 400
+        answers = page.evaluate(
+            ASK_EVERY_ENDPOINT, {"gets": gets, "posts": posts, "token": config.csrf_token}
+        )
+        assert [path for path, *_ in answers] == gets + posts
+        for path, status, body in answers:
+            assert status == 400, (path, status, body[:200])
+            assert config.csrf_token not in body and run_id not in body, path
+        own = page.goto(base + "/")
+        assert own is not None and own.status == 200
+    path = config.store_url.removeprefix("sqlite:///")
+    with closing(sqlite3.connect(path)) as db:
+        assert not db.execute("SELECT key FROM inbox WHERE key = 'rebound:2'").fetchall()
+
+
+ACTS = """\
+import asyncio
+from pathlib import Path
+
+import playline as pl
+
+GO = Path(__file__).with_name("go")
+
+
+async def double(row):
+    if not GO.exists():
+        await asyncio.Event().wait()  # until the UI's Stop ends this attempt
+    return row["n"] * 2
+
+
+@pl.play(name="acts")
+async def acts(ctx, input):
+    rows = [{"n": n} for n in range(3)]
+    await ctx.dataset("pëople #1", rows, key="n").with_column("double", double).run()
+    return await ctx.wait_for_event("acts:go")
+"""
+
+
+@pl.play(name="acts")
+async def _prefix(ctx: pl.Context, input: Any) -> Any:
+    await ctx.dataset("pëople #1", [{"n": 100}], key="n").run()
+
+
+def test_every_action_clicked_in_chromium_acts_on_a_run_whose_id_needs_encoding(
+    tmp_path: Path, chromium_path: Path
+) -> None:
+    """Stop, Resume, Send event and the grid's Download, each clicked, on run ``R1?x #%/2``
+    (a ``?``, ``#``, ``%``, space and ``/`` in its id) beside a run ``R1``: the runs page's
+    link opens its page, its dataset link its grid, and every action acts on it, not on R1.
+    (Download answered 403 in Chromium: the page's no-referrer policy made its form POST
+    say ``Origin: null``; an id not encoded opened R1.)"""
+    play = tmp_path / "acts.py"
+    play.write_text(ACTS)
+    url = f"sqlite:///{tmp_path}/acts.db"
+    db = open_store(url)
+    assert pl.run(_prefix, store=db, run_id="R1").status == "completed"
+    run_id = "R1?x #%/2"
+    command = [sys.executable, "-m", "playline", "run", str(play), "--store", url,
+               "--run-id", run_id]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    app = create_app(UIConfig(store=db, store_url=url, log_dir=tmp_path))
+    children: dict[str, subprocess.Popen[bytes]] = app.state.children.started
+    try:
+        wait_until(lambda: db.get_run(run_id), "the run to start")
+        with serve_asgi(app) as base, chromium_context(chromium_path) as browser:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(base + "/")
+            page.get_by_role("link", name=run_id, exact=True).click()
+            page.wait_for_url(f"{base}/run/R1%3Fx%20%23%25/2")
+            page.locator("#status", has_text="running").wait_for(timeout=WAIT_MS)
+
+            page.click("#stop")
+            page.locator("#toast", has_text="Asked to stop").wait_for(timeout=WAIT_MS)
+            assert first.wait(timeout=120) == 3, first.stdout.read() if first.stdout else ""
+            page.locator("#status", has_text="suspended").wait_for(timeout=WAIT_MS)
+
+            (tmp_path / "go").touch()
+            page.click("#resume")
+            page.locator("#toast", has_text="Resuming").wait_for(timeout=WAIT_MS)
+            children[run_id].wait(timeout=120)
+            page.locator("#send:not([hidden]) #send-key").wait_for(timeout=WAIT_MS)
+            page.fill("#send-payload", '{"ok": true}')
+            page.click("#send button[type=submit]")
+            page.locator("#toast", has_text="Sent 'acts:go'").wait_for(timeout=WAIT_MS)
+
+            page.click("#resume")
+            page.locator("#toast", has_text="Resuming").wait_for(timeout=WAIT_MS)
+            assert children[run_id].wait(timeout=120) == 0
+            page.locator("#status", has_text="completed").wait_for(timeout=WAIT_MS)
+
+            page.get_by_role("link", name="pëople #1").click()
+            page.locator("#shown", has_text="3 rows").wait_for(timeout=WAIT_MS)
+            with (
+                page.expect_download(timeout=WAIT_MS) as downloaded,
+                page.expect_response(lambda r: "/api/export/" in r.url) as exported,
+            ):
+                page.click("#export button[type=submit]")
+                assert exported.value.status == 200, exported.value.text()
+            csv_text = Path(downloaded.value.path()).read_text()
+            assert csv_text.splitlines() == ["n,double", "0,0", "1,2", "2,4"], csv_text
+            assert not errors, errors
+    finally:
+        for process in [first, *children.values()]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    done = db.get_run(run_id)
+    assert done is not None and done.status is RunStatus.COMPLETED and done.attempts == 3
+    prefix = db.get_run("R1")
+    assert prefix is not None and prefix.status is RunStatus.COMPLETED and prefix.attempts == 1
+    assert not prefix.stop_requested
     db.close()

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -84,3 +85,18 @@ def gated_play(gate: Gate) -> pl.Play:
         )
 
     return gated
+
+
+def every_endpoint(run_id: str, dataset: str, key: str) -> tuple[list[str], list[str]]:
+    """(GET paths, POST paths): every page, JSON twin, stream, static file and action of the
+    UI, for ``run_id``'s ``dataset`` and its row ``key``."""
+    q = f"?dataset={quote(dataset)}"
+    run = quote(run_id)
+    gets = [
+        "/", f"/run/{run}", f"/grid/{run}{q}", "/api/runs", f"/api/run/{run}",
+        f"/api/rows/{run}{q}", f"/api/counts/{run}{q}", f"/api/row/{run}{q}&key={quote(key)}",
+        f"/api/log/{run}", f"/api/columns/{run}", "/static/common.js",
+        "/static/vendor/ag-grid.min.js", "/api/stream/runs", f"/api/stream/{run}{q}",
+    ]  # fmt: skip
+    posts = [f"/api/stop/{run}", f"/api/resume/{run}", f"/api/export/{run}", "/api/event"]
+    return gets, posts

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from contextlib import closing
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 
@@ -36,6 +39,17 @@ def ui(
     open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
     run_id: Annotated[str | None, typer.Option("--run", help="Start on this run's page.")] = None,
     gateway: GatewayOpt = None,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Also answer for this host name (a reverse proxy's, or the address browsers "
+            "use with --host 0.0.0.0); repeatable. Any other name but 127.0.0.1, localhost, "
+            "[::1] and --host is refused, so a page of another site cannot read the UI "
+            "through a name that resolves to this machine.",
+        ),
+    ] = None,
 ) -> None:
     """Serve a live view of runs, their cells, costs and logs, until Ctrl-C.
 
@@ -45,6 +59,7 @@ def ui(
     """
     from ..web import UIConfig, serve
 
+    names = tuple(_host_name(name) for name in allowed_hosts or ())
     url = store_url(store)
     with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
         path = "/"
@@ -55,10 +70,15 @@ def ui(
                     "`playline runs`.",
                     code=1,
                 )
-            path = f"/run/{run_id}"
+            path = f"/run/{quote(run_id)}"
         try:
             serve(
-                UIConfig(store=db, store_url=url, gateway=gateway),
+                UIConfig(
+                    store=db,
+                    store_url=url,
+                    gateway=gateway,
+                    allowed_hosts=names,
+                ),
                 host=host,
                 port=port,
                 open_browser=open_browser,
@@ -67,6 +87,22 @@ def ui(
             )
         except OSError as exc:
             raise cannot_listen(host, port, exc) from None
+
+
+def _host_name(name: str) -> str:
+    """An ``--allowed-host`` as a ``Host`` header names it: an IPv6 address in brackets, a
+    name as it is (``*.example.com`` for every subdomain)."""
+    try:
+        address = ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        if re.fullmatch(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*", name):
+            return name
+        raise CliError(
+            f"--allowed-host {name!r} is not a host name: give the name alone, with no scheme, "
+            "port or path (e.g. --allowed-host playline.example.com).",
+            code=2,
+        ) from None
+    return f"[{address}]" if address.version == 6 else str(address)
 
 
 def start_beside(db: Store, url: str | None, gateway: str | None) -> str:

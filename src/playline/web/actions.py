@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -183,6 +184,16 @@ def _csv_lines(rows: Iterator[dict[str, Any]], fields: list[str]) -> Iterator[st
     yield buffer.getvalue()
 
 
+def _attachment(filename: str) -> str:
+    """``Content-Disposition`` for a download named ``filename`` (RFC 6266): the exact name,
+    UTF-8 and percent-encoded, in ``filename*``; for clients that read only ``filename``, a
+    copy in printable ASCII with ``_`` for anything else and for ``"``, ``\\``, ``%``, ``;``.
+    A name holding CR/LF, a quote or a ``;`` (a dataset's name is the play's to choose)
+    neither ends the header nor adds parameters to it."""
+    fallback = re.sub(r'[^\x20-\x7e]|["\\%;]', "_", filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
 async def export(request: Request) -> Response:
     cfg, refused = await _guarded(request)
     if refused:
@@ -204,7 +215,7 @@ async def export(request: Request) -> Response:
     if fmt not in ("csv", "jsonl"):
         return _error(f"Unknown format {fmt!r}: use csv or jsonl.", 400)
     name = f"{run_id.replace('/', '_')}-{dataset}.{fmt}"
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    headers = {"Content-Disposition": _attachment(name)}
     try:  # read once before anything is sent: a file cut short would look whole
         fields = await anyio.to_thread.run_sync(
             lambda: columns_of(export_rows(cfg.store, run_id, dataset, with_status=with_status))

@@ -26,8 +26,10 @@ from typing import Any
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -50,6 +52,7 @@ from .security import csp, new_nonce, new_token, secure_headers
 __all__ = ["UIConfig", "create_app"]
 
 HERE = Path(__file__).parent
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")  # the UI answers for these names always
 MAX_WINDOW = 1000  # rows per window request
 STATES = (*CELL_STATES, *ROW_STATES)
 
@@ -57,12 +60,16 @@ STATES = (*CELL_STATES, *ROW_STATES)
 @dataclass
 class UIConfig:
     """What the UI serves: a store (and its URL, for the ``playline resume`` it starts), the
-    gateway a resumed run calls, and where those resumes write their output."""
+    gateway a resumed run calls, where those resumes write their output, and the host names
+    it answers for besides the loopback ones (the address it binds to, a reverse proxy's
+    name): a request for any other host is refused, so a page of another site served under
+    a name that resolves to this machine (DNS rebinding) reads nothing."""
 
     store: Store
     store_url: str
     gateway: str | None = None
     log_dir: Path | None = None
+    allowed_hosts: tuple[str, ...] = ()
     csrf_token: str = field(default_factory=new_token)
 
 
@@ -274,6 +281,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _page(request, "error.html", exc.status_code, title="Not found", message=exc.detail)
 
 
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """A 500, with the security headers: Starlette answers it outside the app's middleware.
+    The traceback goes to the UI's terminal (the exception is raised on), not to the page."""
+    message = "The UI failed to answer; its terminal shows why. Reload to try again."
+    if request.url.path.startswith("/api/"):
+        return secure_headers(JSONResponse({"error": message}, status_code=500))
+    return secure_headers(PlainTextResponse(message, status_code=500))
+
+
 class SecureHeaders:
     """Adds the CSP and friends to every response that does not set its own."""
 
@@ -314,9 +330,16 @@ def create_app(config: UIConfig) -> Starlette:
         *actions.routes(),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    hosts = [*LOOPBACK_NAMES, *config.allowed_hosts]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecureHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
     app.state.cfg = config
     app.state.counts = sse.CountsCache()
     app.state.children = actions.Children()
-    app.add_middleware(SecureHeaders)
     return app

@@ -4,7 +4,9 @@ Content-Security-Policy (nothing loads from anywhere but this server).
 The UI has no login: it binds to 127.0.0.1 unless told otherwise. A page from another site
 could still make the browser POST to it, so every action needs the token that only this
 server's own pages carry (``X-CSRF-Token`` header or ``csrf_token`` form field), and a request
-whose ``Origin`` is another site is refused.
+a browser marks as coming from another site (its ``Origin``, its ``Sec-Fetch-Site``) is
+refused. A page of another site served under a name that resolves to this machine (DNS
+rebinding) never gets that far: the app answers only for its own host names (``app.py``).
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ def csp(nonce: str | None) -> str:
 
 async def check_csrf(request: Request, token: str) -> Response | None:
     """None when the request may act; else the 403 to answer."""
-    origin = request.headers.get("origin")
-    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+    if not _same_origin(request):
+        where = request.headers.get("origin") or request.headers.get("sec-fetch-site")
         return JSONResponse(
-            {"error": f"Refused an action from another site ({origin}). Use the UI's own page."},
+            {"error": f"Refused an action from another site ({where}). Use the UI's own page."},
             status_code=403,
         )
     given = request.headers.get(CSRF_HEADER) or (await form_fields(request)).get("csrf_token")
@@ -67,6 +69,21 @@ async def check_csrf(request: Request, token: str) -> Response | None:
             status_code=403,
         )
     return None
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether the browser sent it from one of this server's pages. ``Sec-Fetch-Site`` is the
+    browser's own word (a page cannot set it); an ``Origin`` must name this host, except the
+    ``null`` a browser sends for its own page's form when no referrer is allowed, which
+    ``Sec-Fetch-Site: same-origin`` vouches for. A client that is no browser sends neither,
+    and the token alone decides."""
+    origin = request.headers.get("origin")
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site != "same-origin":
+        return False
+    if origin is None or (origin == "null" and site == "same-origin"):
+        return True
+    return urlsplit(origin).netloc == request.headers.get("host")
 
 
 async def form_fields(request: Request) -> dict[str, str]:
@@ -84,6 +101,8 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 def secure_headers(response: Response, nonce: str | None = None) -> Response:
     response.headers.setdefault("Content-Security-Policy", csp(nonce))
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    # same-origin, not no-referrer: with no-referrer a browser sends a form POST to this server
+    # with Origin: null (the grid's Download), which reads as another site's
+    response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")
     return response

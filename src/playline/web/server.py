@@ -7,6 +7,7 @@ import socket
 import threading
 import webbrowser
 from collections.abc import Callable
+from dataclasses import replace
 
 import uvicorn
 
@@ -26,16 +27,36 @@ def is_loopback(host: str) -> bool:
 
 
 def no_login_warning(host: str) -> str:
-    return (
+    warning = (
         f"warning: the UI listens on {host}, not only on this machine, and has no login: anyone "
         "who can reach it can read every run in the store and stop or resume them. Bind to "
         "127.0.0.1 (the default) unless the network is yours alone."
     )
+    if _any_address(host):
+        warning += (
+            " It answers only for the host names it knows (127.0.0.1, localhost and "
+            "--allowed-host): name the ones browsers reach it by with --allowed-host."
+        )
+    return warning
+
+
+def _any_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _named(host: str) -> str:
+    """The host as a URL and a ``Host`` header name it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _config(config: UIConfig, host: str, port: int) -> uvicorn.Config:
+    # it answers for the address it listens on too (the loopback names it always answers for)
+    answers = replace(config, allowed_hosts=(*config.allowed_hosts, _named(host)))
     return uvicorn.Config(
-        create_app(config),
+        create_app(answers),
         host=host,
         port=port,
         loop="asyncio",
@@ -61,7 +82,7 @@ def serve(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}"
+    url = f"http://{_named(host)}:{bound}"
     if not is_loopback(host):
         say(no_login_warning(host))
     say(f"Playline UI on {url}{path} (store {display_url(config.store_url)}); Ctrl-C stops it.")

@@ -35,6 +35,12 @@ export function api(path) {
   return "/api/" + path;
 }
 
+// A run id as a URL's path ends with it: each "/"-separated part (child plays' ids hold "/")
+// encoded, so an id holding "?", "#", "%" or a space names its run, not a prefix of it.
+export function idPath(runId) {
+  return runId.split("/").map(encodeURIComponent).join("/");
+}
+
 export async function getJSON(path) {
   const response = await fetch(path, { headers: { Accept: "application/json" } });
   const doc = await response.json();

@@ -7,7 +7,7 @@ import {
   TooltipModule,
 } from "./vendor/ag-grid.min.js";
 import {
-  api, badge, credits, el, follow, getJSON, num, STATES, styleNonce, text,
+  api, badge, credits, el, follow, getJSON, idPath, num, STATES, styleNonce, text,
 } from "./common.js";
 import { BLOCK, windowURL } from "./window.js";
 
@@ -185,7 +185,7 @@ function refreshSoon() {
 }
 
 function startStream(seq) {
-  follow(api(`stream/${runId}?dataset=${encodeURIComponent(dataset)}&after=${seq}`), {
+  follow(api(`stream/${idPath(runId)}?dataset=${encodeURIComponent(dataset)}&after=${seq}`), {
     changes: (d, event) => {
       probe.messages += 1;
       probe.streamSeq = d.seq;
@@ -262,7 +262,7 @@ function field(label, value) {
 async function openDrawer(row) {
   if (!row) return;
   returnFocus = document.activeElement;
-  const doc = await getJSON(api(`row/${runId}?dataset=${encodeURIComponent(dataset)}&key=${encodeURIComponent(row.key)}`));
+  const doc = await getJSON(api(`row/${idPath(runId)}?dataset=${encodeURIComponent(dataset)}&key=${encodeURIComponent(row.key)}`));
   document.getElementById("drawer-title").textContent = `Row ${doc.index + 1}: ${doc.key}`;
   const parts = [el("p", {}, stateCell(doc.status), doc.error ? el("span", { class: "error" }, ` ${doc.error}`) : null)];
   for (const [column, meta] of Object.entries(doc.meta)) {

@@ -1,6 +1,6 @@
 // A run: summary, stats, datasets, ledger by tool and column, waterfalls, trace, log, actions.
 import {
-  api, badge, credits, duration, el, follow, getJSON, num, post, text, toast, when,
+  api, badge, credits, duration, el, follow, getJSON, idPath, num, post, text, toast, when,
 } from "./common.js";
 
 const root = document.getElementById("run");
@@ -74,7 +74,7 @@ function render(doc) {
   );
 
   table("datasets", doc.datasets.map((d) => el("tr", {},
-    el("td", {}, el("a", { href: `/grid/${runId}?dataset=${encodeURIComponent(d.name)}` }, d.name),
+    el("td", {}, el("a", { href: `/grid/${idPath(runId)}?dataset=${encodeURIComponent(d.name)}` }, d.name),
       d.description ? el("div", { class: "sub" }, d.description) : null),
     ...cells(d.status, num(d.stats.rows ?? d.stored), num(d.stats.rows_executed),
       num(d.stats.rows_reused), num(d.stats.rows_failed), d.columns.join(", ")))));
@@ -100,7 +100,7 @@ function render(doc) {
   for (const [tool, t] of Object.entries(doc.trace.tools))
     trace.push(`${tool}: ${num(t.requests)} requests carrying ${num(t.inputs)} inputs`);
   for (const c of doc.children) trace.push(el("span", {}, "child play ",
-    el("a", { href: `/run/${c.run_id}` }, `${c.play} (${c.run_id})`),
+    el("a", { href: `/run/${idPath(c.run_id)}` }, `${c.play} (${c.run_id})`),
     `: ${c.status} · ${num(c.rows)} rows · ${credits(c.credits)} credits`));
   for (const [kind, n] of Object.entries(doc.trace.steps)) trace.push(`${n} ${kind} event(s)`);
   if (doc.waiting && !doc.waiting.stop && doc.status === "suspended") trace.push(`waits: ${text(doc.waiting)}`);
@@ -113,7 +113,7 @@ function render(doc) {
 }
 
 async function loadColumns() {
-  const doc = await getJSON(api(`columns/${runId}`));
+  const doc = await getJSON(api(`columns/${idPath(runId)}`));
   const rows = doc.columns.map((c) => el("tr", {}, ...cells(`${c.dataset}.${c.column}`,
     num(c.cells), num(c.found), credits(c.credits),
     Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", "))));
@@ -125,7 +125,7 @@ async function loadColumns() {
 }
 
 async function refresh() {
-  render(await getJSON(api(`run/${runId}`)));
+  render(await getJSON(api(`run/${idPath(runId)}`)));
 }
 
 function refreshSoon() {
@@ -144,11 +144,11 @@ function appendLog(lines) {
 }
 
 async function start() {
-  const doc = await getJSON(api(`run/${runId}`));
+  const doc = await getJSON(api(`run/${idPath(runId)}`));
   render(doc);
-  const lines = await getJSON(api(`log/${runId}`));
+  const lines = await getJSON(api(`log/${idPath(runId)}`));
   appendLog(lines.lines);
-  follow(api(`stream/${runId}?after=${doc.seq}`), {
+  follow(api(`stream/${idPath(runId)}?after=${doc.seq}`), {
     changes: (d) => {
       const logs = d.events.filter((e) => e.kind === "log");
       if (logs.length) appendLog(logs);
@@ -161,13 +161,13 @@ async function start() {
 
 document.getElementById("stop").addEventListener("click", async () => {
   try {
-    toast((await post(api(`stop/${runId}`))).message);
+    toast((await post(api(`stop/${idPath(runId)}`))).message);
     refreshSoon();
   } catch (e) { toast(e.message, "error"); }
 });
 document.getElementById("resume").addEventListener("click", async () => {
   try {
-    toast((await post(api(`resume/${runId}`))).message);
+    toast((await post(api(`resume/${idPath(runId)}`))).message);
     refreshSoon();
   } catch (e) { toast(e.message, "error"); }
 });

@@ -1,5 +1,5 @@
 // The runs page: newest first, filtered by status and play (kept in the URL), live.
-import { api, badge, credits, duration, el, follow, getJSON, num, when } from "./common.js";
+import { api, badge, credits, duration, el, follow, getJSON, idPath, num, when } from "./common.js";
 
 const params = new URLSearchParams(location.search);
 const statusSelect = document.getElementById("f-status");
@@ -18,7 +18,7 @@ function render(runs) {
       return el(
         "tr",
         { "data-run-id": r.run_id },
-        el("td", {}, el("a", { href: `/run/${r.run_id}`, class: "mono" }, r.run_id)),
+        el("td", {}, el("a", { href: `/run/${idPath(r.run_id)}`, class: "mono" }, r.run_id)),
         el("td", {}, r.play),
         el("td", {}, status),
         el("td", { class: "num" }, num(r.rows)),
