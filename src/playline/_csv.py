@@ -12,8 +12,9 @@ What real files bring, and what happens:
   a line with fewer: the missing trailing fields are ``""``;
 - a quote that is never closed (it would make the rest of the file one value, silently):
   ``PlayDefinitionError`` naming the file and the line of the row where it opens;
-- a field longer than ``field_limit`` characters (default 8 MiB): ``PlayDefinitionError``
-  naming the file, the line and the limit.
+- a field longer than ``field_limit`` characters (default 8 MiB), or a line longer than
+  ``LINE_FIELDS`` times that: ``PlayDefinitionError`` naming the file, the line and the limit,
+  found before more than that line's limit is in memory.
 
 Values are strings, as written. The file is read when the rows are iterated (a dataset streams
 it through its window), so a large file never sits in memory; its header is read and checked
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -36,6 +38,7 @@ __all__ = ["CsvRows", "read_csv"]
 _SAMPLE = 64 * 1024
 _DELIMITERS = ",;\t|"
 FIELD_LIMIT = 8 * 1024 * 1024  # characters in one field: a few MB, far past any real cell
+LINE_FIELDS = 4  # a line may hold this many fields' worth of characters (field_limit each)
 _LOGGED_LINES = 20  # skipped lines logged one by one; the rest are counted in the summary
 COUNT_BYTES = 100_000_000  # files up to this size are counted ahead of a run, larger estimated
 _ESTIMATE_ROWS = 10_000
@@ -79,7 +82,8 @@ class CsvRows:
         limit = self.field_limit
         skipped: list[int] = []
         with _open(self.path) as handle:
-            reader = csv.reader(_then_end(handle), delimiter=self.delimiter)
+            source = _then_end(_lines(handle, self.path, limit))
+            reader = csv.reader(source, delimiter=self.delimiter)
             # csv's own limit is one for the whole process; ours is per file, checked below
             # while the process-wide one is higher (another file asked for more).
             wider = _allow(limit) > limit
@@ -138,7 +142,9 @@ class CsvRows:
         size = self.path.stat().st_size
         rows = 0
         with _open(self.path) as handle:
-            reader = csv.reader(handle, delimiter=self.delimiter)
+            reader = csv.reader(
+                _lines(handle, self.path, self.field_limit), delimiter=self.delimiter
+            )
             next(reader, None)
             for fields in reader:
                 if any(f.strip() for f in fields):
@@ -162,6 +168,24 @@ _END = "\ue000playline: end of file\ue000"
 def _then_end(lines: Iterable[str]) -> Iterator[str]:
     yield from lines
     yield _END
+
+
+def _lines(handle: IO[str], path: Path, field_limit: int) -> Iterator[str]:
+    """The lines of ``handle``, each read only up to its limit (``LINE_FIELDS`` fields'
+    worth): a line with no end in sight (a file of one 1 GB line) fails once that much is
+    read, where iterating the file would hold the whole line first."""
+    most = LINE_FIELDS * field_limit
+    number = 0
+    while line := handle.readline(most + 1):
+        number += 1
+        if len(line) > most:
+            raise PlayDefinitionError(
+                f"CSV file {str(path)!r}, line {number}: the line is longer than {most} "
+                f"characters, {LINE_FIELDS} times the field limit ({field_limit}). Check that the "
+                "file is CSV text with line breaks; if the line is right, raise the limit: "
+                f"ctx.csv(path, field_limit={field_limit * 4})."
+            )
+        yield line
 
 
 def _open(path: Path) -> IO[str]:
@@ -267,7 +291,7 @@ def read_csv(
             sample = handle.read(_SAMPLE)
             handle.seek(0)
             delimiter = _delimiter(sample) if sample else ","
-            reader = csv.reader(handle, delimiter=delimiter)
+            reader = csv.reader(_lines(handle, file, field_limit), delimiter=delimiter)
             _allow(field_limit)
             with _field_limit(file, reader, field_limit):
                 header = next(reader, None)
@@ -292,7 +316,7 @@ def read_csv(
             f"{where}: column(s) {', '.join(empty)} of the header have no name. Name every "
             "column in the first line (or delete the empty columns)."
         )
-    dupes = sorted({h for h in header if header.count(h) > 1})
+    dupes = sorted(h for h, n in Counter(header).items() if n > 1)
     if dupes:
         raise PlayDefinitionError(
             f"{where}: the header names {', '.join(map(repr, dupes))} more than once. Give "
@@ -301,7 +325,7 @@ def read_csv(
     wanted = _names(columns, "columns", where)
     needed = _names(required, "required", where)
     renames = dict(rename or {})
-    known = set(header)
+    known = {name: i for i, name in enumerate(header)}  # no dupes: each name once
     for what, names in (
         ("required column(s)", needed),
         ("column(s) selected", wanted),
@@ -314,9 +338,8 @@ def read_csv(
                 f"{', '.join(header)}."
             )
     keep = wanted or header
-    picked = [(header.index(name), renames.get(name, name)) for name in keep]
-    out = [name for _, name in picked]
-    clash = sorted({n for n in out if out.count(n) > 1})
+    picked = [(known[name], renames.get(name, name)) for name in keep]
+    clash = sorted(n for n, times in Counter(name for _, name in picked).items() if times > 1)
     if clash:
         raise PlayDefinitionError(
             f"{where}: rename= gives several columns the name(s) "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,34 @@ def test_a_relative_path_is_read_from_the_base_folder(tmp_path: Path) -> None:
     assert f"a relative path starts in the folder the run started in ({tmp_path})" in str(
         caught.value
     )
+
+
+def test_a_header_of_100k_columns_is_read(tmp_path: Path) -> None:
+    """Checked in one pass: duplicates and picks were found with list.count/.index, a
+    quadratic look at such a header (259 s)."""
+    names = [f"c{i}" for i in range(100_000)]
+    path = write(tmp_path, ",".join(names) + "\n" + ",".join(map(str, range(100_000))) + "\n")
+    rows = read_csv(path, rename={"c99999": "last"})
+    assert rows.columns[-1] == "last" and len(rows.columns) == 100_000
+    [row] = list(rows)
+    assert row["c0"] == "0" and row["last"] == "99999"
+    with pytest.raises(pl.PlayDefinitionError, match="'c5' more than once"):
+        read_csv(write(tmp_path, ",".join([*names, "c5"]) + "\n"))
+
+
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_line_with_no_end_fails_before_it_is_in_memory(tmp_path: Path, where: str) -> None:
+    """A 10 MB line under a 1,000-character field limit fails once 4,000 characters of it
+    are read: memory holds about that, never the line (a 1 GB line peaked at 2.4 GB)."""
+    line = "x" * 10_000_000
+    path = write(tmp_path, f"{line}\n" if where == "header" else f"id\n{line}\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(pl.PlayDefinitionError) as info:
+            list(read_csv(path, field_limit=1000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"line {1 if where == 'header' else 2}" in str(info.value)
+    assert "field limit (1000)" in str(info.value) and "field_limit=4000" in str(info.value)
+    assert peak < 1_000_000
