@@ -16,9 +16,11 @@ from boundhelp import unique
 
 class _Handler(BaseHTTPRequestHandler):
     hits: ClassVar[list[tuple[str, str]]] = []
+    authorizations: ClassVar[list[str | None]] = []
 
     def _answer(self) -> None:
         self.hits.append((self.command, self.path))
+        self.authorizations.append(self.headers.get("Authorization"))
         body = b"plain text, not json" if self.path == "/text" else b'{"price": 12}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -34,6 +36,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Handler.hits = []
+    _Handler.authorizations = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -104,3 +107,31 @@ def test_an_unreachable_url_is_a_tool_error(run):
 
     result = run(play)
     assert isinstance(result.exception, pl.ToolError)
+
+
+def test_a_secret_in_a_header_reaches_the_server_and_is_never_stored(
+    run, store, server, monkeypatch
+):
+    monkeypatch.setenv("PLAYLINE_SECRET_FETCH_TOKEN", "tok_live_0123456789abcdef")
+
+    @pl.play(name=unique("with-secret"))
+    async def with_secret(ctx: pl.Context, input: Any) -> Any:
+        token = ctx.secrets.get("FETCH_TOKEN")
+        return (await ctx.fetch("price", f"{server}/price", headers={"Authorization": token})).json
+
+    result = run(with_secret)
+    assert result.output == {"price": 12}
+    assert _Handler.authorizations == ["tok_live_0123456789abcdef"]
+    events = store.read_events(result.run_id, after_seq=0, limit=1000)
+    assert events and not any("tok_live" in repr(event) for event in events)
+
+
+def test_a_header_value_that_is_not_text_is_refused(run, server):
+    @pl.play(name=unique("bad-header"))
+    async def bad_header(ctx: pl.Context, input: Any) -> Any:
+        return (await ctx.fetch("price", f"{server}/price", headers={"X-Count": 3})).status
+
+    result = run(bad_header)
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "'X-Count' must be text" in result.error
+    assert _Handler.hits == []

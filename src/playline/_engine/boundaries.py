@@ -20,7 +20,7 @@ from .._arity import check_args
 from .._clock import Clock
 from .._json import digest, dumps, loads
 from .._limits import is_amount
-from .._secrets import check_stored_name
+from .._secrets import Secret, check_stored_name, reveal
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
 from .receipts import stale_bucket, validate_stale_after
@@ -154,7 +154,7 @@ class Boundaries:
         url: str,
         *,
         method: str = "GET",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         json: Any = None,
         data: Any = None,
     ) -> FetchResponse:
@@ -165,7 +165,7 @@ class Boundaries:
                 f"ctx.fetch({name!r}) must run outside a column; inside one, call a tool "
                 "(ctx.tool) so the requests are batched, rate-limited and checkpointed."
             )
-        headers = dict(headers or {})
+        headers = _headers(name, headers)
         if method not in SAFE_METHODS and not any(
             h.lower() in ("idempotency-key", "x-idempotency-key") for h in headers
         ):
@@ -177,7 +177,8 @@ class Boundaries:
         key = self.key("fetch", name, method, url, body.decode())
         stored = await self.get(key)
         if stored is None or stored.status != "completed" or stored.output is None:
-            response = await _request(name, method, url, headers, json, data)
+            # a secret in a header goes to the server only: the key and the record hold none
+            response = await _request(name, method, url, reveal(headers), json, data)
             record = {
                 "ok": response.is_success,
                 "status": response.status_code,
@@ -196,6 +197,19 @@ class Boundaries:
         except ValueError:
             parsed = None
         return FetchResponse(**saved, json=parsed)
+
+
+def _headers(name: str, headers: Mapping[str, str | Secret] | None) -> dict[str, str | Secret]:
+    """The request headers of ``ctx.fetch``, checked: names are text, values text or a
+    ``Secret`` (an API key read with ``ctx.secrets.get``)."""
+    checked = dict(headers or {})
+    for header, value in checked.items():
+        if not isinstance(header, str) or not isinstance(value, str | Secret):
+            raise PlayDefinitionError(
+                f"ctx.fetch({name!r}): the header {header!r} must be text with a text value or "
+                f"a secret (ctx.secrets.get(...)), not {type(value).__name__}."
+            )
+    return checked
 
 
 async def _request(
