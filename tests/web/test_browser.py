@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
     how to settle them."""
     url = f"sqlite:///{tmp_path}/money.db"
     db = open_store(url)
-    result = pl.run(_parent, store=db, tools=[_paid])
+    result = pl.run(_parent, store=db, tools=[_paid], run_id="Q3 leads' run")
     assert result.status == "completed", result.error
     now = time.time()
     claim = Claim(key="k" * 64, tool="web.paid", run_id=result.run_id, request="r-1")
@@ -204,13 +205,13 @@ def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{base}/run/{result.run_id}")
+        page.goto(f"{base}/run/{quote(result.run_id)}")
         doubt = page.locator("#doubt:not([hidden]) #doubt-text")
         doubt.wait_for(timeout=WAIT_MS)
         assert doubt.inner_text() == (
             "1 call(s) may have been charged with no record of it: 1 of web.paid. Resume "
             "re-sends those whose provider recognises idempotency keys (no second charge); "
-            f"`playline resume {result.run_id} --retry-in-doubt` buys the others again."
+            "`playline resume --retry-in-doubt 'Q3 leads'\\'' run'` buys the others again."
         )
         stats = page.locator("#stats").inner_text()
         assert "10 (10 by child plays)" in stats and "calls in doubt\n1" in stats, stats

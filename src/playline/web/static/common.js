@@ -41,6 +41,14 @@ export function idPath(runId) {
   return runId.split("/").map(encodeURIComponent).join("/");
 }
 
+/** `playline resume` of a run, to paste in a shell: its id quoted when it needs to be, after
+ * `--` when it could be read as an option. */
+export function resumeCommand(runId, ...flags) {
+  const plain = /^[\w@%+=:,./-]+$/.test(runId);
+  const word = plain ? runId : "'" + runId.replaceAll("'", "'\\''") + "'";
+  return ["playline resume", ...flags, ...(runId.startsWith("-") ? ["--"] : []), word].join(" ");
+}
+
 export async function getJSON(path) {
   const response = await fetch(path, { headers: { Accept: "application/json" } });
   const doc = await response.json();

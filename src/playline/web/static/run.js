@@ -1,6 +1,7 @@
 // A run: summary, stats, datasets, ledger by tool and column, waterfalls, trace, log, actions.
 import {
-  api, badge, credits, duration, el, follow, getJSON, idPath, num, post, text, toast, when,
+  api, badge, credits, duration, el, follow, getJSON, idPath, num, post, resumeCommand, text,
+  toast, when,
 } from "./common.js";
 
 const root = document.getElementById("run");
@@ -55,8 +56,8 @@ function render(doc) {
     document.getElementById("doubt-text").textContent =
       `${num(doubt.calls)} call(s) may have been charged with no record of it: ` +
       `${tools.join(", ")}.` + (live ? "" : " Resume re-sends those whose provider recognises " +
-      "idempotency keys (no second charge); `playline resume " + runId +
-      " --retry-in-doubt` buys the others again.");
+      "idempotency keys (no second charge); `" +
+      resumeCommand(runId, "--retry-in-doubt") + "` buys the others again.");
   }
 
   const s = doc.stats || {};
