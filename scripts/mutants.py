@@ -331,10 +331,10 @@ MUTANTS: list[Mutant] = [
     # --- store/_gates.py: shared rate gates -------------------------------------------------
     Mutant(
         "gate-pause-ignored",
-        "a shared gate grants tokens while a 429 paused it",
+        "a shared gate with no rate (none declared or learned) lets calls through a 429's pause",
         "playline/store/_gates.py",
-        "            if self.paused_until <= now and refill >= 1 - EPSILON:\n",
-        "            if refill >= 1 - EPSILON:\n",
+        "            granted, tokens = (0 if self.paused_until > now else ask), self.tokens\n",
+        "            granted, tokens = ask, self.tokens\n",
         ("tests/store/test_gates.py",),
         store="memory",  # the reference, which the memory store runs (SQL computes its own)
     ),

@@ -70,6 +70,29 @@ def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over(store_url: st
     assert store.find_receipts([key])[key].status is ReceiptStatus.COMPLETED
 
 
+def test_a_receipt_taken_over_is_claimed_before_it_is_sent(store_url: str):
+    """While the call runs, its receipt is this worker's, no longer the expired holder's:
+    the take-over claims it before it sends (a third worker waits for it)."""
+    store, clock, registry, _, key = _setup(store_url)
+    store.claim_receipts(
+        [Claim(key=key, tool="t.slow", run_id="other-run")],
+        owner=OTHER,
+        lease_until=clock.now() + 30,
+        now=clock.now(),
+    )
+    holders = []
+
+    @registry.tool("t.slow")  # in place of _setup's: it also says who holds the receipt
+    def watched(input: dict[str, Any]) -> dict[str, Any]:
+        holders.append(store.find_receipts([key])[key].owner)
+        return {"n": input["n"]}
+
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"n": 1})
+    assert len(holders) == 1 and holders[0] not in (OTHER, None)
+
+
 def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used(store_url: str):
     store, clock, registry, calls, key = _setup(store_url)
     store.claim_receipts(
