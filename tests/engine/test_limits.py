@@ -7,6 +7,8 @@ import asyncio
 import pytest
 
 import playline as pl
+from playline._engine.receipts import auth_scope, receipt_key
+from playline.store import Claim, Completion
 
 from .helpers import (
     Gauge,
@@ -18,6 +20,8 @@ from .helpers import (
     run_play,
     yield_a_few_times,
 )
+
+OTHER = "another-host/4242/worker"  # a worker on another machine: only its lease counts
 
 
 def gauged_tool(registry, tool_id: str, gauge: Gauge, **options):
@@ -287,6 +291,43 @@ def test_a_call_failed_in_doubt_keeps_its_worst_case_against_the_budget(registry
     assert result.stats.credits == 1
     assert isinstance(result.exception, pl.BudgetExceeded)
     assert "1 spent, 0 in flight, 1 in doubt" in (result.error or "")
+
+
+@pytest.mark.timeout(30)  # a reservation never given back leaves the budget waiting for it
+def test_a_call_answered_at_its_claim_gives_its_reservation_back(registry, store):
+    """Another worker records a call between its lookup and its claim: the claim answers it
+    from that receipt, and what was reserved for it goes back to the budget."""
+    sent = []
+
+    @registry.tool("t.paid", cost=1)
+    def paid(input):
+        sent.append(input["x"])
+        return {"x": input["x"]}
+
+    first = receipt_key(
+        org="local", tool="t.paid", input={"x": 0}, auth=auth_scope("local", "local", "t.paid"),
+        version="1",
+    )  # fmt: skip
+    theirs = b'{"cost":0.0,"data":{"x":0},"source":"live","status":"completed","tool":"t.paid"}'
+    write = store.write_receipts
+
+    def write_receipts(**kwargs):  # the other worker is quicker to claim the first call
+        if any(claim.key == first for claim in kwargs.get("claims", ())):
+            now = kwargs["now"]
+            claim = Claim(key=first, tool="t.paid", run_id="other-run")
+            write(claims=[claim], owner=OTHER, now=now, lease_until=now + 60)
+            write(completions=[Completion(first, theirs)], owner=OTHER, now=now)
+        return write(**kwargs)
+
+    store.write_receipts = write_receipts
+    play = pl.play(name="answered-budget", max_credits=2)(
+        dataset_play(rows_of(3), {"y": call_tool("t.paid")})
+    )
+    result = run_play(play, tools=[registry], store=store)
+
+    assert result.status == "completed", result.error
+    assert sorted(sent) == [1, 2] and result.stats.credits == 2
+    assert result.stats.tool_calls_cached == 1
 
 
 @pytest.mark.parametrize("cost", [1, 0], ids=["paid", "free"])

@@ -3,7 +3,10 @@ once it is recorded, and a result another owner recorded first wins over ours.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 import playline as pl
 from playline._engine.receipts import auth_scope, receipt_key
@@ -85,3 +88,33 @@ def test_a_result_another_owner_recorded_first_wins_over_ours(
         OTHER,
         theirs,
     )
+
+
+@pytest.mark.timeout(30)  # the bug this guards against is a hang: the call never settles
+def test_a_call_repeated_after_its_first_waiter_gave_up_gets_its_result(registry):
+    """A play cancels its wait for a call (``task.cancel()``, a sibling's failure in a task
+    group): the same call made afterwards is not left following the cancelled one."""
+    sent: list[Any] = []
+    events: dict[str, asyncio.Event] = {}  # made on the run's loop
+
+    @registry.tool("t.block")
+    async def block(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input)
+        events["entered"].set()
+        await events["release"].wait()
+        return {"x": input["x"]}
+
+    @pl.play(name="cancel-play")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        entered = events["entered"] = asyncio.Event()
+        release = events["release"] = asyncio.Event()
+        first = asyncio.ensure_future(ctx.tool("t.block", {"x": 1}))
+        await entered.wait()
+        first.cancel()
+        release.set()
+        return (await ctx.tool("t.block", {"x": 1})).data
+
+    result = run_play(play, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"x": 1})
+    assert 1 <= len(sent) <= 2  # sent again, or answered by the first's receipt
