@@ -304,7 +304,7 @@ MUTANTS: list[Mutant] = [
         "playline/store/_claims.py",
         "    return holder is not None and (lease_until or 0.0) > now and owner_alive(holder)\n",
         "    return holder is not None and (lease_until or 0.0) > now\n",
-        ("tests/store/test_claims.py",),
+        ("tests/store/test_claims.py", "-k", "owner_is_gone"),
     ),
     Mutant(
         "resend-under-new-key",
@@ -313,7 +313,7 @@ MUTANTS: list[Mutant] = [
         "            resent = True  # the same key: the provider answers the first request again\n",
         "            resent = True  # the same key: the provider answers the first request again\n"
         "            generation += 1\n",
-        ("tests/store/test_claims.py",),
+        ("tests/store/test_claims.py", "-k", "resent_under_its_key"),
     ),
     Mutant(
         "in-doubt-bought-again",
@@ -357,7 +357,7 @@ MUTANTS: list[Mutant] = [
         "playline/tools/_gates.py",
         "                self.limiter.pause(wait)\n",
         "                pass\n",
-        ("tests/gateway/test_gateway_failures.py", "tests/gates/test_learning.py"),
+        ("tests/gates/test_shared_gates.py", "-k", "429"),
     ),
     # --- store/sql/_base.py ----------------------------------------------------------------
     Mutant(

@@ -45,7 +45,7 @@ from mutants import MUTANTS, Mutant
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 TIMEOUT = 120  # seconds one test may take (pytest-timeout): a mutant that hangs is killed by it
-_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)")
+_FAILED = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$")  # -rfE: "FAILED node - why"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +109,9 @@ def run_mutant(mutant: Mutant, tests: Sequence[str] = ()) -> Outcome:
             text=True,
             cwd=ROOT,
         )
-        if not where.stdout.startswith(str(src)):
-            return Outcome(
-                mutant, "BROKEN", f"playline was not imported from the copy: {where}", 0.0
-            )
+        if not where.stdout.startswith(str(src)):  # a crash on import, or another playline
+            tail = "\n".join((where.stdout + where.stderr).strip().splitlines()[-6:])
+            return Outcome(mutant, "BROKEN", f"playline not imported from the copy:\n{tail}", 0)
         done = subprocess.run(
             [
                 sys.executable,
