@@ -394,4 +394,59 @@ MUTANTS: list[Mutant] = [
         "",
         ("tests/durability/test_run_leases.py",),
     ),
+    # --- more of the claim, the key, the retry and the dispatch rules ------------------------
+    Mutant(
+        "claim-without-lease",
+        "claims are written with a lease that has run out: another worker takes them at once",
+        "playline/_engine/commits.py",
+        "            lease_until=now + self._lease,\n",
+        "            lease_until=now,\n",
+        ("tests/durability/test_leases.py", "-k", "in_flight_is_held"),
+    ),
+    Mutant(
+        "ledger-row-twice",
+        "a generation's charge is written again when it is completed again",
+        "playline/store/sql/_tables.py",
+        """\
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
+""",
+        """\
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ? AND 1 = 0)"
+""",
+        ("tests/store/test_completions.py", "-k", "charge"),
+    ),
+    Mutant(
+        "retry-unsafe-5xx",
+        "a 5xx of a tool whose 5xx may strike after the work is sent again: paid twice",
+        "playline/tools/_retry.py",
+        '        if spec.retry_safe or spec.in_doubt == "resend":\n',
+        "        if True:\n",
+        ("tests/gateway/test_gateway_failures.py", "tests/engine/test_limits.py", "-k", "5xx"),
+    ),
+    Mutant(
+        "partial-batch-not-held",
+        "a partial batch goes out while its rate gate would hold it anyway (more requests)",
+        "playline/_engine/dispatch.py",
+        "                if wait > 0:\n",
+        "                if False:\n",
+        ("tests/engine/test_batching.py", "-k", "partial_batch"),
+    ),
+    Mutant(
+        "stale-bucket-rounds",
+        "stale_after buckets are rounded, not floored: a result is reused past its age",
+        "playline/_engine/receipts.py",
+        '    return f"{stale_after}:{math.floor(now / stale_after)}"\n',
+        '    return f"{stale_after}:{round(now / stale_after)}"\n',
+        ("tests/engine/test_receipts.py", "-k", "stale"),
+    ),
+    Mutant(
+        "retry-limit-off-by-one",
+        "a tool's retry budget runs out one retry early",
+        "playline/_engine/governance.py",
+        "        if limit is not None and total > limit:\n            raise RetryBudgetExceeded(",
+        "        if limit is not None and total >= limit:\n            raise RetryBudgetExceeded(",
+        ("tests/engine/test_limits.py", "-k", "retries"),
+    ),
 ]
