@@ -38,7 +38,7 @@ check: system-packages lint types test
 
 # Mutation tests of the invariants: each mutant of scripts/mutants.py (a plausible bug in the
 # engine or the store) applied to a copy of src/, against the tests that must kill it; exits
-# non-zero if one survives. About 5 min on 2 busy cores.
+# non-zero if one survives. About 2.5 min on 2 busy cores.
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py
 

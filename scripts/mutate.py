@@ -10,16 +10,18 @@ reported SURVIVED, and the run exits non-zero: the invariant it breaks needs a t
 
 An anchor must occur exactly once in its file, or nothing runs: when the code changes, the
 list is brought up to date instead of silently mutating nothing. A mutant whose tests do not
-even start (an import or collection error, exit status 2 or more) is reported BROKEN and
-fails the run as well: a mutant must be a bug the tests could miss, not a crash.
+run (the copy does not import, a collection error, no test selected: pytest's exit status 2
+or more) is reported BROKEN and fails the run as well: a mutant must be a bug the tests could
+miss, not a crash.
 
-Why a runner of described mutants and not ``mutmut`` or ``cosmic-ray``: both generate their
-mutants from a fixed set of operators (flip a comparison, drop a call, swap a constant) over
-whole files, and neither takes a named list of hand-written replacements. The invariants here
-are about order and ownership (settle after the commit, another owner's result wins, the
-claim before the send), which no operator writes: moving a loop ahead of an ``await``, or
-replacing ``call.key in kept`` by ``False``. Running their operators over the engine would
-also make thousands of mutants, far past the ten minutes CI allows.
+Why a runner of described mutants and not ``mutmut`` or ``cosmic-ray``: both make their
+mutants with a fixed set of operators (flip a comparison, drop a call, swap a constant) over
+whole files, and neither takes a named list of hand-written replacements (cosmic-ray takes
+new operators as plugins: a class per bug, finding its own syntax nodes). The invariants
+here are about order and ownership (settle after the commit, another owner's result wins,
+the claim before the send), which no operator writes: moving a loop ahead of an ``await``,
+or replacing ``call.key in kept`` by ``False``. Their operators over the engine and the store
+would also make thousands of mutants, far past the ten minutes CI allows.
 
 Usage: ``python scripts/mutate.py [NAME ...] [--jobs N] [--list]``.
 """
@@ -45,7 +47,7 @@ from mutants import MUTANTS, Mutant
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 TIMEOUT = 120  # seconds one test may take (pytest-timeout): a mutant that hangs is killed by it
-_FAILED = re.compile(r"^(FAILED|ERROR) (.+?)(?: - .*)?$")  # -rfE: "FAILED node - why"
+_FAILED = re.compile(r"^(FAILED|ERROR) (\S.*?)(?: - .*)?$")  # -rfE: "FAILED node - why"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +135,9 @@ def run_mutant(mutant: Mutant, tests: Sequence[str] = ()) -> Outcome:
     seconds = time.monotonic() - start
     if done.returncode == 0:
         return Outcome(mutant, "SURVIVED", "", seconds)
-    failed = [m.group(2) for m in map(_FAILED.match, done.stdout.splitlines()) if m]
+    lines = done.stdout.splitlines()
+    summary = next((i for i, line in enumerate(lines) if "short test summary info" in line), 0)
+    failed = [m.group(2) for m in map(_FAILED.match, lines[summary:]) if m]
     if done.returncode == 1 and failed:
         return Outcome(mutant, "killed", failed[0], seconds)
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
