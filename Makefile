@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check lint types demo bench docs clean system-packages ui-vendor
+.PHONY: test check lint types mutate demo bench docs clean system-packages ui-vendor
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 check: system-packages lint types test
+
+# Mutation tests of the invariants: each mutant of scripts/mutants.py (a plausible bug in the
+# engine or the store) applied to a copy of src/, against the tests that must kill it; exits
+# non-zero if one survives. About 2.5 min on 2 busy cores.
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py
 
 demo: $(STAMP)
 	$(BIN)/playline demo --store sqlite:///.playline/demo.db

@@ -6,7 +6,7 @@ from typing import Any
 
 import playline as pl
 from playline._engine.receipts import auth_scope, receipt_key
-from playline.store import Claim, Completion, ReceiptStatus, Store, open_store
+from playline.store import Claim, ClaimOutcome, Completion, ReceiptStatus, Store, open_store
 
 OTHER = "another-host/4242/worker"  # a worker on another machine: only its lease counts
 
@@ -68,6 +68,50 @@ def test_a_receipt_whose_lease_expires_while_waiting_is_taken_over(store_url: st
     assert (result.status, result.output) == ("completed", {"n": 1})
     assert calls == [1]
     assert store.find_receipts([key])[key].status is ReceiptStatus.COMPLETED
+
+
+def test_a_call_in_flight_is_held_against_another_worker(store_url: str):
+    """Claimed under a lease that runs while the call does: another worker's claim of the
+    same call is told to wait for it, not that it may be in doubt."""
+    store, clock, registry, _, key = _setup(store_url)
+    outcomes = []
+
+    @registry.tool("t.slow")  # in place of _setup's: another worker claims it meanwhile
+    def contested(input: dict[str, Any]) -> dict[str, Any]:
+        claim = Claim(key=key, tool="t.slow", run_id="other-run")
+        [result] = store.claim_receipts(
+            [claim], owner=OTHER, lease_until=clock.now() + 60, now=clock.now()
+        )
+        outcomes.append(result.outcome)
+        return {"n": input["n"]}
+
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"n": 1})
+    assert outcomes == [ClaimOutcome.HELD]
+
+
+def test_a_receipt_taken_over_is_claimed_before_it_is_sent(store_url: str):
+    """While the call runs, its receipt is this worker's, no longer the expired holder's:
+    the take-over claims it before it sends (a third worker waits for it)."""
+    store, clock, registry, _, key = _setup(store_url)
+    store.claim_receipts(
+        [Claim(key=key, tool="t.slow", run_id="other-run")],
+        owner=OTHER,
+        lease_until=clock.now() + 30,
+        now=clock.now(),
+    )
+    holders = []
+
+    @registry.tool("t.slow")  # in place of _setup's: it also says who holds the receipt
+    def watched(input: dict[str, Any]) -> dict[str, Any]:
+        holders.append(store.find_receipts([key])[key].owner)
+        return {"n": input["n"]}
+
+    result = pl.run(lease_play, store=store, clock=clock, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"n": 1})
+    assert len(holders) == 1 and holders[0] not in (OTHER, None)
 
 
 def test_a_receipt_completed_by_the_other_worker_meanwhile_is_used(store_url: str):

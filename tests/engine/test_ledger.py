@@ -67,6 +67,21 @@ def test_calls_in_doubt_resolved_leave_nothing_in_doubt(registry: pl.ToolRegistr
     assert "in doubt" not in str(ledger.exceeded(spec, 1))
 
 
+def test_a_call_in_doubt_is_counted_once_however_often_it_is_found(
+    registry: pl.ToolRegistry,
+) -> None:
+    """Found in doubt by a child play and by its parent (which looks at its children's
+    receipts too), or failed in doubt again: its worst case counts once in each budget."""
+    spec = _spec(registry, 1)
+    parent = Ledger("run", pl.ManualClock(), max_credits=3)
+    child = Ledger("run/child", pl.ManualClock(), parent=parent)
+    parent.doubt({"a": 1})
+    child.doubt({"a": 1})
+    child.doubt({"a": 1, "b": 1})
+    assert (parent.in_doubt, child.in_doubt) == (2, 2)
+    assert child.reserve(spec, 5) == 1
+
+
 def test_what_earlier_attempts_spent_is_counted_without_the_noise_of_its_sum(
     registry: pl.ToolRegistry,
 ) -> None:

@@ -7,6 +7,8 @@ import asyncio
 import pytest
 
 import playline as pl
+from playline._engine.receipts import auth_scope, receipt_key
+from playline.store import Claim, Completion
 
 from .helpers import (
     Gauge,
@@ -18,6 +20,8 @@ from .helpers import (
     run_play,
     yield_a_few_times,
 )
+
+OTHER = "another-host/4242/worker"  # a worker on another machine: only its lease counts
 
 
 def gauged_tool(registry, tool_id: str, gauge: Gauge, **options):
@@ -234,6 +238,96 @@ def test_a_call_in_doubt_is_sent_again_with_its_key_within_the_budget(registry, 
     again = run_play(play, tools=[registry], store=store, run_id=first.run_id)
     assert again.status == "completed", again.error
     assert again.stats.credits == 3
+
+
+def test_a_call_in_doubt_bought_again_no_longer_counts_as_in_doubt(registry, store):
+    """Bought again (``retry_in_doubt``), a call in doubt counts what the new purchase costs,
+    not its doubt as well: a budget that fits it and the next column's call lets both through."""
+    timing_out = [True]
+
+    @registry.tool("t.slow", cost=1, in_doubt="fail")
+    def slow(input):
+        if timing_out[0]:
+            raise pl.ToolError("t.slow", "no answer", code="timeout")
+        return {"x": input["x"]}
+
+    @registry.tool("t.next", cost=1)
+    def after(input):
+        return {"x": input["x"]}
+
+    async def both(row, ctx):
+        first = await ctx.tool("t.slow", {"x": row["x"]})
+        return (await ctx.tool("t.next", {"x": first.data["x"]})).data
+
+    play = pl.play(name="doubt-budget", max_credits=2)(dataset_play(rows_of(1), {"y": both}))
+    first = run_play(play, tools=[registry], store=store)
+    (error,) = first.output.errors
+    assert error.code == "in_doubt"
+    timing_out[0] = False
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id, retry_in_doubt=True)
+    assert again.status == "completed", again.error
+    assert not again.output.errors
+    assert again.stats.credits == 2
+
+
+def test_a_call_failed_in_doubt_keeps_its_worst_case_against_the_budget(registry, store):
+    """A 5xx of a tool whose 5xx may strike after the work: the call may have been charged,
+    so the budget counts it, and lets through only what fits beside it."""
+    sent = []
+
+    @registry.tool("t.flaky", cost=1, in_doubt="fail")
+    def flaky(input):
+        sent.append(input["x"])
+        if len(sent) == 1:
+            raise pl.ToolError("t.flaky", "internal error", status=503)
+        return {"x": input["x"]}
+
+    play = pl.play(name="flaky-budget", max_credits=2)(
+        dataset_play(rows_of(3), {"y": call_tool("t.flaky")})
+    )
+    result = run_play(play, tools=[registry], store=store)
+
+    assert len(sent) == 2  # one in doubt, one charged: the budget of 2 holds no third
+    assert result.stats.credits == 1
+    assert isinstance(result.exception, pl.BudgetExceeded)
+    assert "1 spent, 0 in flight, 1 in doubt" in (result.error or "")
+
+
+@pytest.mark.timeout(30)  # a reservation never given back leaves the budget waiting for it
+def test_a_call_answered_at_its_claim_gives_its_reservation_back(registry, store):
+    """Another worker records a call between its lookup and its claim: the claim answers it
+    from that receipt, and what was reserved for it goes back to the budget."""
+    sent = []
+
+    @registry.tool("t.paid", cost=1)
+    def paid(input):
+        sent.append(input["x"])
+        return {"x": input["x"]}
+
+    first = receipt_key(
+        org="local", tool="t.paid", input={"x": 0}, auth=auth_scope("local", "local", "t.paid"),
+        version="1",
+    )  # fmt: skip
+    theirs = b'{"cost":0.0,"data":{"x":0},"source":"live","status":"completed","tool":"t.paid"}'
+    write = store.write_receipts
+
+    def write_receipts(**kwargs):  # the other worker is quicker to claim the first call
+        if any(claim.key == first for claim in kwargs.get("claims", ())):
+            now = kwargs["now"]
+            claim = Claim(key=first, tool="t.paid", run_id="other-run")
+            write(claims=[claim], owner=OTHER, now=now, lease_until=now + 60)
+            write(completions=[Completion(first, theirs)], owner=OTHER, now=now)
+        return write(**kwargs)
+
+    store.write_receipts = write_receipts
+    play = pl.play(name="answered-budget", max_credits=2)(
+        dataset_play(rows_of(3), {"y": call_tool("t.paid")})
+    )
+    result = run_play(play, tools=[registry], store=store)
+
+    assert result.status == "completed", result.error
+    assert sorted(sent) == [1, 2] and result.stats.credits == 2
+    assert result.stats.tool_calls_cached == 1
 
 
 @pytest.mark.parametrize("cost", [1, 0], ids=["paid", "free"])

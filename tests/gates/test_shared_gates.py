@@ -128,6 +128,22 @@ def test_local_gates_would_each_spend_the_whole_rate() -> None:
     assert most_in_any_window(log, start) > 10
 
 
+def test_a_429_holds_every_call_of_a_local_gate_not_only_the_one_that_heard_it() -> None:
+    """The provider's bucket is empty: the calls that did not hear the 429 wait too."""
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[float, float]:
+        gate = ToolGate(DECLARED, clock)
+        gate.release(await gate.acquire(1))
+        assert gate.throttled(2.0) == 2.0
+        heard = clock.now()
+        gate.release(await gate.acquire(1))  # another call, which heard nothing
+        return heard, clock.now()
+
+    heard, passed = run(go)
+    assert passed >= heard + 2.0
+
+
 def test_a_429_heard_by_one_process_holds_the_other(gate_url: str) -> None:
     clock = pl.ManualClock()
 

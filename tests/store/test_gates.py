@@ -83,6 +83,15 @@ def test_a_pause_holds_every_lease_until_it_ends(store: Store) -> None:
     assert lease(store, 5, now=NOW + 2.25)[0] == 1  # one token earned since the pause ended
 
 
+def test_a_pause_holds_a_gate_without_a_rate_until_it_ends(store: Store) -> None:
+    """A 429 from a limit nobody declared pauses every process, rate or none."""
+    config = GateConfig()
+    lease(store, 1, config=config)
+    store.tune_gate("t@acct", lambda s: replace(s, paused_until=NOW + 2, tokens=0.0, stamp=NOW + 2))
+    assert lease(store, 5, config=config, now=NOW + 1)[0] == 0
+    assert lease(store, 5, config=config, now=NOW + 2)[0] == 5
+
+
 def test_tune_answers_the_gate_as_it_is_and_none_for_an_unknown_gate(store: Store) -> None:
     assert store.tune_gate("nope", lambda s: s) is None
     lease(store, 1)

@@ -1,0 +1,452 @@
+"""The mutants ``make mutate`` applies (``mutate.py``): plausible bugs in the engine and the
+store, each with the tests that must kill it.
+
+A mutant names a file under ``src/``, an exact snippet of it (the anchor: it must occur once
+in the file) and the snippet that replaces it, and the pytest arguments of the few tests
+that guard what it breaks (files, node ids, ``-k`` expressions): a small, fast selection, as
+every mutant runs its own. To add one, copy the snippet from the code as it is (indentation
+included), write the bug as someone could, and name the tests that should catch it; when
+none does, the invariant needs a new test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MUTANTS", "Mutant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    name: str
+    why: str  # the bug, in a few words
+    file: str  # under src/
+    anchor: str
+    replacement: str
+    tests: tuple[str, ...]
+    store: str = "sqlite"  # PLAYLINE_TEST_STORE for its tests: the store whose code runs
+
+
+SETTLE = "tests/engine/test_settle.py"
+
+MUTANTS: list[Mutant] = [
+    # --- calls.py: recording and settling ---------------------------------------------------
+    Mutant(
+        "settle-before-commit",
+        "a row sees a result before the store holds it",
+        "playline/_engine/calls.py",
+        """\
+        kept = await self._committer.commit(completions, failures)
+        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
+        for call, outcome in outcomes:
+            if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
+                self.stats.count(spec.id, "live")
+                self._settle(call, None, outcome)
+            elif call.key in kept:
+                self._settle_cached(call, kept[call.key])
+            else:
+                self._settle(call, outcome)
+""",
+        """\
+        for call, outcome in outcomes:
+            if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
+                self.stats.count(spec.id, "live")
+                self._settle(call, None, outcome)
+            else:
+                self._settle(call, outcome)
+        kept = await self._committer.commit(completions, failures)
+        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
+""",
+        (SETTLE,),
+    ),
+    Mutant(
+        "kept-ignored",
+        "our result wins over the one another owner stored first",
+        "playline/_engine/calls.py",
+        "            elif call.key in kept:\n",
+        "            elif False:\n",
+        (SETTLE,),
+    ),
+    Mutant(
+        "commit-returns-early",
+        "a row goes on (and is written) before its cells' receipts are durable",
+        "playline/_engine/commits.py",
+        """\
+        waiter = self._results.add([*completions, *failures])
+        self._start()
+        return await asyncio.shield(waiter)
+""",
+        """\
+        waiter = self._results.add([*completions, *failures])
+        self._start()
+        return {}
+""",
+        (SETTLE,),
+    ),
+    Mutant(
+        "commit-forgets-kept",
+        "the group commit drops the results other owners stored first",
+        "playline/_engine/commits.py",
+        "                        committer.set_result(kept)\n",
+        "                        committer.set_result({})\n",
+        (SETTLE,),
+    ),
+    # --- calls.py: claims and sends ---------------------------------------------------------
+    Mutant(
+        "send-held-claim",
+        "a call another live worker has claimed is sent as well (the claim is skipped)",
+        "playline/_engine/calls.py",
+        "                if claim.outcome is ClaimOutcome.OWNED:\n",
+        "                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.HELD):\n",
+        ("tests/durability/test_leases.py",),
+    ),
+    Mutant(
+        "take-over-unclaimed",
+        "a call whose holder died is sent without claiming it first",
+        "playline/_engine/calls.py",
+        "            await self._send(spec, [call])\n        except BaseException as exc:\n",
+        "            await self._send(spec, [call], claimed=True)\n"
+        "        except BaseException as exc:\n",
+        ("tests/durability/test_leases.py", "-k", "taken_over"),
+    ),
+    Mutant(
+        "no-idempotency-key",
+        "a request goes out with a fresh key each time: the provider cannot spot a repeat",
+        "playline/_engine/calls.py",
+        "        return _idempotency_key(self.key, self.generation)\n",
+        "        return secrets.token_hex(20)\n",
+        ("tests/gateway/test_idempotency.py", "tests/durability/test_ledger.py"),
+    ),
+    Mutant(
+        "in-doubt-not-resolved",
+        "a call in doubt sent again is counted twice: in doubt and reserved",
+        "playline/_engine/calls.py",
+        """\
+                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
+                    self._ledger.resolve(call.key)  # was it in doubt: settled from here on
+""",
+        "",
+        ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
+    ),
+    Mutant(
+        "5xx-not-in-doubt",
+        "a 5xx of a call that may have charged fails it as if nothing was charged",
+        "playline/_engine/calls.py",
+        "            in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT\n",
+        "            in_doubt = False\n",
+        ("tests/gateway/test_gateway_failures.py", "tests/durability/test_ledger.py"),
+    ),
+    Mutant(
+        "5xx-doubt-released",
+        "a call failed in doubt gives its worst case back to the budget",
+        "playline/_engine/calls.py",
+        """\
+            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
+            self._release(spec, chunk, reserved, in_doubt=in_doubt)
+            return
+
+    def _release(""",
+        """\
+            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
+            self._release(spec, chunk, reserved, in_doubt=False)
+            return
+
+    def _release(""",
+        ("tests/engine/test_limits.py", "-k", "in_doubt"),
+    ),
+    Mutant(
+        "lost-poll-not-in-doubt",
+        "a submitted job whose polls fail no longer counts its worst case in doubt",
+        "playline/_engine/calls.py",
+        """\
+                    await self._fail(spec, chunk, error, claimed=True)
+                    self._release(spec, chunk, reserved, in_doubt=True)
+""",
+        """\
+                    await self._fail(spec, chunk, error, claimed=True)
+                    self._release(spec, chunk, reserved, in_doubt=False)
+""",
+        (
+            "tests/gateway/test_truthful_errors.py::"
+            "test_jobs_whose_polls_fail_stay_counted_against_the_budget",
+        ),
+    ),
+    Mutant(
+        "follower-on-settled",
+        "a call attaches to an owner that has settled, and never settles itself",
+        "playline/_engine/calls.py",
+        "            if running is not None and not running.future.done():\n",
+        "            if running is not None:\n",
+        (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the call hangs
+    ),
+    Mutant(
+        "batch-over-max-size",
+        "a request holds one input more than the tool's batch size",
+        "playline/_engine/calls.py",
+        "        size = spec.max_batch\n",
+        "        size = spec.max_batch + 1\n",
+        ("tests/engine/test_batching.py",),
+    ),
+    Mutant(
+        "send-after-stop",
+        "a request the gate lets out after a stop is sent anyway",
+        "playline/_engine/calls.py",
+        """\
+    def _stopping(self) -> bool:
+        return self._drain.stopping
+""",
+        """\
+    def _stopping(self) -> bool:
+        return False
+""",
+        ("tests/engine/test_stops.py",),
+    ),
+    Mutant(
+        "stopped-keeps-claims",
+        "a request dropped at a stop keeps its receipts claimed",
+        "playline/_engine/calls.py",
+        """\
+        if claimed:
+            await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
+""",
+        """\
+        if False:
+            await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
+""",
+        ("tests/engine/test_stops.py",),
+    ),
+    Mutant(
+        "claim-answered-leaks-budget",
+        "a call answered at its claim keeps its reservation",
+        "playline/_engine/calls.py",
+        """\
+            if len(send) < len(chunk):
+                self._ledger.release(spec, len(chunk) - len(send))
+""",
+        "",
+        # killed by the test's timeout: the budget waits for the reservation forever
+        ("tests/engine/test_limits.py", "-k", "answered_at_its_claim"),
+    ),
+    # --- ledger.py: the budget -------------------------------------------------------------
+    Mutant(
+        "doubt-counted-twice",
+        "a receipt in doubt found twice is counted twice against the budget",
+        "playline/_engine/ledger.py",
+        "                if key not in ledger._doubtful:\n",
+        "                if True:\n",
+        ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
+    ),
+    Mutant(
+        "budget-ignores-doubt",
+        "the budget's room leaves out the calls in doubt",
+        "playline/_engine/ledger.py",
+        "        return self._limit - self._spent - self._reserved - self._in_doubt\n",
+        "        return self._limit - self._spent - self._reserved\n",
+        ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
+    ),
+    Mutant(
+        "budget-check-skipped",
+        "a reservation is granted whatever the budget's room",
+        "playline/_engine/ledger.py",
+        "                    allowed = max(0, min(allowed, room // each))\n",
+        "                    allowed = max(0, allowed)\n",
+        ("tests/engine/test_ledger.py", "tests/durability/test_budget.py"),
+    ),
+    Mutant(
+        "reservation-kept",
+        "a settled request keeps its reservation in flight",
+        "playline/_engine/ledger.py",
+        "            ledger._reserved -= given_back\n",
+        "            ledger._reserved -= 0\n",
+        ("tests/engine/test_ledger.py",),
+    ),
+    # --- governance.py ---------------------------------------------------------------------
+    Mutant(
+        "limit-off-by-one",
+        "a counter stops one call short of its limit",
+        "playline/_engine/governance.py",
+        "        if limit is not None and total > limit:\n            raise GovernanceError(",
+        "        if limit is not None and total >= limit:\n            raise GovernanceError(",
+        ("tests/engine/test_limits.py", "-k", "budget"),
+    ),
+    # --- receipts.py: keys -----------------------------------------------------------------
+    Mutant(
+        "key-without-auth",
+        "results bought by one account answer another's calls",
+        "playline/_engine/receipts.py",
+        "        [KEY_VERSION, org, tool, normalise_input(input), auth, version, bucket],\n",
+        "        [KEY_VERSION, org, tool, normalise_input(input), version, bucket],\n",
+        ("tests/engine/test_receipts.py", "-k", "key"),
+    ),
+    # --- store/_claims.py: the claim rules --------------------------------------------------
+    Mutant(
+        "completed-owned-again",
+        "a claim on a completed receipt buys it again",
+        "playline/store/_claims.py",
+        "    if status is ReceiptStatus.COMPLETED and not force:\n",
+        "    if status is ReceiptStatus.COMPLETED and force:\n",
+        ("tests/store/test_claims.py",),
+    ),
+    Mutant(
+        "live-lease-ignored",
+        "a claim takes a receipt from a holder whose lease runs",
+        "playline/store/_claims.py",
+        """\
+        if lease_live(existing.owner, existing.lease_until, now):
+            return ClaimResult(ClaimOutcome.HELD, existing)
+""",
+        "",
+        ("tests/store/test_claims.py",),
+    ),
+    Mutant(
+        "lease-ignores-dead-owner",
+        "a receipt whose process died is held until its lease runs out",
+        "playline/store/_claims.py",
+        "    return holder is not None and (lease_until or 0.0) > now and owner_alive(holder)\n",
+        "    return holder is not None and (lease_until or 0.0) > now\n",
+        ("tests/store/test_claims.py", "-k", "owner_is_gone"),
+    ),
+    Mutant(
+        "resend-under-new-key",
+        "an in-doubt input is sent again under a new key (a new generation): paid twice",
+        "playline/store/_claims.py",
+        "            resent = True  # the same key: the provider answers the first request again\n",
+        "            resent = True  # the same key: the provider answers the first request again\n"
+        "            generation += 1\n",
+        ("tests/store/test_claims.py", "-k", "resent_under_its_key"),
+    ),
+    Mutant(
+        "in-doubt-bought-again",
+        "a receipt in doubt is claimed again with no resend and no retry_in_doubt",
+        "playline/store/_claims.py",
+        "        elif claim.retry_in_doubt:\n",
+        "        elif True:\n",
+        ("tests/store/test_claims.py",),
+    ),
+    Mutant(
+        "force-every-attempt",
+        "force buys again at every attempt of a run, not once per run",
+        "playline/store/_claims.py",
+        "    force = claim.force and not (existing.run_id == claim.run_id and existing.owner "
+        "!= owner)\n",
+        "    force = claim.force\n",
+        ("tests/store/test_claims.py",),
+    ),
+    # --- store/_gates.py: shared rate gates -------------------------------------------------
+    Mutant(
+        "gate-pause-ignored",
+        "a shared gate with no rate (none declared or learned) lets calls through a 429's pause",
+        "playline/store/_gates.py",
+        "            granted, tokens = (0 if self.paused_until > now else ask), self.tokens\n",
+        "            granted, tokens = ask, self.tokens\n",
+        ("tests/store/test_gates.py",),
+        store="memory",  # the reference, which the memory store runs (SQL computes its own)
+    ),
+    Mutant(
+        "cap-counts-self-only",
+        "a shared concurrency cap counts only this process's calls",
+        "playline/store/_gates.py",
+        "        if other == holder or lease_live(other, lease_until, now):\n",
+        "        if other == holder:\n",
+        ("tests/store/test_gates.py",),
+    ),
+    # --- tools: the rate gate's pause on a 429 ---------------------------------------------
+    Mutant(
+        "local-pause-dropped",
+        "a 429 no longer pauses the tool's rate gate for the other calls",
+        "playline/tools/_gates.py",
+        "                self.limiter.pause(wait)\n",
+        "                pass\n",
+        ("tests/gates/test_shared_gates.py", "-k", "429"),
+    ),
+    # --- store/sql/_base.py ----------------------------------------------------------------
+    Mutant(
+        "store-overwrites-other-result",
+        "the store replaces a result another owner completed first",
+        "playline/store/sql/_base.py",
+        '            if status == "completed" and current_owner != owner and stored is not None:\n',
+        "            if False:\n",
+        ("tests/store/test_completions.py",),
+    ),
+    Mutant(
+        "fail-any-owner",
+        "a failure is written over a receipt another owner holds",
+        "playline/store/sql/_base.py",
+        "            \"WHERE key = ? AND owner = ? AND status = 'running'\",\n            [\n",
+        "            \"WHERE key = ? AND (owner = ? OR 1 = 1) AND status = 'running'\",\n"
+        "            [\n",
+        ("tests/store/test_completions.py",),
+    ),
+    Mutant(
+        "release-forgets-job",
+        "a released receipt forgets its submitted job: it is submitted (and paid) again",
+        "playline/store/sql/_base.py",
+        '                "AND attempt = 1 AND job IS NULL",\n',
+        '                "AND attempt = 1",\n',
+        ("tests/store/test_completions.py",),
+    ),
+    Mutant(
+        "renew-runs-only",
+        "renewing leases skips the receipts of calls in flight",
+        "playline/_engine/supervise.py",
+        "        await self._io(self._store.renew_receipts, self._holder, "
+        "lease_until=lease_until)\n",
+        "",
+        ("tests/durability/test_run_leases.py",),
+    ),
+    # --- more of the claim, the key, the retry and the dispatch rules ------------------------
+    Mutant(
+        "claim-without-lease",
+        "claims are written with a lease that has run out: another worker takes them at once",
+        "playline/_engine/commits.py",
+        "            lease_until=now + self._lease,\n",
+        "            lease_until=now,\n",
+        ("tests/durability/test_leases.py", "-k", "in_flight_is_held"),
+    ),
+    Mutant(
+        "ledger-row-twice",
+        "a generation's charge is written again when it is completed again",
+        "playline/store/sql/_tables.py",
+        """\
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
+""",
+        """\
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ? AND 1 = 0)"
+""",
+        ("tests/store/test_completions.py", "-k", "charge"),
+    ),
+    Mutant(
+        "retry-unsafe-5xx",
+        "a 5xx of a tool whose 5xx may strike after the work is sent again: paid twice",
+        "playline/tools/_retry.py",
+        '        if spec.retry_safe or spec.in_doubt == "resend":\n',
+        "        if True:\n",
+        ("tests/gateway/test_gateway_failures.py", "tests/engine/test_limits.py", "-k", "5xx"),
+    ),
+    Mutant(
+        "partial-batch-not-held",
+        "a partial batch goes out while its rate gate would hold it anyway (more requests)",
+        "playline/_engine/dispatch.py",
+        "                if wait > 0:\n",
+        "                if False:\n",
+        ("tests/engine/test_batching.py", "-k", "partial_batch"),
+    ),
+    Mutant(
+        "stale-bucket-rounds",
+        "stale_after buckets are rounded, not floored: a result is reused past its age",
+        "playline/_engine/receipts.py",
+        '    return f"{stale_after}:{math.floor(now / stale_after)}"\n',
+        '    return f"{stale_after}:{round(now / stale_after)}"\n',
+        ("tests/engine/test_receipts.py", "-k", "stale"),
+    ),
+    Mutant(
+        "retry-limit-off-by-one",
+        "a tool's retry budget runs out one retry early",
+        "playline/_engine/governance.py",
+        "        if limit is not None and total > limit:\n            raise RetryBudgetExceeded(",
+        "        if limit is not None and total >= limit:\n            raise RetryBudgetExceeded(",
+        ("tests/engine/test_limits.py", "-k", "retries"),
+    ),
+]
