@@ -118,3 +118,34 @@ def test_a_call_repeated_after_its_first_waiter_gave_up_gets_its_result(registry
 
     assert (result.status, result.output) == ("completed", {"x": 1})
     assert 1 <= len(sent) <= 2  # sent again, or answered by the first's receipt
+
+
+@pytest.mark.timeout(30)  # the bug this guards against is a hang: the follower never settles
+def test_a_call_following_one_whose_waiter_gave_up_gets_its_result(registry):
+    """Two identical calls in flight at once: the second follows the first. When the play
+    cancels its wait for the first, the second still gets the first's answer."""
+    sent: list[Any] = []
+    events: dict[str, asyncio.Event] = {}  # made on the run's loop
+
+    @registry.tool("t.follow")
+    async def block(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input)
+        events["entered"].set()
+        await events["release"].wait()
+        return {"x": input["x"]}
+
+    @pl.play(name="follow-play")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        entered = events["entered"] = asyncio.Event()
+        release = events["release"] = asyncio.Event()
+        first = asyncio.ensure_future(ctx.tool("t.follow", {"x": 1}))
+        second = asyncio.ensure_future(ctx.tool("t.follow", {"x": 1}))
+        await entered.wait()
+        first.cancel()
+        release.set()
+        return (await second).data
+
+    result = run_play(play, tools=[registry])
+
+    assert (result.status, result.output) == ("completed", {"x": 1})
+    assert sent == [{"x": 1}]  # the second was never sent: it followed the first

@@ -440,11 +440,13 @@ class CallExecutor:
     def _settle(
         self, call: ToolCall, result: ToolResult | None, error: BaseException | None = None
     ) -> None:
-        """Settle a call and, synchronously, its followers (so batching counts stay exact)."""
-        if call.future.done():
-            return
+        """Settle a call and, synchronously, its followers (so batching counts stay exact).
+        A call whose waiter gave up (its future cancelled) still settles its followers."""
         if self._in_flight.get(call.key) is call:
             del self._in_flight[call.key]  # no later call may follow a settled owner
+        if call.future.done():
+            self._settle_followers(call, result, error)
+            return
         self.progress += 1
         if error is None:
             assert result is not None
@@ -465,8 +467,14 @@ class CallExecutor:
                 self._count_failed(call.spec, error)
         if call.on_settle is not None:
             call.on_settle()
-        for follower in call.followers:
-            shared = None if result is None else result.with_source("in_flight", cost=0.0)
+        self._settle_followers(call, result, error)
+
+    def _settle_followers(
+        self, call: ToolCall, result: ToolResult | None, error: BaseException | None
+    ) -> None:
+        followers, call.followers = call.followers, []
+        shared = None if result is None else result.with_source("in_flight", cost=0.0)
+        for follower in followers:
             self._settle(follower, shared, error)
 
     def _settle_requests(self, requests: Sequence[list[ToolCall]], exc: BaseException) -> None:
