@@ -294,9 +294,12 @@ def test_a_call_failed_in_doubt_keeps_its_worst_case_against_the_budget(registry
 
 
 @pytest.mark.timeout(30)  # a reservation never given back leaves the budget waiting for it
-def test_a_call_answered_at_its_claim_gives_its_reservation_back(registry, store):
+@pytest.mark.parametrize(("budget", "rows"), [(2, 3), (1, 2)], ids=["room-left", "all-of-it"])
+def test_a_call_answered_at_its_claim_gives_its_reservation_back(registry, store, budget, rows):
     """Another worker records a call between its lookup and its claim: the claim answers it
-    from that receipt, and what was reserved for it goes back to the budget."""
+    from that receipt, and what was reserved for it goes back to the budget. With the
+    budget all reserved for it, the calls deferred behind it go on once it is given back
+    (they waited for a settlement that had come already, for ever)."""
     sent = []
 
     @registry.tool("t.paid", cost=1)
@@ -320,13 +323,13 @@ def test_a_call_answered_at_its_claim_gives_its_reservation_back(registry, store
         return write(**kwargs)
 
     store.write_receipts = write_receipts
-    play = pl.play(name="answered-budget", max_credits=2)(
-        dataset_play(rows_of(3), {"y": call_tool("t.paid")})
+    play = pl.play(name="answered-budget", max_credits=budget)(
+        dataset_play(rows_of(rows), {"y": call_tool("t.paid")})
     )
     result = run_play(play, tools=[registry], store=store)
 
     assert result.status == "completed", result.error
-    assert sorted(sent) == [1, 2] and result.stats.credits == 2
+    assert sorted(sent) == list(range(1, rows)) and result.stats.credits == budget
     assert result.stats.tool_calls_cached == 1
 
 

@@ -329,6 +329,7 @@ class CallExecutor:
         holds up no other; requests the budget defers go back to the lane once the requests
         sent settle."""
         held = _Held(gate, len(wave))
+        settles = self._ledger.settles  # the budget may defer some: they wait past these
         try:
             sent, deferred, failed = await self._wave(spec, target, held, wave)
         except BaseException as exc:
@@ -344,7 +345,7 @@ class CallExecutor:
             )
         if deferred:
             if not sent:  # over budget for now: the requests sent may leave room
-                await self._ledger.settled()
+                await self._ledger.settled(settles)
             self._enqueue(spec, target, deferred, first=True)
 
     async def _wave(
@@ -552,6 +553,7 @@ class CallExecutor:
                         await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
                         return
                     if not claimed:
+                        settles = self._ledger.settles
                         fits, deferred = await self._claim(spec, [chunk])
                         over_budget = not fits and bool(deferred)
                         if fits and deferred:  # what does not fit yet goes on alone
@@ -577,7 +579,7 @@ class CallExecutor:
                             else:
                                 gate.succeeded()
                 if over_budget:  # the requests sent may leave room once settled: not in a slot
-                    await self._ledger.settled()
+                    await self._ledger.settled(settles)
                     continue
                 if error is None:
                     # submitted, its job kept on the receipt: polling needs no slot

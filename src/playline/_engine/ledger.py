@@ -54,6 +54,7 @@ class Ledger:
         self._doubtful: dict[str, int] = {}  # their receipt keys -> worst case
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
+        self.settles = 0  # reservations settled so far: what a deferred request waits past
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
 
     @property
@@ -146,6 +147,7 @@ class Ledger:
         for ledger in self._chain():
             ledger._reserved -= given_back
             ledger._spent += charged
+            ledger.settles += 1
             if ledger._settled is not None:
                 ledger._settled.set()
 
@@ -153,12 +155,16 @@ class Ledger:
         """Whether a budget is in force (this run's, or a parent's)."""
         return any(ledger.max_credits is not None for ledger in self._chain())
 
-    async def settled(self) -> None:
-        """Wait until some reservation is settled: a call charged less than its worst case
-        (a miss of an on-hit tool) leaves room for more."""
-        if self._settled is None or self._settled.is_set():
-            self._settled = asyncio.Event()
-        await self._settled.wait()
+    async def settled(self, since: int) -> None:
+        """Wait until a reservation is settled past the ``since``-th (``settles`` read before
+        the budget deferred a request): a call charged less than its worst case (a miss of
+        an on-hit tool) leaves room for more. One settled meanwhile, even while the request
+        was being claimed (a call answered at its claim), counts: nothing waits for a
+        settlement that came already."""
+        while self.settles <= since:
+            if self._settled is None or self._settled.is_set():
+                self._settled = asyncio.Event()
+            await self._settled.wait()
 
     def entry(
         self,
