@@ -11,7 +11,7 @@ from ._engine.boundaries import FetchResponse
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
 from ._play import Play, PlayFn, get_play
-from ._secrets import Secrets, check_stored_name
+from ._secrets import Secret, Secrets, check_stored_name
 from ._waterfall import Waterfall, WaterfallStats, resolve
 from .errors import PlayDefinitionError
 from .tools import ToolResult
@@ -137,11 +137,13 @@ class Context:
         url: str,
         *,
         method: str = "GET",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         json: Any = None,
         data: Any = None,
     ) -> FetchResponse:
-        """An HTTP request whose response is stored and replayed (not inside a column)."""
+        """An HTTP request whose response is stored and replayed (not inside a column). A
+        header may hold a ``Secret`` (``ctx.secrets.get``): the request carries its value,
+        which is never stored."""
         return await self._rt.boundaries.fetch(
             key, url, method=method, headers=headers, json=json, data=data
         )

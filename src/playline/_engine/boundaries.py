@@ -20,7 +20,7 @@ from .._arity import check_args
 from .._clock import Clock
 from .._json import digest, dumps, loads
 from .._limits import is_amount
-from .._secrets import check_stored_name
+from .._secrets import Secret, check_stored_name, reveal
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
 from .receipts import stale_bucket, validate_stale_after
@@ -154,7 +154,7 @@ class Boundaries:
         url: str,
         *,
         method: str = "GET",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         json: Any = None,
         data: Any = None,
     ) -> FetchResponse:
@@ -177,7 +177,8 @@ class Boundaries:
         key = self.key("fetch", name, method, url, body.decode())
         stored = await self.get(key)
         if stored is None or stored.status != "completed" or stored.output is None:
-            response = await _request(name, method, url, headers, json, data)
+            # a header may hold a Secret: the request gets its value, the record never
+            response = await _request(name, method, url, reveal(headers), json, data)
             record = {
                 "ok": response.is_success,
                 "status": response.status_code,
