@@ -10,11 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 import playline as pl
 from playline._engine.events import EventLog
 from playline._secrets import Secret
 from playline.store import open_store
+from services import serve_asgi
 
 SECRET = "sk-live-7f3a9c"
 
@@ -273,3 +278,35 @@ def test_a_secret_does_not_show_in_its_repr(store_url: str) -> None:
     result = pl.run(play, store=store_url, tools=[])
 
     assert result.output == "Secret('API_KEY')"  # its name, never its value
+
+
+def test_a_secret_in_a_fetch_header_reaches_the_server_and_nothing_else(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    received: list[str | None] = []
+
+    async def prices(request: Request) -> JSONResponse:
+        received.append(request.headers.get("authorization"))
+        return JSONResponse({"price": 3})
+
+    app = Starlette(routes=[Route("/prices", prices)])
+    events: list[pl.Event] = []
+    db = tmp_path / "s.db"
+    with serve_asgi(app) as url:
+
+        @pl.play(name="secret-fetch")
+        async def play(ctx: pl.Context, input: Any) -> Any:
+            key = ctx.secrets.get("API_KEY")
+            page = await ctx.fetch("prices", f"{url}/prices", headers={"Authorization": key})
+            ctx.log(f"got {page.status}")
+            return page.json
+
+        result = pl.run(play, store=f"sqlite:///{db}", tools=[], listeners=[events.append])
+
+    assert result.status == "completed", result.error
+    assert result.output == {"price": 3}
+    assert received == [SECRET]  # the header carried the value
+    open_store(f"sqlite:///{db}").close()
+    assert SECRET.encode() not in _store_text(db)  # not in the boundary, its key, the log
+    assert not any(SECRET in repr(event) for event in events)
+    assert SECRET not in caplog.text

@@ -42,7 +42,7 @@ from .collector import fewer_collections
 from .datasets import DatasetStats
 from .deferred import Deferred
 from .dispatch import Dispatcher
-from .drain import BUDGET, LEASE_LOST, STOPPED, Drain
+from .drain import BUDGET, EXITED, LEASE_LOST, STOPPED, Drain, escaped
 from .events import EventLog, Listener, error_text, preview
 from .governance import Governor, Lineage
 from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
@@ -628,14 +628,19 @@ class Attempt:
             error = self.tasks.error
         if isinstance(error, PlaylineError) and self.drain.reason == BUDGET:
             error = self.drain.error or error
+        elif self.drain.reason == EXITED:  # whatever it interrupted, the run fails with it
+            error = self.drain.error
         return output, error
 
     async def _play(self, input: Any) -> Any:
-        return await self.play.fn(self.ctx, input)
+        try:
+            return await self.play.fn(self.ctx, input)
+        except BaseException as exc:  # sys.exit() in a column or the play ends the run here
+            raise escaped(self.drain, exc)  # noqa: B904 - the original is the drain's error
 
     def _stopped(self) -> BaseException:
         reason = self.drain.reason
-        if reason == BUDGET and self.drain.error is not None:
+        if reason in (BUDGET, EXITED) and self.drain.error is not None:
             return self.drain.error
         if reason == LEASE_LOST:
             return StoreError(
@@ -802,6 +807,11 @@ async def _end(
             if error is not None:
                 status = "failed"
     message = error_text(error)
+    if error is not None and not isinstance(error, Exception):  # sys.exit() in the play's code
+        message = (
+            f"{message} (raised by the play's code, which fails the run: a play ends by "
+            "returning, and a column fails its cell by raising an Exception)"
+        )
     if isinstance(error, BudgetExceeded) and stats.rows_pending:
         message = (
             f"{message} The cap left {stats.rows_pending} rows unenriched; the rows paid for "

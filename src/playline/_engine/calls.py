@@ -65,7 +65,7 @@ from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import RateGate, ToolGates, one_call
 from ..tools._retry import Verdict, decide, maybe_charged, provider_failure
 from .commits import GroupCommit
-from .drain import BUDGET, Drain
+from .drain import BUDGET, Drain, escaped
 from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
@@ -758,7 +758,10 @@ class CallExecutor:
     async def _transport(
         self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
     ) -> list[Any]:
-        raws = await target.transport.call(target, [c.input for c in chunk], _Keys(chunk))
+        try:
+            raws = await target.transport.call(target, [c.input for c in chunk], _Keys(chunk))
+        except BaseException as exc:  # sys.exit() in a tool function ends the run
+            raise escaped(self._drain, exc)  # noqa: B904 - the original is the drain's error
         if len(raws) != len(chunk):
             raise ToolError(
                 spec.id,

@@ -3,20 +3,25 @@ sent finish and are recorded, then the attempt ends.
 
 Reasons: a budget that would be exceeded (the run fails with ``BudgetExceeded``), a stop asked
 for by a person or a signal (``"stopped"``: the run is suspended until resumed by hand), a
-worker shutting down (``"yield"``: another worker may continue at once), or the run's lease
-lost to another attempt.
+worker shutting down (``"yield"``: another worker may continue at once), the run's lease
+lost to another attempt, or play code that raised ``SystemExit``, ``KeyboardInterrupt`` or a
+``BaseException`` of its own (``"exited"``: the run fails with it, see ``escaped``).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-__all__ = ["BUDGET", "LEASE_LOST", "STOPPED", "YIELD", "Drain"]
+from ..errors import PlaylineError
+from .suspension import Suspension
+
+__all__ = ["BUDGET", "EXITED", "LEASE_LOST", "STOPPED", "YIELD", "Drain", "Escaped", "escaped"]
 
 BUDGET = "budget"
 STOPPED = "stopped"
 YIELD = "yield"
 LEASE_LOST = "lease lost"
+EXITED = "exited"
 
 
 class Drain:
@@ -45,3 +50,25 @@ class Drain:
             await self._stopped.wait()
         assert self.reason is not None
         return self.reason
+
+
+class Escaped(PlaylineError):
+    """What a ``BaseException`` of play code goes on as where it was raised (a cell, a tool
+    call fail with it) while the attempt stops; the run fails with the exception itself."""
+
+
+def escaped(drain: Drain, error: BaseException) -> Exception:
+    """``error``, raised by play code (a play's body, a column, a tool function), as the error
+    the engine goes on with: an ``Exception`` as it is; ``SystemExit``, ``KeyboardInterrupt``
+    or a ``BaseException`` of the play's own stops the attempt, which fails with it (asyncio
+    would end the event loop with the first two, a task group would leave the run running),
+    and goes on as ``Escaped``. The engine's own (a cancellation, a ``Suspension``, a
+    generator closed) are raised again."""
+    if isinstance(error, Exception):
+        return error
+    if isinstance(error, asyncio.CancelledError | Suspension | GeneratorExit):
+        raise error
+    drain.stop(EXITED, error)
+    return Escaped(
+        f"{type(error).__name__} raised by the play's code: the run stops and fails with it."
+    )

@@ -11,14 +11,18 @@ import hashlib
 import importlib.util
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from .. import Play, play
+from .._secrets import redact
 from ..errors import full_stop
 from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
@@ -79,15 +83,34 @@ def _import(file: Path) -> ModuleType:
         sys.path.insert(0, folder)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with _interruptible():
+            spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise CliError(f"Cannot import {file}: {exc.msg} (line {exc.lineno}).") from None
-    except Exception as exc:
+    except BaseException as exc:  # also sys.exit() or a KeyboardInterrupt the file raises
+        if type(exc) is KeyboardInterrupt and not exc.args:
+            raise  # what SIGINT raises (a Ctrl-C): the command says it was interrupted
+        error = redact(f"{type(exc).__name__}: {exc}")
         raise CliError(
-            f"Cannot import {file}: {full_stop(f'{type(exc).__name__}: {exc}')} Fix the file "
-            "and try again."
+            f"Cannot import {file}: {full_stop(error)} Fix the file and try again."
         ) from None
     return module
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT interrupts the block (``KeyboardInterrupt``), also when the command was started
+    with it ignored (in the background of a script), as it stops the run that follows
+    (``_progress.drive``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers are the main thread's (tests may run commands elsewhere)
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: one set outside Python, which cannot be put back
+            signal.signal(signal.SIGINT, previous)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 import playline as pl
 from playline import Dataset
@@ -219,10 +220,11 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
     attempts = trace_of(db, result.run_id).attempt_list
     this = attempts[-1].credits if len(attempts) > 1 else None
     console.print("  " + stats_line(result.stats, this), highlight=False)
+    # errors as they are: "[secret NAME]" in a redacted one is not markup
     if result.error:
-        console.print(f"  [red]error:[/red] {result.error}", highlight=False)
+        console.print(f"  [red]error:[/red] {escape(result.error)}", highlight=False)
     for what, line in failure_lines(result.stats):  # calls or cells: not the rows above
-        console.print(f"  [red]{what}:[/red] {line}", highlight=False)
+        console.print(f"  [red]{what}:[/red] {escape(line)}", highlight=False)
     waiting = result.waiting or {}
     if result.status == "suspended" and waiting.get("stop"):
         console.print(
