@@ -165,8 +165,8 @@ def test_a_retry_failed_resume_counts_each_row_once(registry, tmp_path: Path):
 
 
 class _Killed(BaseException):
-    """The process dying mid-run: no ``except Exception`` stops it, and the attempt never
-    records its end (its stats, its waterfall tallies), as under ``kill -9``."""
+    """The process dying mid-run, as under ``kill -9``: the attempt never records its end
+    (its stats, its waterfall tallies)."""
 
 
 def test_rows_an_attempt_stored_before_it_died_count_once_the_run_resumes(registry, tmp_path):
@@ -177,13 +177,21 @@ def test_rows_an_attempt_stored_before_it_died_count_once_the_run_resumes(regist
     flag = tmp_path / "die"
     flag.touch()
 
+    store, clock = fresh_store(), pl.ManualClock()
+    db = open_store(store)  # a named memory store: every run of the test gets this object
+    end_attempt = db.end_attempt
+
+    def dies_before_its_end(*args: Any, **kwargs: Any) -> None:
+        db.end_attempt = end_attempt
+        raise _Killed
+
     def later(row: Any) -> int:
-        if row["x"] == 11 and flag.exists():
+        if row["x"] == 11 and flag.exists():  # the attempt stops here, and dies at its end
             flag.unlink()
-            raise _Killed
+            db.end_attempt = dies_before_its_end
+            raise SystemExit(1)
         return int(row["x"])
 
-    store, clock = fresh_store(), pl.ManualClock()
     play = _play(spec, later)
     with pytest.raises(_Killed):
         run(play, tools=[registry], store=store, clock=clock, run_id="died")
