@@ -223,8 +223,10 @@ def _show_header(
         highlight=False,
     )
     if trace.source:
-        console.print(
-            f"  source {trace.source.get('file')}:{trace.source.get('function')}", highlight=False
+        console.print(  # a path to copy: never broken over lines (a terminal wraps it)
+            f"  source {trace.source.get('file')}:{trace.source.get('function')}",
+            highlight=False,
+            soft_wrap=True,
         )
     if run.error:
         console.print(f"  [red]error:[/red] {run.error}", highlight=False)
