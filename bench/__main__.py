@@ -18,6 +18,7 @@ BENCHMARKS = [
     "peers",
     "single_call",
     "ui",
+    "ui_streams",
     "crash",
     "temporal",
 ]

@@ -652,8 +652,10 @@ def changes_since(
     dataset: str | None = None,
     limit: int = 5000,
     gap: bool = True,
+    upto: int | None = None,
 ) -> Changes:
-    """The changes after event ``after``, each cell in its latest state.
+    """The changes after event ``after`` (up to event ``upto``, when given), each cell in its
+    latest state.
 
     Events are read in ``seq`` order; within a read, a later change of a cell replaces an
     earlier one, so a reader that asks again from the returned ``seq`` misses nothing and
@@ -671,6 +673,8 @@ def changes_since(
             changes.seq = events[-1].seq
             events = store.read_events(run_id, after_seq=changes.seq, kinds=LIVE_KINDS, limit=limit)
         return changes
+    if upto is not None:
+        events = [e for e in events if e.seq <= upto]
     changes.count = len(events)
     for event in events:
         changes.seq = event.seq

@@ -63,13 +63,18 @@ class UIConfig:
     gateway a resumed run calls, where those resumes write their output, and the host names
     it answers for besides the loopback ones (the address it binds to, a reverse proxy's
     name): a request for any other host is refused, so a page of another site served under
-    a name that resolves to this machine (DNS rebinding) reads nothing."""
+    a name that resolves to this machine (DNS rebinding) reads nothing. At most
+    ``max_streams`` live streams are open at once, ``max_streams_per_client`` from one
+    address (all the tabs of a browser on this machine; behind a reverse proxy, everyone):
+    past them a page is told to close tabs (``sse.py``)."""
 
     store: Store
     store_url: str
     gateway: str | None = None
     log_dir: Path | None = None
     allowed_hosts: tuple[str, ...] = ()
+    max_streams: int = 100
+    max_streams_per_client: int = 40
     csrf_token: str = field(default_factory=new_token)
 
 
@@ -341,5 +346,11 @@ def create_app(config: UIConfig) -> Starlette:
     )
     app.state.cfg = config
     app.state.counts = sse.CountsCache()
+    app.state.streams = sse.Streams(
+        config.store,
+        app.state.counts,
+        max_streams=config.max_streams,
+        max_per_client=config.max_streams_per_client,
+    )
     app.state.children = actions.Children()
     return app

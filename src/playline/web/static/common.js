@@ -68,13 +68,14 @@ export async function post(path, body = {}) {
 }
 
 let toastTimer = null;
-export function toast(message, kind = "info") {
+// A notice at the bottom right; it goes away after 8 s unless it must stay (sticky).
+export function toast(message, kind = "info", sticky = false) {
   const box = document.getElementById("toast");
   box.textContent = message;
   box.dataset.kind = kind;
   box.hidden = false;
   clearTimeout(toastTimer);
-  toastTimer = setTimeout(() => (box.hidden = true), 8000);
+  if (!sticky) toastTimer = setTimeout(() => (box.hidden = true), 8000);
 }
 
 export function setLive(text) {
@@ -114,13 +115,35 @@ export function text(value) {
   return String(value);
 }
 
-// A stream that reconnects by itself (EventSource sends Last-Event-ID on its own).
+// A stream that reconnects by itself (EventSource sends Last-Event-ID on its own). A stream
+// the UI refuses (too many tabs open on it: 503 or 429; a bad seq: 400) is not retried by the
+// EventSource, nor here: the page says why and stays as it is until reloaded.
 export function follow(url, handlers) {
   const source = new EventSource(url);
   for (const [name, handler] of Object.entries(handlers)) {
     source.addEventListener(name, (event) => handler(JSON.parse(event.data), event));
   }
   source.onopen = () => setLive("live");
-  source.onerror = () => setLive("reconnecting…");
+  source.onerror = () => {
+    if (source.readyState !== EventSource.CLOSED) return setLive("reconnecting…");
+    setLive("not live");
+    refused(url);
+  };
   return source;
+}
+
+// An EventSource does not tell why it was refused: one request asks (and lets go of a stream
+// the UI would open by now).
+async function refused(url) {
+  let message = "The live view stopped; reload the page to follow the run again.";
+  const controller = new AbortController();
+  try {
+    const response = await fetch(url, { signal: controller.signal });
+    if (!response.ok) message = (await response.json()).error || message;
+  } catch {
+    // the UI is gone: the message above says enough
+  } finally {
+    controller.abort();
+  }
+  toast(message, "error", true);
 }
