@@ -172,12 +172,12 @@ MUTANTS: list[Mutant] = [
         ),
     ),
     Mutant(
-        "follower-on-settled",
-        "a call attaches to an owner that has settled, and never settles itself",
+        "followers-of-a-cancelled-call",
+        "a call whose waiter gave up leaves the calls following it waiting for ever",
         "playline/_engine/calls.py",
-        "            if running is not None and not running.future.done():\n",
-        "            if running is not None:\n",
-        (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the call hangs
+        "        if call.future.done():\n            self._settle_followers(call, result, error)\n",
+        "        if call.future.done():\n",
+        (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the follower hangs
     ),
     Mutant(
         "batch-over-max-size",

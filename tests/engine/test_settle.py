@@ -90,10 +90,12 @@ def test_a_result_another_owner_recorded_first_wins_over_ours(
     )
 
 
-@pytest.mark.timeout(30)  # the bug this guards against is a hang: the call never settles
-def test_a_call_repeated_after_its_first_waiter_gave_up_gets_its_result(registry):
+@pytest.mark.timeout(30)  # the bugs this guards against are hangs: a call never settles
+@pytest.mark.parametrize("again", ["after", "following"])
+def test_a_call_made_again_when_its_first_waiter_gave_up_gets_its_result(registry, again):
     """A play cancels its wait for a call (``task.cancel()``, a sibling's failure in a task
-    group): the same call made afterwards is not left following the cancelled one."""
+    group). The same call made afterwards is not left following the cancelled one; one made
+    while it was in flight (a follower) still gets its answer."""
     sent: list[Any] = []
     events: dict[str, asyncio.Event] = {}  # made on the run's loop
 
@@ -109,43 +111,20 @@ def test_a_call_repeated_after_its_first_waiter_gave_up_gets_its_result(registry
         entered = events["entered"] = asyncio.Event()
         release = events["release"] = asyncio.Event()
         first = asyncio.ensure_future(ctx.tool("t.block", {"x": 1}))
+        following = again == "following"
+        second = asyncio.ensure_future(ctx.tool("t.block", {"x": 1})) if following else None
         await entered.wait()
         first.cancel()
         release.set()
+        if again == "following":
+            assert second is not None
+            return (await second).data
         return (await ctx.tool("t.block", {"x": 1})).data
 
     result = run_play(play, tools=[registry])
 
     assert (result.status, result.output) == ("completed", {"x": 1})
-    assert 1 <= len(sent) <= 2  # sent again, or answered by the first's receipt
-
-
-@pytest.mark.timeout(30)  # the bug this guards against is a hang: the follower never settles
-def test_a_call_following_one_whose_waiter_gave_up_gets_its_result(registry):
-    """Two identical calls in flight at once: the second follows the first. When the play
-    cancels its wait for the first, the second still gets the first's answer."""
-    sent: list[Any] = []
-    events: dict[str, asyncio.Event] = {}  # made on the run's loop
-
-    @registry.tool("t.follow")
-    async def block(input: dict[str, Any]) -> dict[str, Any]:
-        sent.append(input)
-        events["entered"].set()
-        await events["release"].wait()
-        return {"x": input["x"]}
-
-    @pl.play(name="follow-play")
-    async def play(ctx: pl.Context, input: Any) -> Any:
-        entered = events["entered"] = asyncio.Event()
-        release = events["release"] = asyncio.Event()
-        first = asyncio.ensure_future(ctx.tool("t.follow", {"x": 1}))
-        second = asyncio.ensure_future(ctx.tool("t.follow", {"x": 1}))
-        await entered.wait()
-        first.cancel()
-        release.set()
-        return (await second).data
-
-    result = run_play(play, tools=[registry])
-
-    assert (result.status, result.output) == ("completed", {"x": 1})
-    assert sent == [{"x": 1}]  # the second was never sent: it followed the first
+    if again == "following":
+        assert sent == [{"x": 1}]  # never sent: it followed the first
+    else:
+        assert 1 <= len(sent) <= 2  # sent again, or answered by the first's receipt
