@@ -122,6 +122,9 @@ def run_mutant(mutant: Mutant, tests: Sequence[str] = ()) -> Outcome:
                 "-x",
                 "-q",
                 "-rfE",
+                # the summary names the killer; a long traceback of some failures crashes
+                # CPython 3.11's parser inside pytest (INTERNALERROR: AST recursion depth)
+                "--tb=line",
                 "-p",
                 "no:cacheprovider",
                 f"--timeout={TIMEOUT}",
