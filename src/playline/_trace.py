@@ -631,17 +631,13 @@ def row_detail(store: Store, run_id: str, dataset: str, key: str) -> dict[str, A
 @dataclass
 class Changes:
     """What changed in a run after ``after`` up to ``seq`` (the last event read): each changed
-    row's latest status and changed cells (statuses and values), and the other events.
-
-    ``gap`` says more than the page limit changed: the reader should reload its window and go
-    on from ``seq`` (every event up to it was read, none was kept)."""
+    row's latest status and changed cells (statuses and values), and the other events."""
 
     after: int
     seq: int
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
-    gap: bool = False
 
 
 def changes_since(
@@ -651,7 +647,6 @@ def changes_since(
     *,
     dataset: str | None = None,
     limit: int = 5000,
-    gap: bool = True,
     upto: int | None = None,
 ) -> Changes:
     """The changes after event ``after`` (up to event ``upto``, when given), each cell in its
@@ -659,20 +654,10 @@ def changes_since(
 
     Events are read in ``seq`` order; within a read, a later change of a cell replaces an
     earlier one, so a reader that asks again from the returned ``seq`` misses nothing and
-    sees nothing twice. Past ``limit`` events it reads on to the end without keeping them and
-    sets ``gap``; with ``gap=False`` it returns the first ``limit`` events' changes (a page:
-    ask again from ``seq`` for the rest)."""
+    sees nothing twice. It reads at most ``limit`` events (a page: ask again from ``seq`` for
+    the rest)."""
     changes = Changes(after=after, seq=after)
-    events = store.read_events(
-        run_id, after_seq=after, kinds=LIVE_KINDS, limit=limit + 1 if gap else limit
-    )
-    if gap and len(events) > limit:
-        changes.gap = True
-        while events:  # skip to the end: the reader reloads its window instead
-            changes.count += len(events)
-            changes.seq = events[-1].seq
-            events = store.read_events(run_id, after_seq=changes.seq, kinds=LIVE_KINDS, limit=limit)
-        return changes
+    events = store.read_events(run_id, after_seq=after, kinds=LIVE_KINDS, limit=limit)
     if upto is not None:
         events = [e for e in events if e.seq <= upto]
     changes.count = len(events)

@@ -11,9 +11,10 @@ from urllib.parse import quote
 
 import typer
 
-from ..store import DEFAULT_STORE_URL, Store, display_url
+from ..store import DEFAULT_STORE_URL, Store
 from ._app import GatewayOpt, StoreOpt, app, command, store_at
 from ._load import CliError, cannot_listen
+from ._report import require_run
 
 __all__ = ["start_beside", "store_url"]
 
@@ -64,12 +65,7 @@ def ui(
     with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
         path = "/"
         if run_id is not None:
-            if db.get_run(run_id) is None:
-                raise CliError(
-                    f"No run {run_id!r} in the store {display_url(url)}. List runs with "
-                    "`playline runs`.",
-                    code=1,
-                )
+            require_run(db, run_id)
             path = f"/run/{quote(run_id)}"
         try:
             serve(

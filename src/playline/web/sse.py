@@ -249,7 +249,7 @@ class _Feed:
         dirty = True
         while self.subscribers:
             changes = await anyio.to_thread.run_sync(
-                functools.partial(changes_since, dataset=self.dataset, limit=PAGE, gap=False),
+                functools.partial(changes_since, dataset=self.dataset, limit=PAGE),
                 self.store,
                 self.run_id,
                 self.seq,
@@ -370,9 +370,7 @@ class Streams:
             self._reads = anyio.CapacityLimiter(CATCH_UP_READS)
         while cursor < upto:
             changes = await anyio.to_thread.run_sync(
-                functools.partial(
-                    changes_since, dataset=feed.dataset, limit=PAGE, gap=False, upto=upto
-                ),
+                functools.partial(changes_since, dataset=feed.dataset, limit=PAGE, upto=upto),
                 self.store,
                 feed.run_id,
                 cursor,

@@ -58,7 +58,7 @@ def parse_url(url: str) -> Target:
     try:
         params = conninfo_to_dict(conninfo)
     except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
-        why = _shown(_first_line(exc), url)
+        why = _shown(_first_line(exc), url, display)
         raise StoreError(f"Invalid PostgreSQL store URL {display!r} ({why}). {_USAGE}.") from None
     connect_kwargs: dict[str, Any] = {}
     if "connect_timeout" not in params:
@@ -66,11 +66,10 @@ def parse_url(url: str) -> Target:
     return Target(conninfo, display, pool_size, pool_timeout, connect_kwargs)
 
 
-def _shown(reason: str, url: str) -> str:
-    """libpq's complaint about ``url`` with what it quotes from it hidden unless the URL is
-    shown with it or it names a query parameter: a password with a stray "%" comes back whole
-    in 'invalid percent-encoded token: "..."'."""
-    shown = display_url(url)
+def _shown(reason: str, url: str, shown: str) -> str:
+    """libpq's complaint about ``url`` with what it quotes from it hidden unless ``shown`` (the
+    URL as messages show it) holds it or it names a query parameter: a password with a stray
+    "%" comes back whole in 'invalid percent-encoded token: "..."'."""
     names = {name for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
 
     def hide(quoted: re.Match[str]) -> str:
