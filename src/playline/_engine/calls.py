@@ -624,11 +624,14 @@ class CallExecutor:
         self, spec: ToolSpec, chunk: list[ToolCall], *, claimed: bool, reserved: int
     ) -> None:
         """Stopping: a request that is not sent (again) lets go of its receipts and of the
-        budget it reserved; its rows stay pending."""
-        if claimed:
-            await self._io(self._store.release_receipts, [c.key for c in chunk], owner=self._owner)
+        budget it reserved; its rows stay pending. The release is shielded: the attempt's end
+        cancels its retries, and a store call cancelled before its thread took it is never
+        made, which left the receipt claimed, in doubt once its lease ran out."""
         self._ledger.release(spec, reserved)
         self._stop(chunk)
+        if claimed:
+            keys = [c.key for c in chunk]
+            await asyncio.shield(self._io(self._store.release_receipts, keys, owner=self._owner))
 
     def _reserve(self, spec: ToolSpec, size: int) -> int | None:
         """Reserve the worst-case cost of up to ``size`` inputs; returns how many fit (fewer
