@@ -111,9 +111,6 @@ def recorded(store: Store, result: pl.RunResult) -> float:
 # 1. Workers racing for one call spend one rate token
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_PATCH + "a request its claim did not send refunds its rate token"
-)
 def test_a_call_answered_at_its_claim_gives_its_rate_token_back(
     registry: pl.ToolRegistry, durable_store_url: str
 ) -> None:
@@ -145,10 +142,6 @@ def test_a_call_answered_at_its_claim_gives_its_rate_token_back(
 # 2. A budget stop is reported at once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=NEEDS_PATCH + "calls waiting for their rate gate leave the queue at a stop",
-)
 def test_a_budget_stop_is_reported_without_waiting_for_the_queued_calls_gates(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock
 ) -> None:
@@ -173,9 +166,6 @@ def test_a_budget_stop_is_reported_without_waiting_for_the_queued_calls_gates(
 # 3. A clean stop polls the jobs already submitted
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_PATCH + "a stop waits for submitted jobs as for requests sent"
-)
 def test_a_stop_polls_the_submitted_jobs_to_their_end(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock
 ) -> None:
@@ -231,9 +221,6 @@ def test_a_job_still_running_after_the_stops_grace_is_left_in_doubt_for_the_resu
 # 4. Every call whose charge is uncertain is counted in doubt
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_PATCH + "a submitted job whose polls fail fails in doubt"
-)
 @pytest.mark.parametrize("in_doubt", ["resend", "fail"])
 def test_jobs_whose_polls_all_answer_429_are_in_doubt_and_polled_on_resume(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock, in_doubt: str
@@ -285,9 +272,6 @@ class SlowProvider:
                            code="timeout")  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_PATCH + "a request that may have been charged stays in doubt"
-)
 def test_requests_that_timed_out_then_found_their_key_in_progress_are_in_doubt(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock
 ) -> None:
@@ -345,9 +329,6 @@ def test_answers_the_store_failed_to_record_are_in_doubt(
     assert recorded(store, result) + 2 * len(in_doubt_now) == 2 * len(charged)
 
 
-@pytest.mark.xfail(
-    strict=True, reason=NEEDS_PATCH + "an answer the store failed to record counts in doubt"
-)
 def test_the_run_counts_the_answers_it_failed_to_record_in_doubt(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock
 ) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -227,6 +227,7 @@ class CallExecutor:
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._sending = _Count()  # requests between their claim and their record
         self._polling = _Count()  # async jobs submitted and not yet recorded
+        self._grace_ends: float | None = None  # set at a stop: the jobs' last poll
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
         self._tasks = TaskSet()  # the lanes' pumps, their waves, retries, waits and polls
         self.stats = CallStats()
@@ -415,7 +416,9 @@ class CallExecutor:
             fresh = [r for r in wave if not r.claimed]
             ready, deferred = await self._claim(lane.spec, fresh) if fresh else ([], [])
             ready.extend(r for r in wave if r.claimed)  # retries: claimed before
-            held.free(len(wave) - len(ready))  # not sent: deferred, or answered at the claim
+            unsent = len(wave) - len(ready)  # deferred, or answered or held at the claim
+            held.free(unsent)
+            lane.gate.refund(unsent)  # a token is spent only by a request sent
             if not ready:
                 return False, deferred
             self._sent(lane, ready)
@@ -463,6 +466,7 @@ class CallExecutor:
         """A send failed: wait and send it again (back to its lane, still claimed) or fail
         it, in doubt when the provider may have charged it (``tools/_retry.py``)."""
         spec = lane.spec
+        request.maybe_charged |= maybe_charged(error, spec)
         decision = decide(error, spec, request.sends)
         if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
             wait = decision.delay
@@ -472,7 +476,7 @@ class CallExecutor:
                 self._governor.retry(spec.id)
             except RetryBudgetExceeded as exc:
                 exhausted = ToolError(spec.id, str(exc), code="retry_budget")
-                await self._fail(spec, request, exhausted, in_doubt=maybe_charged(error, spec))
+                await self._fail(spec, request, exhausted, in_doubt=request.maybe_charged)
                 return
             for call in request.calls:
                 move(call, CLAIMED)
@@ -480,7 +484,7 @@ class CallExecutor:
             return
         if provider_failure(error):
             lane.gate.failed(_cause(error))
-        in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT
+        in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT or request.maybe_charged
         await self._fail(
             spec, request, _in_doubt_error(spec, error) if in_doubt else error, in_doubt=in_doubt
         )
@@ -651,7 +655,7 @@ class CallExecutor:
         try:
             with self._polling():
                 while not state.done:
-                    await self._clock.sleep(jobs.poll_interval)
+                    await self._poll_wait(jobs.poll_interval)
                     try:
                         state = await jobs.poll(lane.target, state.job)
                     except ToolError as exc:
@@ -660,14 +664,25 @@ class CallExecutor:
                         if error is not None:
                             await self._fail(spec, request, error, in_doubt=True)
                             return
-                        await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
+                        await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                 request.answers = [state.result]
                 await self._complete(spec, [request])
         except BaseException as exc:  # stopped past the grace: its job is polled on resume
             self._release(spec, request, in_doubt=True)
-            self._abandon([request], exc)
+            self._abandon(
+                [request], asyncio.CancelledError() if isinstance(exc, _PastGrace) else exc
+            )
             if not isinstance(exc, Exception):
                 raise
+
+    async def _poll_wait(self, seconds: float) -> None:
+        """Wait before the next poll; past a stop's grace, the job is left to the resume."""
+        if self._grace_ends is not None:
+            left = self._grace_ends - self._clock.monotonic()
+            if left <= 0:
+                raise _PastGrace
+            seconds = min(seconds, left)
+        await self._clock.sleep(seconds)
 
     def _poll_failed(self, spec: ToolSpec, exc: ToolError, failures: int) -> ToolError | None:
         """The error a failed poll ends its job with, or None to poll again."""
@@ -876,8 +891,9 @@ class CallExecutor:
         jobs submitted to end (for at most ``JOB_GRACE`` seconds: the rest are polled on
         resume, counted in doubt meanwhile)."""
         await self._sending.idle()
-        if self._polling.count:
-            await _first(self._polling.idle(), self._clock.sleep(JOB_GRACE))
+        if self._grace_ends is None:
+            self._grace_ends = self._clock.monotonic() + JOB_GRACE
+        await self._polling.idle()
 
     async def close(self) -> None:
         """The attempt ends: stop retrying, polling and waiting for receipts other workers
@@ -893,6 +909,7 @@ class _Request:
     reserved: int = 0  # inputs whose worst case the budget holds for it
     claimed: bool = False  # its receipts are this worker's
     sends: int = 0
+    maybe_charged: bool = False  # a send failed after it may have been charged
     answers: list[Any] = field(default_factory=list)  # the provider's, one per call
 
 
@@ -972,15 +989,8 @@ def _take(requests: deque[_Request], count: int) -> list[_Request]:
     return [requests.popleft() for _ in range(count)]
 
 
-async def _first(*waiting: Coroutine[Any, Any, Any]) -> None:
-    """Wait until one of ``waiting`` is done; cancel the others."""
-    tasks = [asyncio.ensure_future(w) for w in waiting]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+class _PastGrace(Exception):
+    """A stop's grace for async jobs is over: the job is polled on resume."""
 
 
 class _Count:
