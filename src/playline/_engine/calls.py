@@ -262,9 +262,10 @@ class CallExecutor:
             return
         try:
             await self._look_up(owners)
-        except PlaylineError as exc:
-            for call in owners:
-                self.settle(call, FAILED, error=exc)
+        except BaseException as exc:  # the store failed (failed), or a cancel (stopped)
+            self._abandon(spec, [_Request(owners)], exc)
+            if not isinstance(exc, PlaylineError):
+                raise
             return
         pending = [c for c in owners if c.state is LOOKED_UP]
         if self._planner is not None:  # a plan: count what would be sent, send nothing
@@ -344,7 +345,9 @@ class CallExecutor:
         if lane.pump is None or lane.pump.done():
             lane.pump = self._tasks.spawn(self._pump(lane))
             if lane.pump is None:  # the attempt has ended: nothing is sent any more
-                self._abandon(_take(lane.requests, len(lane.requests)), asyncio.CancelledError())
+                self._abandon(
+                    spec, _take(lane.requests, len(lane.requests)), asyncio.CancelledError()
+                )
 
     async def _pump(self, lane: _Lane) -> None:
         """Send the lane's requests in waves, as the gate lets them through.
@@ -367,6 +370,9 @@ class CallExecutor:
                     for request in _take(requests, len(requests)):
                         await self._drop(lane.spec, request)
                     return
+                if self._ledger.waits(lane.spec):  # no token is spent on a deferral
+                    await self._drain.until_stop(self._ledger.settled(self._ledger.settles))
+                    continue
                 wanted = min(len(requests), max(1, gate.concurrency // 2))
                 granted = await self._drain.until_stop(gate.acquire(wanted))
                 if isinstance(granted, Stopped):
@@ -376,58 +382,53 @@ class CallExecutor:
                     gate.release(granted - len(wave))
                 self._tasks.spawn(self._send_wave(lane, _Held(gate, len(wave)), wave))
         except BaseException as exc:  # settle whatever is left; never leave a row hanging
-            self._abandon(_take(requests, len(requests)), exc)
+            self._abandon(lane.spec, _take(requests, len(requests)), exc)
             if not isinstance(exc, Exception):
                 raise
 
     async def _send_wave(self, lane: _Lane, held: _Held, wave: list[_Request]) -> None:
-        """One wave to its end. Requests the budget defers go back to the lane once the
-        requests sent settle."""
-        settles = self._ledger.settles  # the budget may defer some: they wait past these
+        """One wave to its end: claimed, sent and recorded.
+
+        The wave's claims are one transaction. Requests the budget defers go back to the
+        lane at once (its pump waits until the requests sent settle). A request gives its
+        gate slot back when it is answered and is recorded by the group commit with whatever
+        else is being claimed or recorded then: a slow request holds back neither the
+        others' slots nor their results."""
+        mine = wave  # what this wave settles: after the claim, only the requests it sends
         try:
-            sent, deferred = await self._wave(lane, held, wave)
+            if self._drain.stopping:  # since the pump let it out: it is not sent
+                for request in wave:
+                    await self._drop(lane.spec, request)
+                return
+            with self._sending():
+                ready = mine = await self._claim_wave(lane, held, wave)
+                if not ready:
+                    return
+                self._sent(lane, ready)
+                if lane.target.transport.inline:  # a plain function: one after the other
+                    done = [r for r in ready if await self._send(lane, held, r)]
+                    await self._complete(lane.spec, done)
+                else:
+                    await asyncio.gather(*(self._send_one(lane, held, r) for r in ready))
         except BaseException as exc:
-            self._abandon(wave, exc)
+            self._abandon(lane.spec, mine, exc)
             if not isinstance(exc, Exception):
                 raise
-            return
         finally:
             held.free(held.count)
+
+    async def _claim_wave(self, lane: _Lane, held: _Held, wave: list[_Request]) -> list[_Request]:
+        """The wave's requests to send: fresh ones claimed, retries claimed before. The
+        gate gets back the slots and rate tokens of the others."""
+        fresh = [r for r in wave if not r.claimed]
+        ready, deferred = await self._claim(lane.spec, fresh) if fresh else ([], [])
+        ready.extend(r for r in wave if r.claimed)
+        unsent = len(wave) - len(ready)  # deferred, or answered or held at the claim
+        held.free(unsent)
+        lane.gate.refund(unsent)  # a token is spent only by a request sent
         if deferred:
-            if not sent:  # over budget for now: the requests sent may leave room
-                await self._drain.until_stop(self._ledger.settled(settles))
             self._enqueue(lane.spec, deferred, first=True)
-
-    async def _wave(
-        self, lane: _Lane, held: _Held, wave: list[_Request]
-    ) -> tuple[bool, list[_Request]]:
-        """Claim, send and record one wave; returns whether anything was sent and the
-        requests the budget deferred.
-
-        The wave's claims are one transaction. A request gives its gate slot back when it is
-        answered and is recorded by the group commit with whatever else is being claimed or
-        recorded then: a slow request holds back neither the others' slots nor their
-        results."""
-        if self._drain.stopping:  # since the pump let it out: it is not sent
-            for request in wave:
-                await self._drop(lane.spec, request)
-            return False, []
-        with self._sending():
-            fresh = [r for r in wave if not r.claimed]
-            ready, deferred = await self._claim(lane.spec, fresh) if fresh else ([], [])
-            ready.extend(r for r in wave if r.claimed)  # retries: claimed before
-            unsent = len(wave) - len(ready)  # deferred, or answered or held at the claim
-            held.free(unsent)
-            lane.gate.refund(unsent)  # a token is spent only by a request sent
-            if not ready:
-                return False, deferred
-            self._sent(lane, ready)
-            if lane.target.transport.inline:  # a plain function: one after the other
-                done = [r for r in ready if await self._send(lane, held, r)]
-                await self._complete(lane.spec, done)
-            else:
-                await asyncio.gather(*(self._send_one(lane, held, r) for r in ready))
-        return True, deferred
+        return ready
 
     async def _send_one(self, lane: _Lane, held: _Held, request: _Request) -> None:
         if await self._send(lane, held, request):
@@ -495,7 +496,7 @@ class CallExecutor:
         try:
             await self._drain.until_stop(self._clock.sleep(wait))
         except BaseException:
-            self._abandon([request], asyncio.CancelledError())
+            self._abandon(lane.spec, [request], asyncio.CancelledError())
             raise
         self._enqueue(lane.spec, [request], first=True)
 
@@ -627,7 +628,7 @@ class CallExecutor:
                         return
             self.settle(call, FAILED, error=_wait_timeout(spec, self._receipt_wait))
         except BaseException as exc:
-            self._abandon([_Request([call])], exc)
+            self._abandon(spec, [_Request([call])], exc)
             if not isinstance(exc, Exception):
                 raise
 
@@ -667,10 +668,10 @@ class CallExecutor:
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                 request.answers = [state.result]
                 await self._complete(spec, [request])
-        except BaseException as exc:  # stopped past the grace: its job is polled on resume
-            self._release(spec, request, in_doubt=True)
+        except BaseException as exc:  # submitted, maybe charged: a resume polls its job
+            stopped = isinstance(exc, _PastGrace)
             self._abandon(
-                [request], asyncio.CancelledError() if isinstance(exc, _PastGrace) else exc
+                spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True
             )
             if not isinstance(exc, Exception):
                 raise
@@ -743,9 +744,7 @@ class CallExecutor:
         try:
             kept = await self._committer.commit(record.completions, record.failures)
         except BaseException as exc:  # answered, maybe charged, and not recorded
-            for request in requests:
-                self._release(spec, request, in_doubt=True)
-            self._abandon(requests, exc)
+            self._abandon(spec, requests, exc, in_doubt=True)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -859,15 +858,25 @@ class CallExecutor:
             else:
                 self._count_failed(call.spec, error)
 
-    def _abandon(self, requests: Sequence[_Request], exc: BaseException) -> None:
-        """Settle the calls of ``requests`` not settled yet with ``exc``: failed, or
-        stopped when it is no error (a cancellation)."""
+    def _abandon(
+        self,
+        spec: ToolSpec,
+        requests: Sequence[_Request],
+        exc: BaseException,
+        *,
+        in_doubt: bool = False,
+    ) -> None:
+        """Settle the calls of ``requests`` not settled yet with ``exc`` and give back their
+        budget: stopped when it is no error (a cancellation), else failed, or in doubt when
+        the provider may have charged them (their worst case stays counted)."""
         stopped = not isinstance(exc, Exception)
         error = asyncio.CancelledError() if stopped else exc
+        end = STOPPED if stopped else IN_DOUBT if in_doubt else FAILED
         for request in requests:
+            self._release(spec, request, in_doubt=in_doubt)
             for call in request.calls:
                 if call.state not in _OVER:
-                    self.settle(call, STOPPED if stopped else FAILED, error=error)
+                    self.settle(call, end, error=error)
 
     def refused_input(self, spec: ToolSpec, error: PlayDefinitionError) -> ToolError:
         """A call whose input cannot be sent (not JSON: a set, an object, nesting past 254
