@@ -363,12 +363,12 @@ class CallExecutor:
                     error = ToolError(
                         lane.spec.id, f"{lane.target.id} {cause}", code="circuit_open"
                     )
-                    for request in _take(requests, len(requests)):
-                        await self._fail(lane.spec, request, error)
+                    while requests:  # (retries may come back meanwhile)
+                        await self._fail(lane.spec, requests.popleft(), error)
                     return
                 if self._drain.stopping:
-                    for request in _take(requests, len(requests)):
-                        await self._drop(lane.spec, request)
+                    while requests:
+                        await self._drop(lane.spec, requests.popleft())
                     return
                 if self._ledger.waits(lane.spec):  # no token is spent on a deferral
                     await self._drain.until_stop(self._ledger.settled(self._ledger.settles))
@@ -776,19 +776,23 @@ class CallExecutor:
         self, spec: ToolSpec, request: _Request, error: ToolError, *, in_doubt: bool = False
     ) -> None:
         """Fail a request's calls: recorded on their receipts when claimed, the budget it
-        reserved given back (a call in doubt keeps its worst case counted)."""
-        if request.claimed:
-            rebuy = isinstance(error, _LostJob)
-            await self._committer.commit(
-                failures=[
-                    Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
-                    for c in request.calls
-                ]
-            )
-        self._release(spec, request, in_doubt=in_doubt)
-        end = IN_DOUBT if in_doubt else FAILED
-        for call in request.calls:
-            self.settle(call, end, error=error)
+        reserved given back (a call in doubt keeps its worst case counted). They fail even
+        when the store cannot record it (their receipts' leases then run out)."""
+        try:
+            if request.claimed:
+                rebuy = isinstance(error, _LostJob)
+                await self._committer.commit(
+                    failures=[
+                        Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
+                        for c in request.calls
+                    ]
+                )
+        finally:
+            self._release(spec, request, in_doubt=in_doubt)
+            end = IN_DOUBT if in_doubt else FAILED
+            for call in request.calls:
+                if call.state not in _OVER:
+                    self.settle(call, end, error=error)
 
     def _release(self, spec: ToolSpec, request: _Request, *, in_doubt: bool) -> None:
         """Give back a request's reservation (once); the worst case of its calls in doubt
