@@ -227,9 +227,9 @@ MUTANTS: list[Mutant] = [
         "send-after-stop",
         "a request the gate lets out after a stop is sent anyway",
         "playline/_engine/calls.py",
-        "            if self._drain.stopping:  # since the pump let it out: it is not sent\n",
-        "            if False:\n",
-        ("tests/engine/test_stops.py",),
+        "                if self._drain.stopping:  # since the pump let it out: nothing is sent\n",
+        "                if False:\n",
+        ("tests/engine/test_stops.py", "-k", "during_its_claim"),
     ),
     Mutant(
         "stopped-keeps-claims",
@@ -263,7 +263,7 @@ MUTANTS: list[Mutant] = [
         "deferral-spends-tokens",
         "requests the budget defers go through the rate gate again and again",
         "playline/_engine/calls.py",
-        "                if self._ledger.waits(lane.spec):  # no token is spent on a deferral\n",
+        "                if not requests[0].claimed and self._ledger.waits(lane.spec):\n",
         "                if False:\n",
         (EDGES, "-k", "budget_stop"),
         store="memory",  # a local rate gate: the one the waves race for

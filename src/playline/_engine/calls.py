@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar, overload
 
 from .._clock import Clock
@@ -370,7 +371,8 @@ class CallExecutor:
                     while requests:
                         await self._drop(lane.spec, requests.popleft())
                     return
-                if self._ledger.waits(lane.spec):  # no token is spent on a deferral
+                if not requests[0].claimed and self._ledger.waits(lane.spec):
+                    # the budget would defer it: wait here, spending no rate token on it
                     await self._drain.until_stop(self._ledger.settled(self._ledger.settles))
                     continue
                 wanted = min(len(requests), max(1, gate.concurrency // 2))
@@ -396,18 +398,21 @@ class CallExecutor:
         others' slots nor their results."""
         mine = wave  # what this wave settles: after the claim, only the requests it sends
         try:
-            if self._drain.stopping:  # since the pump let it out: it is not sent
-                for request in wave:
-                    await self._drop(lane.spec, request)
-                return
             with self._sending():
                 ready = mine = await self._claim_wave(lane, held, wave)
+                if self._drain.stopping:  # since the pump let it out: nothing is sent
+                    for request in ready:
+                        await self._drop(lane.spec, request)
+                    return
                 if not ready:
                     return
                 self._sent(lane, ready)
                 if lane.target.transport.inline:  # a plain function: one after the other
-                    done = [r for r in ready if await self._send(lane, held, r)]
-                    await self._complete(lane.spec, done)
+                    sent = [await self._send(lane, held, r) for r in ready]
+                    went = await asyncio.gather(*map(partial(self._went, lane), ready, sent))
+                    await self._complete(
+                        lane.spec, [r for r, ok in zip(ready, went, strict=True) if ok]
+                    )
                 else:
                     await asyncio.gather(*(self._send_one(lane, held, r) for r in ready))
         except BaseException as exc:
@@ -431,13 +436,13 @@ class CallExecutor:
         return ready
 
     async def _send_one(self, lane: _Lane, held: _Held, request: _Request) -> None:
-        if await self._send(lane, held, request):
+        if await self._went(lane, request, await self._send(lane, held, request)):
             await self._complete(lane.spec, [request])
 
     # claimed -> sent -> recorded, pending job, or back to claimed for a retry
-    async def _send(self, lane: _Lane, held: _Held, request: _Request) -> bool:
-        """Send one request; True when it was answered (to be recorded). A failure is
-        retried, or fails the calls; an async job goes on to be polled."""
+    async def _send(self, lane: _Lane, held: _Held, request: _Request) -> bool | ToolError:
+        """Send one request: True when it was answered (its answers are on it), False when
+        it is an async job now polled, or the error it failed with."""
         for call in request.calls:
             move(call, SENT)
         request.sends += 1
@@ -448,10 +453,9 @@ class CallExecutor:
             else:
                 state = await self._submit(spec, target, target.jobs, request.calls[0])
         except ToolError as exc:
+            return exc
+        finally:
             held.free(1)
-            await self._failed(lane, request, exc)
-            return False
-        held.free(1)
         lane.gate.succeeded()
         if target.jobs is None:
             return True
@@ -462,6 +466,14 @@ class CallExecutor:
             move(call, PENDING_JOB)
         self._tasks.spawn(self._poll(lane, request, state))
         return False
+
+    async def _went(self, lane: _Lane, request: _Request, sent: bool | ToolError) -> bool:
+        """Whether the request was answered (to be recorded); a failure is retried or fails
+        its calls. A wave's failures end together, in one commit."""
+        if isinstance(sent, ToolError):
+            await self._failed(lane, request, sent)
+            return False
+        return sent
 
     async def _failed(self, lane: _Lane, request: _Request, error: ToolError) -> None:
         """A send failed: wait and send it again (back to its lane, still claimed) or fail
@@ -481,7 +493,7 @@ class CallExecutor:
                 return
             for call in request.calls:
                 move(call, CLAIMED)
-            self._tasks.spawn(self._retry(lane, request, wait))
+            self._tasks.spawn(self._retry(lane, request, self._clock.monotonic() + wait))
             return
         if provider_failure(error):
             lane.gate.failed(_cause(error))
@@ -490,10 +502,11 @@ class CallExecutor:
             spec, request, _in_doubt_error(spec, error) if in_doubt else error, in_doubt=in_doubt
         )
 
-    async def _retry(self, lane: _Lane, request: _Request, wait: float) -> None:
-        """After ``wait``, the request goes back to its lane, first; a stop cuts the wait
-        short (its lane drops it)."""
+    async def _retry(self, lane: _Lane, request: _Request, due: float) -> None:
+        """At ``due`` (monotonic), the request goes back to its lane, first, with the
+        others due then; a stop cuts the wait short (its lane drops it)."""
         try:
+            wait = max(0.0, due - self._clock.monotonic())
             await self._drain.until_stop(self._clock.sleep(wait))
         except BaseException:
             self._abandon(lane.spec, [request], asyncio.CancelledError())
