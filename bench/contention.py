@@ -134,6 +134,7 @@ def trial(sim: SimProcess, store_url: str, processes: int) -> dict[str, Any]:
         "cpu_s": round(_cpu_children() - cpu, 3),
         "requests": sum(ledger["calls"].values()),
         "rejected_429": sum(ledger["rejected"].values()) + sum(ledger["throttled"].values()),
+        "rejected_by_tool": {**ledger["rejected"], **ledger["throttled"]},
         "conflicts_409": sum(ledger["conflicts"].values()),
         "duplicate_charges": ledger["duplicate_charges"],
         "credits": ledger["credits"],
