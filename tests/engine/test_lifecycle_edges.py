@@ -158,9 +158,9 @@ def test_a_budget_stop_is_reported_without_waiting_for_the_queued_calls_gates(
 
     assert result.status == "failed" and isinstance(result.exception, pl.BudgetExceeded)
     assert jobs.submits == 2 and recorded(store, result) == jobs.total == 2
-    # the time the clock moved after the last request: a rate wait or two (the claim that
-    # finds the budget spent), not one for each of the 18 calls queued
-    assert clock.now() - sent[-1] < 3.0
+    # the time the clock moved after the last request: at most the rate wait of the claim
+    # that finds the budget spent (the bound: 2 s), not one for each call queued
+    assert clock.now() - sent[-1] <= 2.0
 
 
 # 3. A clean stop polls the jobs already submitted
