@@ -28,8 +28,10 @@ __all__ = [
     "default_store",
     "durable_kinds",
     "durable_store_url",
+    "every_store",
     "full_after_first_block",
     "lose_receipts",
+    "store_kind",
     "store_kinds",
     "store_url",
 ]
@@ -70,16 +72,41 @@ def url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
-    return url_for(_chosen() or "sqlite", request, tmp_path)
+def store_kind() -> str:
+    """The kind of store behind ``store_url``: the chosen one, or SQLite. ``--every-store-in``
+    parametrizes it instead (see conftest.py)."""
+    return _chosen() or "sqlite"
 
 
 @pytest.fixture
-def durable_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL that outlives a process: the chosen store, or SQLite when the chosen
-    one is memory (a test about other processes or a reopened store)."""
-    return url_for(durable_kinds()[0], request, tmp_path)
+def store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
+    return url_for(store_kind, request, tmp_path)
+
+
+@pytest.fixture
+def durable_store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL that outlives a process: the test's store, or SQLite when that is
+    memory (a test about other processes or a reopened store)."""
+    return url_for(store_kind if store_kind in DURABLE_KINDS else "sqlite", request, tmp_path)
+
+
+def every_store(metafunc: pytest.Metafunc, suites: list[str]) -> None:
+    """Run a test of one of ``suites`` (folders) on each store it can use, in one session.
+
+    The same (test, store) pairs as one pass per PLAYLINE_TEST_STORE value: a test using
+    ``store_url`` runs on every chosen store, one using only ``durable_store_url`` on the
+    durable ones (memory means SQLite there), and a test using neither runs once.
+    """
+    path = metafunc.definition.path
+    root = metafunc.config.rootpath
+    if not any(path.is_relative_to(root / suite) for suite in suites):
+        return
+    names = metafunc.fixturenames
+    if "store_kind" not in names:
+        return
+    kinds = store_kinds() if "store_url" in names else durable_kinds()
+    metafunc.parametrize("store_kind", kinds, ids=kinds)
 
 
 @pytest.fixture
