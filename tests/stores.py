@@ -6,7 +6,10 @@ fixture (unset: sqlite), which the engine suites use: ``default_store`` makes it
 every run and ``open_store()`` that names none (PLAYLINE_STORE), ``durable_store_url`` is the
 chosen store, or SQLite when that is memory (for what spans processes). PostgreSQL is the
 throwaway server of services.py, a fresh database per test; it starts only when a test asks
-for it.
+for it (under pytest-xdist: one server per worker).
+
+``pytest --every-store-in=FOLDER`` (make test) runs that folder's store tests on every chosen
+store in one session, as one pass per store would, so that xdist balances all of them.
 """
 
 from __future__ import annotations
