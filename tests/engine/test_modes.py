@@ -81,7 +81,7 @@ def test_a_plan_counts_what_a_run_would_send_and_sends_nothing(
     columns = {c.column: c for c in estimate.columns}
     assert columns["people.email"].calls == 10 and columns["people.company"].calls == 5
 
-    run = pl.run(email_play(ROWS), {}, store=store, tools=[registry])
+    run = pl.run(email_play(ROWS), {}, store=store, tools=[registry], clock=pl.ManualClock())
     assert run.status == "completed", run.error
     assert run.stats.credits == 5 + 2 + 3 * 2  # company hits, a1/a2 by one, b1-b3 by two
     again = pl.plan(email_play(ROWS), {}, store=store, tools=[registry])
