@@ -97,16 +97,17 @@ def durable_store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path:
 def every_store(metafunc: pytest.Metafunc, suites: list[str]) -> None:
     """Run a test of one of ``suites`` (folders) on each store it can use, in one session.
 
-    The same (test, store) pairs as one pass per PLAYLINE_TEST_STORE value: a test using
-    ``store_url`` runs on every chosen store, one using only ``durable_store_url`` on the
-    durable ones (memory means SQLite there), and a test using neither runs once.
+        The same (test, store) pairs as one pass per PLAYLINE_TEST_STORE value: a test using
+        ``store_url`` runs on every chosen store, one using only ``durable_store_url`` on the
+        durable ones (memory means SQLite there), and a test using neither (or marked ``own_store``:
+    it names its own store) runs once.
     """
     path = metafunc.definition.path
     root = metafunc.config.rootpath
     if not any(path.is_relative_to(root / suite) for suite in suites):
         return
     names = metafunc.fixturenames
-    if "store_kind" not in names:
+    if "store_kind" not in names or metafunc.definition.get_closest_marker("own_store"):
         return
     kinds = store_kinds() if "store_url" in names else durable_kinds()
     metafunc.parametrize("store_kind", kinds, ids=kinds)
