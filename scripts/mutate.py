@@ -127,6 +127,8 @@ def run_mutant(mutant: Mutant, tests: Sequence[str] = ()) -> Outcome:
                 "--tb=line",
                 "-p",
                 "no:cacheprovider",
+                "-p",
+                "no:xdist",  # mutants already run side by side (--jobs): one process each
                 f"--timeout={TIMEOUT}",
                 *(tests or mutant.tests),
             ],

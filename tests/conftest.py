@@ -19,7 +19,7 @@ from services import (
     temporal_server,
     temporal_time_skipping_path,
 )
-from stores import default_store, durable_store_url, store_url
+from stores import default_store, durable_store_url, every_store, store_kind, store_url
 
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("dev", deadline=None)
@@ -32,6 +32,7 @@ __all__ = [
     "postgres_password_url",
     "postgres_server",
     "postgres_url",
+    "store_kind",
     "store_url",
     "temporal_bin",
     "temporal_server",
@@ -43,3 +44,19 @@ __all__ = [
 def pytest_unconfigure(config: pytest.Config) -> None:
     # Temporal's native objects must not be left for interpreter shutdown (see services.py).
     collect_native_garbage()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--every-store-in",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="run this folder's tests that use a store on every store (PLAYLINE_TEST_STORE "
+        "restricts it): the passes of make test in one session. Repeat for more folders.",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if suites := metafunc.config.getoption("every_store_in"):
+        every_store(metafunc, suites)

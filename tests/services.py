@@ -2,8 +2,9 @@
 
 Each service starts lazily (only for a session that has a test asking for it), once per
 session, on a free loopback port, in a temp dir that is removed at the end of the session, also
-when the session fails. A missing service is a test *failure* with one line saying what to
-install, never a skip: `make test` installs everything these fixtures need
+when the session fails. Under pytest-xdist each worker is a session: its services are its own.
+A missing service is a test *failure* with one line saying what to install, never a skip:
+`make test` installs everything these fixtures need
 (`scripts/ensure_system_packages.py` for Debian's postgresql and chromium, pip for the rest),
 and nothing is downloaded at test time.
 

@@ -6,7 +6,10 @@ fixture (unset: sqlite), which the engine suites use: ``default_store`` makes it
 every run and ``open_store()`` that names none (PLAYLINE_STORE), ``durable_store_url`` is the
 chosen store, or SQLite when that is memory (for what spans processes). PostgreSQL is the
 throwaway server of services.py, a fresh database per test; it starts only when a test asks
-for it.
+for it (under pytest-xdist: one server per worker).
+
+``pytest --every-store-in=FOLDER`` (make test) runs that folder's store tests on every chosen
+store in one session, as one pass per store would, so that xdist balances all of them.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ __all__ = [
     "default_store",
     "durable_kinds",
     "durable_store_url",
+    "every_store",
     "full_after_first_block",
     "lose_receipts",
+    "store_kind",
     "store_kinds",
     "store_url",
 ]
@@ -70,16 +75,42 @@ def url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
-    return url_for(_chosen() or "sqlite", request, tmp_path)
+def store_kind() -> str:
+    """The kind of store behind ``store_url``: the chosen one, or SQLite. ``--every-store-in``
+    parametrizes it instead (see conftest.py)."""
+    return _chosen() or "sqlite"
 
 
 @pytest.fixture
-def durable_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL that outlives a process: the chosen store, or SQLite when the chosen
-    one is memory (a test about other processes or a reopened store)."""
-    return url_for(durable_kinds()[0], request, tmp_path)
+def store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL of the store named by PLAYLINE_TEST_STORE (default: sqlite)."""
+    return url_for(store_kind, request, tmp_path)
+
+
+@pytest.fixture
+def durable_store_url(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL that outlives a process: the test's store, or SQLite when that is
+    memory (a test about other processes or a reopened store)."""
+    return url_for(store_kind if store_kind in DURABLE_KINDS else "sqlite", request, tmp_path)
+
+
+def every_store(metafunc: pytest.Metafunc, suites: list[str]) -> None:
+    """Run a test of one of ``suites`` (folders) on each store it can use, in one session.
+
+        The same (test, store) pairs as one pass per PLAYLINE_TEST_STORE value: a test using
+        ``store_url`` runs on every chosen store, one using only ``durable_store_url`` on the
+        durable ones (memory means SQLite there), and a test using neither (or marked ``own_store``:
+    it names its own store) runs once.
+    """
+    path = metafunc.definition.path
+    root = metafunc.config.rootpath
+    if not any(path.is_relative_to(root / suite) for suite in suites):
+        return
+    names = metafunc.fixturenames
+    if "store_kind" not in names or metafunc.definition.get_closest_marker("own_store"):
+        return
+    kinds = store_kinds() if "store_url" in names else durable_kinds()
+    metafunc.parametrize("store_kind", kinds, ids=kinds)
 
 
 @pytest.fixture

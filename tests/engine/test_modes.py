@@ -81,7 +81,7 @@ def test_a_plan_counts_what_a_run_would_send_and_sends_nothing(
     columns = {c.column: c for c in estimate.columns}
     assert columns["people.email"].calls == 10 and columns["people.company"].calls == 5
 
-    run = pl.run(email_play(ROWS), {}, store=store, tools=[registry])
+    run = pl.run(email_play(ROWS), {}, store=store, tools=[registry], clock=pl.ManualClock())
     assert run.status == "completed", run.error
     assert run.stats.credits == 5 + 2 + 3 * 2  # company hits, a1/a2 by one, b1-b3 by two
     again = pl.plan(email_play(ROWS), {}, store=store, tools=[registry])
@@ -94,7 +94,9 @@ def test_a_plan_learns_hit_rates_from_the_ledger(
     registry: pl.ToolRegistry, tools: dict[str, list[str]], store: MemoryStore
 ) -> None:
     many = [{"domain": f"{'a' if n % 4 == 0 else 'b'}{n}.io"} for n in range(40)]
-    assert pl.run(email_play(many), {}, store=store, tools=[registry]).ok
+    # m.two's pacing (2/s) is not the point: a manual clock lets its 30 calls out at once
+    history = pl.run(email_play(many), {}, store=store, tools=[registry], clock=pl.ManualClock())
+    assert history.ok
     estimate = pl.plan(email_play(ROWS), {}, store=store, tools=[registry])
     one = {t.tool: t for t in estimate.tools}["m.one"]
     assert one.hit_rate_from == "history (40 calls)" and one.hit_rate == 0.25

@@ -267,6 +267,7 @@ def test_a_tool_that_keeps_failing_is_paused_and_its_cells_fail_with_the_cause(
 # paid calls that may have reached the provider
 
 
+@pytest.mark.own_store  # its run names memory://: the test's store is not used
 def test_a_bulk_call_slower_than_the_timeout_is_paid_once(sim: Simulator) -> None:
     """The provider holds a bulk request past the gateway's timeout: the request is sent again
     with the same item keys (409 while the first is worked on), and once the first is done
@@ -293,6 +294,7 @@ def test_a_bulk_call_slower_than_the_timeout_is_paid_once(sim: Simulator) -> Non
     assert result.stats.credits == ledger["credits"]
 
 
+@pytest.mark.own_store  # its run names memory://: the test's store is not used
 @pytest.mark.parametrize("tool", ["sim.email.alpha", "sim.email.beta"])
 def test_a_call_slower_than_the_timeout_fails_in_doubt_when_the_provider_ignores_keys(
     sim: Simulator, tool: str
@@ -437,6 +439,7 @@ def test_a_stop_submits_no_async_job_that_was_waiting_for_its_gate(sim: Simulato
     assert result.stats.rows_pending >= len(people) - 4
 
 
+@pytest.mark.own_store  # its run names memory://: the test's store is not used
 def test_jobs_whose_polls_fail_stay_counted_against_the_budget(sim: Simulator) -> None:
     """The phone finder charges at submit. Jobs submitted and then never answered (every poll
     a 503) may have been charged: their worst case stays counted, so the budget lets no more
