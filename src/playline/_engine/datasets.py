@@ -41,9 +41,9 @@ from ..errors import (
     EventTimeout,
     PlayDefinitionError,
     PlaylineError,
+    RowFailed,
     SecretLeakError,
     ToolError,
-    full_stop,
 )
 from ..store import CellMeta, RowPage, RowRecord, Store, StoreIO
 from ..tools import ToolResult
@@ -55,7 +55,7 @@ from .scope import RowScope, current_row
 from .suspension import Suspension
 from .taskgroups import unwrapped
 
-__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
+__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError"]
 
 OnRowError = Literal["record", "raise"]
 # keys refused: (recorded as, why, what to do)
@@ -77,20 +77,6 @@ _WRITE_BACKLOG = 4 * _WRITE_EVERY  # finished rows that may wait for a write
 WRITE_AFTER = 1.0  # seconds a finished row may wait for fewer than _WRITE_EVERY others
 ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
 REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others
-
-
-class RowFailed(PlaylineError):
-    """A row failed and the dataset was run with ``on_row_error="raise"``."""
-
-    def __init__(self, dataset: str, row_key: str, column: str, error: BaseException) -> None:
-        self.dataset = dataset
-        self.row_key = row_key
-        self.column = column
-        super().__init__(
-            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: "
-            f"{full_stop(str(error))} "
-            'Use on_row_error="record" to record failed rows and let the others finish.'
-        )
 
 
 @dataclass(frozen=True, slots=True)
