@@ -48,7 +48,6 @@ from ..errors import (
     ToolError,
 )
 from ..store import (
-    Answer,
     Claim,
     ClaimOutcome,
     Completion,
@@ -97,7 +96,6 @@ class ToolCall:
     generation: int = 1
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
-    looked_up: bool = False  # its row's group found no receipt, or left it to the claim
 
     @property
     def idempotency_key(self) -> str:
@@ -229,7 +227,7 @@ class CallExecutor:
         owners = self._owners(calls)
         if not owners:
             return
-        fresh = [c.key for c in owners if not c.force and not c.looked_up]
+        fresh = [c.key for c in owners if not c.force]
         if fresh:
             try:
                 found = await self._io(self._store.find_answers, fresh)
@@ -487,29 +485,6 @@ class CallExecutor:
 
     def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
         self._settle(call, _cached(call.spec, stored))
-
-    # a row group's calls, answered from receipts before any is queued (datasets.py)
-    @property
-    def answers_groups(self) -> bool:
-        """Whether calls may be answered by ``answer_from`` (a plan counts every call)."""
-        return self._planner is None
-
-    async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
-        found = await self._io(self._store.find_answers, keys)
-        self.answers_likely = bool(found)
-        return found
-
-    def answer_from(self, call: ToolCall, stored: bytes) -> ToolResult:
-        """The result of ``call`` from its completed receipt, counted as a cached call; the
-        call was never queued, so only its row learns it (``call.scope``)."""
-        result = _cached(call.spec, stored)
-        self.progress += 1
-        self.stats.count(call.spec.id, "cached")
-        if call.scope is not None:
-            call.scope.results.append(result)
-        if call.sink is not None:
-            call.sink.append(result)
-        return result
 
     def _stopping(self) -> bool:
         return self._drain.stopping

@@ -9,6 +9,7 @@ for the gate, gathering more calls. There is no polling loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -51,26 +52,15 @@ class Dispatcher:
         self.active_rows -= count
         self._check()
 
-    def hold_rows(self, count: int) -> None:
-        """``count`` rows wait on a lookup of their calls' receipts: as good as blocked, so
-        the other rows' queued calls go out without them (``release_rows`` when it is done)."""
-        self.blocked_rows += count
-        self._check()
-
-    def release_rows(self, count: int) -> None:
-        self.blocked_rows -= count
-
-    def submit(
-        self, call: ToolCall, scope: RowScope, *, then: Callable[[], None] | None = None
-    ) -> asyncio.Future[ToolResult]:
-        """Queue a call made by a row; the returned future settles with its result, and
-        ``then`` is called as it settles (the row's own way to learn it, with no callback
-        scheduled on the future)."""
+    def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
+        """Queue a call made by a row; the returned future settles with its result. When the
+        row's last queued call settles, its ``then`` is called (the row's own way to learn
+        it, with no callback scheduled on the future)."""
         scope.pending += 1
         if scope.pending == 1:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
-        call.on_settle = lambda: self._unblock(scope, then)
+        call.on_settle = functools.partial(self._unblock, scope)
         queue = self._queues.setdefault(call.spec.id, [])
         queue.append(call)
         if len(queue) >= _pass_size(call.spec):
@@ -78,12 +68,14 @@ class Dispatcher:
         self._check()
         return call.future
 
-    def _unblock(self, scope: RowScope, then: Callable[[], None] | None = None) -> None:
+    def _unblock(self, scope: RowScope) -> None:
         scope.pending -= 1
         if scope.pending == 0:
             self.blocked_rows -= 1
-        if then is not None:
-            then()
+            then = scope.then
+            if then is not None:
+                scope.then = None
+                then()
 
     def _check(self) -> None:
         if not self._queues:
