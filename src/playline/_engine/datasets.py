@@ -686,45 +686,96 @@ class DatasetRun:
     def _record(self, rows: list[RowScope], waiting: Suspension | None = None) -> None:
         """Buffer finished rows for the store and report what changed since each reported.
 
-        Completed rows whose cells are the same metadata dicts (``_set`` shares them within
-        a pass) have their cells encoded once, and go to the store as one ``RowPage``."""
-        now = self.rt.clock.now()
-        # by the ids of a row's cells' dicts (alive with the rows, so their ids are theirs):
-        # the cells' JSON (None: the store encodes them), the page, the statuses last made
+        Rows whose cells are the same metadata dicts (``_set`` shares them within a pass)
+        have them read once: completed, their cells are encoded once and the rows go to the
+        store as one ``RowPage``, reported with others."""
+        now, limit, hidden = self.rt.clock.now(), self.rt.cell_limit, self._hidden
+        # by the ids of a row's cells' dicts (alive with the rows, so the ids are theirs)
         pages: dict[tuple[int, ...], _Page] = {}
         for row in rows:
-            values, cells, encoded = self._stored(row)
-            error = None
-            for meta in cells.values():
-                if meta["status"] == "failed":
-                    error = meta["error"]
-                    break
-            unreported = row.unreported
-            if waiting is None and error is None:
-                shared = tuple(map(id, cells.values()))
-                page = pages.get(shared)
-                if page is None:
-                    page = pages[shared] = _Page(cells)
-                if encoded is not None and self._paged(row, page, encoded, now):
-                    statuses = page.statuses(unreported)
-                else:
-                    record = self._row_record(row, "completed", values, cells, None, now, encoded)
-                    self._buffer(record)
-                    statuses = _statuses(cells, unreported)
-                done = {"key": row.row_key, "cells": statuses}
-                done["values"] = {c: values[c] for c in unreported if c in values}
-                unreported.clear()
-                self._report_later(done)
+            values, cells = row.values, row.cells
+            encoded = None if hidden or row.held else _encoded(values)
+            if encoded is None or len(encoded) > limit:
+                values, cells, encoded = self._stored(row)
+            shared = tuple(map(id, cells.values()))
+            page = pages.get(shared)
+            if page is None:
+                page = pages[shared] = _Page(cells)
+            if waiting is not None or page.error is not None or encoded is None:
+                self._record_one(row, values, cells, encoded, page.error, waiting, now)
                 continue
-            if waiting is not None:
-                status = "waiting"
-                self.stats.rows_waiting += 1
-                self._waits.append(waiting)
-            else:
-                status = "failed"
-                self.stats.rows_failed += 1
-            self._buffer(self._row_record(row, status, values, cells, error, now, encoded))
-            self._report_row(row, status, values, cells, error, waiting)
+            rows_page = page.rows
+            if rows_page is None:
+                if page.cells_json is None:  # left to the store, which says what it cannot
+                    self._record_one(row, values, cells, encoded, None, None, now)
+                    continue
+                rows_page = page.rows = RowPage(
+                    run_id=self.rt.run_id,
+                    dataset=self.name,
+                    cells_json=page.cells_json,
+                    updated_at=now,
+                )
+                self._writes.append(rows_page)
+            rows_page.add(row.row_key, row.index, encoded)
+            self._unwritten += 1
+            unreported = row.unreported
+            if unreported != page.names:
+                page.names = list(unreported)
+                page.statuses = _statuses(cells, unreported)
+            done = {"key": row.row_key, "cells": page.statuses}
+            done["values"] = {c: values[c] for c in unreported}
+            unreported.clear()
+            self._report_later(done)
+
+    def _record_one(
+        self,
+        row: RowScope,
+        values: dict[str, Any],
+        cells: dict[str, CellMeta],
+        encoded: bytes | None,
+        error: str | None,
+        waiting: Suspension | None,
+        now: float,
+    ) -> None:
+        """Buffer a row as a record of its own, and report it: a row that failed or waits
+        (in an event of its own), or one whose cells the store is to encode."""
+        if waiting is not None:
+            status = "waiting"
+            self.stats.rows_waiting += 1
+            self._waits.append(waiting)
+        elif error is not None:
+            status = "failed"
+            self.stats.rows_failed += 1
+        else:
+            status = "completed"
+        self._buffer(
+            RowRecord(
+                run_id=self.rt.run_id,
+                dataset=self.name,
+                key=row.row_key,
+                index=row.index,
+                status=status,
+                values=values,
+                cells=cells,
+                error=error,
+                updated_at=now,
+                values_json=encoded,
+            )
+        )
+        # what changed since the row last reported: its cells' statuses, with their values
+        data: dict[str, Any] = {
+            "cells": _statuses(cells, row.unreported),
+            "values": {c: values[c] for c in row.unreported if c in values},
+        }
+        row.unreported.clear()
+        if status == "completed":  # reported with other rows, in one event
+            self._report_later({"key": row.row_key, **data})
+            return
+        if waiting is not None:
+            data["waiting"] = waiting.waiting()
+        self.rt.events.emit(
+            "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
+        )
 
     def _stored(self, row: RowScope) -> tuple[dict[str, Any], dict[str, CellMeta], bytes | None]:
         """The row's values and cells as stored, and its values' JSON (None when a value
@@ -744,63 +795,6 @@ class DatasetRun:
             self._fail_unstorable(values, cells)
             encoded = None
         return values, cells, encoded
-
-    def _paged(self, row: RowScope, page: _Page, encoded: bytes, now: float) -> bool:
-        """Add a completed row to its cells' page (False: its cells go as a record)."""
-        if page.rows is None:
-            if page.cells_json is None:
-                return False
-            page.rows = RowPage(
-                run_id=self.rt.run_id, dataset=self.name, cells_json=page.cells_json, updated_at=now
-            )
-            self._writes.append(page.rows)
-        page.rows.add(row.row_key, row.index, encoded)
-        self._unwritten += 1
-        return True
-
-    def _row_record(
-        self,
-        row: RowScope,
-        status: str,
-        values: dict[str, Any],
-        cells: dict[str, CellMeta],
-        error: str | None,
-        now: float,
-        encoded: bytes | None = None,
-    ) -> RowRecord:
-        return RowRecord(
-            run_id=self.rt.run_id,
-            dataset=self.name,
-            key=row.row_key,
-            index=row.index,
-            status=status,
-            values=values,
-            cells=cells,
-            error=error,
-            updated_at=now,
-            values_json=encoded,
-        )
-
-    def _report_row(
-        self,
-        row: RowScope,
-        status: str,
-        values: dict[str, Any],
-        cells: dict[str, CellMeta],
-        error: str | None,
-        waiting: Suspension | None,
-    ) -> None:
-        """Report a row that failed or waits, with what changed since it last reported."""
-        data: dict[str, Any] = {
-            "cells": {c: cells[c]["status"] for c in row.unreported if c in cells},
-            "values": {c: values[c] for c in row.unreported if c in values},
-        }
-        row.unreported.clear()
-        if waiting is not None:
-            data["waiting"] = waiting.waiting()
-        self.rt.events.emit(
-            "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
-        )
 
     def _buffer(self, row: RowRecord) -> None:
         """Buffer a finished row for the store."""
@@ -954,24 +948,22 @@ def _cell(status: str, provider: str | None, result: bool, cost: float, now: flo
 
 
 class _Page:
-    """Completed rows recorded together holding the same cells: the cells' JSON, made
-    once (None: the store encodes them), the page that takes the rows, their statuses."""
+    """What rows recorded together holding the same cells share: the row error the cells
+    say, their JSON made once (None: the store encodes them), the page that takes the
+    completed rows, the statuses of the cells last reported."""
 
-    __slots__ = ("_names", "_statuses", "cells", "cells_json", "rows")
+    __slots__ = ("cells_json", "error", "names", "rows", "statuses")
 
     def __init__(self, cells: dict[str, CellMeta]) -> None:
-        self.cells = cells
-        self.cells_json = _cells_json(cells)
+        self.error: str | None = None
+        for meta in cells.values():
+            if meta["status"] == "failed":
+                self.error = meta["error"]
+                break
+        self.cells_json = None if self.error is not None else _cells_json(cells)
         self.rows: RowPage | None = None
-        self._names: list[str] | None = None
-        self._statuses: dict[str, str] = {}
-
-    def statuses(self, names: list[str]) -> dict[str, str]:
-        """The statuses of the cells ``names`` (one dict for the rows that ask the same)."""
-        if names != self._names:
-            self._names = list(names)
-            self._statuses = _statuses(self.cells, names)
-        return self._statuses
+        self.names: list[str] | None = None
+        self.statuses: dict[str, str] = {}
 
 
 def _cells_json(cells: dict[str, CellMeta]) -> str | None:
