@@ -464,15 +464,16 @@ class DatasetRun:
     def _park(self, row: RowScope, position: int, value: Any) -> None:
         """The row waits for ``value``; it goes on from ``position`` when that settles."""
         try:
-            self._report_cells(row)
+            if row.unreported:
+                self._report_cells(row)
         except BaseException:  # the run fails (its events cannot be written): it never runs
             _close(value)
             raise
         if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
             if row.pending == 1 and not value.done():  # most likely its one queued call
                 # the dispatcher says when the row's calls have settled, with no callback
-                # scheduled on the future; _parked checks it was this one
-                row.then = functools.partial(self._parked, row, position, value)
+                # scheduled on the future (_go_on checks that this one has)
+                row.then = functools.partial(self._arrived, row, position, value)
             else:
                 value.add_done_callback(functools.partial(self._arrived, row, position))
         else:
@@ -486,16 +487,10 @@ class DatasetRun:
                 raise
             task.add_done_callback(functools.partial(_close_if_cancelled, value))
 
-    def _parked(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
-        """The row's queued calls settled: it goes on if the future it waits on is one."""
-        if done.done():
-            self._arrived(row, position, done)
-        else:  # it waits on a future of its own making
-            done.add_done_callback(functools.partial(self._arrived, row, position))
-
     def _arrived(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
-        """What ``row`` waited on in column ``position`` settled: the row goes on with the
-        others that arrive in this turn of the loop (``_go_on``)."""
+        """What ``row`` waited on in column ``position`` settled (or the calls it queued,
+        see ``_park``): the row goes on with the others that arrive in this turn of the
+        loop (``_go_on``)."""
         self._arrivals.append((row, position, done))
         if len(self._arrivals) == 1:
             asyncio.get_running_loop().call_soon(self._go_on, context=self._context)
@@ -508,6 +503,9 @@ class DatasetRun:
         now = self.rt.clock.now()
         groups: dict[int, tuple[list[RowScope], dict[tuple[Any, ...], CellMeta]]] = {}
         for row, position, done in arrivals:
+            if not done.done():  # the row's calls settled, not the future it waits on
+                done.add_done_callback(functools.partial(self._arrived, row, position))
+                continue
             if done.cancelled():
                 continue  # the run is stopping; the row stays pending for a resume
             try:
@@ -587,20 +585,15 @@ class DatasetRun:
         if results:
             row.results = []
         held = isinstance(value, ToolResult)
-        if held and not any(r is value for r in results):
-            results = [*results, value]  # a result the resolver got without ctx.tool here
-        provider, cost = None, 0.0
-        if not results:
-            status = "completed"
-        else:
-            if held and not value.found:
+        provider: str | None
+        if held and len(results) == 1 and results[0] is value:  # the one call it returned
+            provider, cost = value.tool, value.cost
+            if not value.found:
                 status = "not_found"
-            elif all(r.execution.cached for r in results):
-                status = "cached"
             else:
-                status = "completed"
-            provider = results[-1].tool
-            cost = sum(r.cost for r in results)
+                status = "cached" if value.execution.cached else "completed"
+        else:
+            status, provider, cost = _summary(results, value)
         waterfalls = row.notes.pop("waterfalls", None) if row.notes else None
         meta: CellMeta
         if waterfalls is not None:  # left by ctx.waterfall in this column: a cell of its own
@@ -619,7 +612,9 @@ class DatasetRun:
             if shared is None:
                 shared = metas[key] = _cell(status, provider, held, cost, now)
             meta = shared
-        row.keep(column.name, value)
+        row.values[column.name] = value
+        if held:
+            row.held = True  # stored as its data
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
@@ -694,7 +689,9 @@ class DatasetRun:
         pages: dict[tuple[int, ...], _Page] = {}
         for row in rows:
             values, cells = row.values, row.cells
-            encoded = None if hidden or row.held else _encoded(values)
+            if row.held and not hidden:  # tool results are stored as their data
+                values = {k: v.data if type(v) is ToolResult else v for k, v in values.items()}
+            encoded = None if hidden else _encoded(values)
             if encoded is None or len(encoded) > limit:
                 values, cells, encoded = self._stored(row)
             shared = tuple(map(id, cells.values()))
@@ -927,6 +924,23 @@ def _close_if_cancelled(awaitable: Any, task: asyncio.Task[None]) -> None:
 
 def _statuses(cells: dict[str, CellMeta], names: list[str]) -> dict[str, str]:
     return {c: cells[c]["status"] for c in names if c in cells}
+
+
+def _summary(results: list[ToolResult], value: Any) -> tuple[str, str | None, float]:
+    """A cell's status, the tool that gave its value, and its cost, from the results of the
+    calls its resolver made (and ``value``, when it is a result got another way)."""
+    held = isinstance(value, ToolResult)
+    if held and not any(r is value for r in results):
+        results = [*results, value]
+    if not results:
+        return "completed", None, 0.0
+    if held and not value.found:
+        status = "not_found"
+    elif all(r.execution.cached for r in results):
+        status = "cached"
+    else:
+        status = "completed"
+    return status, results[-1].tool, sum(r.cost for r in results)
 
 
 # the keys of a pass's plain and skipped cells among its shared metadata dicts (see _set)

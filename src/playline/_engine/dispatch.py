@@ -33,6 +33,7 @@ class Dispatcher:
         self._holding: set[str] = set()  # tools whose partial batch waits for its rate gate
         self._linger = linger
         self._queues: dict[str, list[ToolCall]] = {}
+        self._sizes: dict[str, int] = {}  # by tool: how many queued calls make a full pass
         self._timer: asyncio.TimerHandle | None = None
         self.active_rows = 0
         self.blocked_rows = 0
@@ -61,10 +62,16 @@ class Dispatcher:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
         call.on_settle = functools.partial(self._unblock, scope)
-        queue = self._queues.setdefault(call.spec.id, [])
+        tool = call.spec.id
+        queue = self._queues.get(tool)
+        if queue is None:
+            queue = self._queues[tool] = []
         queue.append(call)
-        if len(queue) >= _pass_size(call.spec):
-            self._flush_full(call.spec.id)
+        size = self._sizes.get(tool)
+        if size is None:
+            size = self._sizes[tool] = _pass_size(call.spec)
+        if len(queue) >= size:
+            self._flush_full(tool)
         self._check()
         return call.future
 
