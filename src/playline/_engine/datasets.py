@@ -237,37 +237,7 @@ class DatasetRun:
                     if self._over_budget():  # the rest wait for a resume
                         self._pending += len(chunk)
                         continue
-                    fresh = []
-                    for row in chunk:
-                        if row[1] not in seen:
-                            seen.add(row[1])
-                            fresh.append(row)
-                    self.stats.rows_duplicate += len(chunk) - len(fresh)
-                    done = (
-                        await self._io(
-                            rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh]
-                        )
-                        if rt.resuming
-                        else {}
-                    )
-                    todo = self._admit(fresh, done)
-                    while todo:
-                        if self._over_budget():
-                            self._pending += len(todo)
-                            break
-                        room = rt.row_window - self._active
-                        if room <= 0:
-                            rt.dispatcher.exit_row()
-                            # refill in bulk: rows admitted together queue their calls
-                            # together, so the next pass is big, not one call per row
-                            await self._until(lambda: self._active <= rt.row_window // 2)
-                            rt.dispatcher.enter_row()
-                            self._check_fatal()  # _until returns at once after a fatal error
-                            continue
-                        self._check_fatal()
-                        group, todo = todo[:room], todo[room:]
-                        self._start(group)
-                        self._check_fatal()
+                    await self._feed_chunk(chunk, seen)
                     await self._keep_up()
                 feeding = False
                 rt.dispatcher.exit_row()
@@ -286,6 +256,41 @@ class DatasetRun:
             self.stats.rows_pending = self._active + self._pending  # left for a resume
             self._report_done()
             await self._flush()
+
+    async def _feed_chunk(
+        self, chunk: list[tuple[int, str, dict[str, Any]]], seen: set[str]
+    ) -> None:
+        """Start a chunk's rows (not those ``seen`` before) as the window makes room."""
+        rt = self.rt
+        fresh = []
+        for row in chunk:
+            if row[1] not in seen:
+                seen.add(row[1])
+                fresh.append(row)
+        self.stats.rows_duplicate += len(chunk) - len(fresh)
+        done = (
+            await self._io(rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh])
+            if rt.resuming
+            else {}
+        )
+        todo = self._admit(fresh, done)
+        while todo:
+            if self._over_budget():
+                self._pending += len(todo)
+                break
+            room = rt.row_window - self._active
+            if room <= 0:
+                rt.dispatcher.exit_row()
+                # refill in bulk: rows admitted together queue their calls
+                # together, so the next pass is big, not one call per row
+                await self._until(lambda: self._active <= rt.row_window // 2)
+                rt.dispatcher.enter_row()
+                self._check_fatal()  # _until returns at once after a fatal error
+                continue
+            self._check_fatal()
+            group, todo = todo[:room], todo[room:]
+            self._start(group)
+            self._check_fatal()
 
     def _admit(
         self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]
