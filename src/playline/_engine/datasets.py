@@ -29,7 +29,7 @@ import functools
 import inspect
 import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import GeneratorType
 from typing import Any, Literal, Protocol
 
@@ -86,10 +86,10 @@ class Column:
     takes_ctx: bool
     when: Callable[[Mapping[str, Any]], Any] | None
     else_value: Any
+    hidden: bool = field(init=False)  # not stored: its name starts with "_"
 
-    @property
-    def hidden(self) -> bool:
-        return self.name.startswith("_")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden", self.name.startswith("_"))
 
 
 @dataclass(kw_only=True)
@@ -507,6 +507,7 @@ class DatasetRun:
         arrivals, self._arrivals = self._arrivals, []
         now = self.rt.clock.now()
         groups: dict[int, tuple[list[RowScope], dict[tuple[Any, ...], CellMeta]]] = {}
+        columns, last, group = self.columns, -1, None
         for row, position, done in arrivals:
             if not done.done():  # the row's calls settled, not the future it waits on
                 done.add_done_callback(functools.partial(self._arrived, row, position))
@@ -516,10 +517,13 @@ class DatasetRun:
             try:
                 error = done.exception()
                 if error is None:
-                    group = groups.get(position)
-                    if group is None:
-                        group = groups[position] = [], {}
-                    self._set(row, self.columns[position], done.result(), now, group[1])
+                    if position != last:
+                        group = groups.get(position)
+                        if group is None:
+                            group = groups[position] = [], {}
+                        last = position
+                    assert group is not None
+                    self._set(row, columns[position], done.result(), now, group[1])
                     group[0].append(row)
                 else:
                     self._fail_row(row, position, error)

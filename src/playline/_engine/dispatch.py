@@ -72,7 +72,8 @@ class Dispatcher:
             size = self._sizes[tool] = _pass_size(call.spec)
         if len(queue) >= size:
             self._flush_full(tool)
-        self._check()
+        if self._timer is None or self.blocked_rows >= self.active_rows:
+            self._check()  # otherwise a flush is due already and none is to be made now
         return call.future
 
     def _unblock(self, scope: RowScope) -> None:
