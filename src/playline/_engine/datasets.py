@@ -7,6 +7,10 @@ future), the row parks on that future; the rows whose calls settle in one turn o
 ``async def`` resolver) gets a task. So a million pure rows cost a loop, and a row waiting
 on a batched call costs neither a task nor a callback of its own.
 
+Rows run one way: as a group, possibly of one (``_run``). A cell is set one way (``_set``),
+and rows are recorded one way (``_record``). Cells set in one pass that say the same share
+one metadata dict, so rows recorded together encode their cells once, as one page.
+
 Events: each cell's final status is reported once. Cells set in the step that finishes their
 row ride in the row's event (``data["cells"]``): nobody could have seen them change apart.
 Cells set before the row parks on a call get a cell event each when it parks. What is queued
