@@ -698,7 +698,8 @@ class DatasetRun:
         have them read once: completed, their cells are encoded once and the rows go to the
         store as one ``RowPage``, reported with others."""
         now, limit, hidden = self.rt.clock.now(), self.rt.cell_limit, self._hidden
-        # by the ids of a row's cells' dicts (alive with the rows, so the ids are theirs)
+        # by the ids of a row's cells' dicts: alive with the rows, so the ids are theirs; a
+        # dict is set under one column only (see _set), so the ids say the names too
         pages: dict[tuple[int, ...], _Page] = {}
         for row in rows:
             values, cells = row.values, row.cells
