@@ -20,6 +20,7 @@ BENCHMARKS = [
     "ui",
     "ui_streams",
     "crash",
+    "contention",
     "temporal",
 ]
 

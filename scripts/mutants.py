@@ -28,34 +28,48 @@ class Mutant:
 
 
 SETTLE = "tests/engine/test_settle.py"
+EDGES = "tests/engine/test_lifecycle_edges.py"
+LIFECYCLE = "tests/engine/test_lifecycle.py"
 
 MUTANTS: list[Mutant] = [
     # --- calls.py: recording and settling ---------------------------------------------------
     Mutant(
         "settle-before-commit",
-        "a row sees a result before the store holds it",
+        "a row sees a result before the store holds it (the settle loop moved ahead)",
         "playline/_engine/calls.py",
         """\
-        kept = await self._committer.commit(completions, failures)
-        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
-        for call, outcome in outcomes:
+        try:
+            kept = await self._committer.commit(record.completions, record.failures)
+        except BaseException as exc:  # answered, maybe charged, and not recorded
+            self._abandon(spec, requests, exc, in_doubt=True)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._ledger.settle(spec, sum(r.reserved for r in requests), record.charged)
+        for call, outcome in record.outcomes:
             if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
                 self.stats.count(spec.id, "live")
-                self._settle(call, None, outcome)
+                self.settle(call, FAILED, error=outcome)
             elif call.key in kept:
-                self._settle_cached(call, kept[call.key])
+                self.settle(call, ANSWERED, _cached(spec, kept[call.key]))
             else:
-                self._settle(call, outcome)
+                self.settle(call, RECORDED, outcome)
 """,
         """\
-        for call, outcome in outcomes:
+        for call, outcome in record.outcomes:
             if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
                 self.stats.count(spec.id, "live")
-                self._settle(call, None, outcome)
+                self.settle(call, FAILED, error=outcome)
             else:
-                self._settle(call, outcome)
-        kept = await self._committer.commit(completions, failures)
-        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
+                self.settle(call, RECORDED, outcome)
+        try:
+            kept = await self._committer.commit(record.completions, record.failures)
+        except BaseException as exc:  # answered, maybe charged, and not recorded
+            self._abandon(spec, requests, exc, in_doubt=True)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._ledger.settle(spec, sum(r.reserved for r in requests), record.charged)
 """,
         (SETTLE,),
     ),
@@ -91,22 +105,54 @@ MUTANTS: list[Mutant] = [
         "                        committer.set_result({})\n",
         (SETTLE,),
     ),
+    Mutant(
+        "commit-failure-not-in-doubt",
+        "answers the store failed to record no longer count in doubt",
+        "playline/_engine/calls.py",
+        "            self._abandon(spec, requests, exc, in_doubt=True)\n",
+        "            self._abandon(spec, requests, exc)\n",
+        (EDGES, "-k", "failed_to_record"),
+    ),
+    Mutant(
+        "second-settle-path",
+        "a call's future is resolved outside settle(): followers and stats are skipped",
+        "playline/_engine/calls.py",
+        """\
+            elif call.key in kept:
+                self.settle(call, ANSWERED, _cached(spec, kept[call.key]))
+""",
+        """\
+            elif call.key in kept:
+                call.future.set_result(_cached(spec, kept[call.key]))
+""",
+        (LIFECYCLE, "-k", "only_settle"),
+    ),
+    Mutant(
+        "followers-of-a-cancelled-call",
+        "a call whose waiter gave up leaves the calls following it waiting for ever",
+        "playline/_engine/calls.py",
+        "        followers, call.followers = call.followers, []\n",
+        "        followers, call.followers = ([], []) if call.future.cancelled() else "
+        "(call.followers, [])\n",
+        (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the follower hangs
+    ),
     # --- calls.py: claims and sends ---------------------------------------------------------
     Mutant(
         "send-held-claim",
         "a call another live worker has claimed is sent as well (the claim is skipped)",
         "playline/_engine/calls.py",
-        "                if claim.outcome is ClaimOutcome.OWNED:\n",
-        "                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.HELD):\n",
+        "        if outcome is ClaimOutcome.OWNED:\n",
+        "        if outcome in (ClaimOutcome.OWNED, ClaimOutcome.HELD):\n",
         ("tests/durability/test_leases.py",),
     ),
     Mutant(
         "take-over-unclaimed",
         "a call whose holder died is sent without claiming it first",
         "playline/_engine/calls.py",
-        "            await self._send(spec, [call])\n        except BaseException as exc:\n",
-        "            await self._send(spec, [call], claimed=True)\n"
-        "        except BaseException as exc:\n",
+        "                        self._enqueue(spec, [_Request([call])], first=True)\n",
+        "                        move(call, CLAIMED)\n"
+        "                        taken = _Request([call], claimed=True)\n"
+        "                        self._enqueue(spec, [taken], first=True)\n",
         ("tests/durability/test_leases.py", "-k", "taken_over"),
     ),
     Mutant(
@@ -122,8 +168,8 @@ MUTANTS: list[Mutant] = [
         "a call in doubt sent again is counted twice: in doubt and reserved",
         "playline/_engine/calls.py",
         """\
-                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
-                    self._ledger.resolve(call.key)  # was it in doubt: settled from here on
+        if outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
+            self._ledger.resolve(call.key)  # was it in doubt: settled from here on
 """,
         "",
         ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
@@ -132,81 +178,65 @@ MUTANTS: list[Mutant] = [
         "5xx-not-in-doubt",
         "a 5xx of a call that may have charged fails it as if nothing was charged",
         "playline/_engine/calls.py",
-        "            in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT\n",
-        "            in_doubt = False\n",
+        "        in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT or request.maybe_charged\n",
+        "        in_doubt = False\n",
         ("tests/gateway/test_gateway_failures.py", "tests/durability/test_ledger.py"),
+    ),
+    Mutant(
+        "first-charge-forgotten",
+        "a request whose first send may have been charged fails as uncharged after a 409",
+        "playline/_engine/calls.py",
+        "        request.maybe_charged |= maybe_charged(error, spec)\n",
+        "",
+        (EDGES, "-k", "timed_out_then_found"),
     ),
     Mutant(
         "5xx-doubt-released",
         "a call failed in doubt gives its worst case back to the budget",
         "playline/_engine/calls.py",
         """\
-            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
-            self._release(spec, chunk, reserved, in_doubt=in_doubt)
-            return
-
-    def _release(""",
+        finally:
+            self._release(spec, request, in_doubt=in_doubt)
+""",
         """\
-            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
-            self._release(spec, chunk, reserved, in_doubt=False)
-            return
-
-    def _release(""",
+        finally:
+            self._release(spec, request, in_doubt=False)
+""",
         ("tests/engine/test_limits.py", "-k", "in_doubt"),
     ),
     Mutant(
         "lost-poll-not-in-doubt",
         "a submitted job whose polls fail no longer counts its worst case in doubt",
         "playline/_engine/calls.py",
-        """\
-                    await self._fail(spec, chunk, error, claimed=True)
-                    self._release(spec, chunk, reserved, in_doubt=True)
-""",
-        """\
-                    await self._fail(spec, chunk, error, claimed=True)
-                    self._release(spec, chunk, reserved, in_doubt=False)
-""",
+        "                            await self._fail(spec, request, error, in_doubt=True)\n",
+        "                            await self._fail(spec, request, error)\n",
         (
             "tests/gateway/test_truthful_errors.py::"
             "test_jobs_whose_polls_fail_stay_counted_against_the_budget",
         ),
     ),
     Mutant(
-        "followers-of-a-cancelled-call",
-        "a call whose waiter gave up leaves the calls following it waiting for ever",
-        "playline/_engine/calls.py",
-        "        if call.future.done():\n            self._settle_followers(call, result, error)\n",
-        "        if call.future.done():\n",
-        (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the follower hangs
-    ),
-    Mutant(
         "batch-over-max-size",
         "a request holds one input more than the tool's batch size",
         "playline/_engine/calls.py",
-        "        size = spec.max_batch\n",
-        "        size = spec.max_batch + 1\n",
+        "            size = spec.max_batch\n",
+        "            size = spec.max_batch + 1\n",
         ("tests/engine/test_batching.py",),
     ),
     Mutant(
         "send-after-stop",
         "a request the gate lets out after a stop is sent anyway",
         "playline/_engine/calls.py",
-        """\
-    def _stopping(self) -> bool:
-        return self._drain.stopping
-""",
-        """\
-    def _stopping(self) -> bool:
-        return False
-""",
-        ("tests/engine/test_stops.py",),
+        "                if self._drain.stopping:  # since the pump let it out: nothing is sent\n",
+        "                if False:\n",
+        ("tests/engine/test_stops.py", "-k", "during_its_claim"),
     ),
     Mutant(
         "stopped-keeps-claims",
         "a request dropped at a stop keeps its receipts claimed",
         "playline/_engine/calls.py",
-        "        if claimed:\n            keys = [c.key for c in chunk]\n",
-        "        if False:\n            keys = [c.key for c in chunk]\n",
+        "        if request.claimed:\n            keys = [c.key for c in request.calls]\n",
+        "        if False:\n            keys = [c.key for c in request.calls]\n",
         ("tests/engine/test_stops.py",),
     ),
     Mutant(
@@ -214,12 +244,29 @@ MUTANTS: list[Mutant] = [
         "a call answered at its claim keeps its reservation",
         "playline/_engine/calls.py",
         """\
-            if len(send) < len(chunk):
-                self._ledger.release(spec, len(chunk) - len(send))
+            if len(send) < len(request.calls):
+                self._ledger.release(spec, len(request.calls) - len(send))
 """,
         "",
         # killed by the test's timeout: the budget waits for the reservation forever
         ("tests/engine/test_limits.py", "-k", "answered_at_its_claim"),
+    ),
+    Mutant(
+        "token-of-unsent-kept",
+        "a request its claim did not send keeps its rate token: racing workers pay the rate",
+        "playline/_engine/calls.py",
+        "        lane.gate.refund(unsent)  # a token is spent only by a request sent\n",
+        "",
+        (EDGES, "-k", "rate_token_back"),
+    ),
+    Mutant(
+        "deferral-spends-tokens",
+        "requests the budget defers go through the rate gate again and again",
+        "playline/_engine/calls.py",
+        "                if not requests[0].claimed and self._ledger.waits(lane.spec):\n",
+        "                if False:\n",
+        (EDGES, "-k", "budget_stop"),
+        store="memory",  # a local rate gate: the one the waves race for
     ),
     # --- ledger.py: the budget -------------------------------------------------------------
     Mutant(

@@ -53,3 +53,41 @@ def test_a_request_not_sent_again_at_a_stop_leaves_no_claim_behind(registry, sto
     assert again.status == "completed", again.error
     assert not again.output.errors
     assert (sent, again.stats.credits) == ([0, 0], 1)
+
+
+def test_a_request_stopped_during_its_claim_is_not_sent(registry, store, clock):
+    """The stop comes while the receipts of a wave are being claimed: the wave is not sent,
+    its claims are let go (nothing in doubt), and a resume buys each call once."""
+    stop = asyncio.Event()
+    sent: list[int] = []
+
+    @registry.tool("t.paid", cost=1)
+    def paid(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input["x"])
+        return {"x": input["x"]}
+
+    write = store.write_receipts
+
+    def write_receipts(**kwargs: Any) -> Any:
+        if kwargs.get("claims") and not stop.is_set():
+            loop.call_soon_threadsafe(stop.set)  # the store may run this in a thread
+        return write(**kwargs)
+
+    async def main() -> pl.RunResult:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        play = dataset_play(rows_of(3), {"y": call_tool("t.paid")})
+        return await pl.arun(play, tools=[registry], store=store, stop=stop, clock=clock)
+
+    loop: asyncio.AbstractEventLoop
+    store.write_receipts = write_receipts  # type: ignore[method-assign]
+    first = asyncio.run(main())
+    store.write_receipts = write  # type: ignore[method-assign]
+
+    assert first.status == "suspended"
+    assert sent == []
+    assert store.doubtful_receipts(first.run_id, now=clock.now()) == {}
+    play = dataset_play(rows_of(3), {"y": call_tool("t.paid")})
+    again = run_play(play, tools=[registry], store=store, run_id=first.run_id, clock=clock)
+    assert again.status == "completed", again.error
+    assert sorted(sent) == [0, 1, 2]

@@ -320,3 +320,63 @@ def test_the_runner_shares_gates_through_durable_stores_only(tmp_path: Any) -> N
     assert pl.run(play, store=memory, tools=[registry]).ok
     assert [g.key for g in open_store(url).read_gates(now=0)] == ["t.rated@local"]
     assert memory.read_gates(now=0) == []
+
+
+def test_tokens_of_calls_not_sent_go_back_to_every_process(gate_url: str) -> None:
+    """Processes running the same play race for each call: the losers' claims find it held
+    and nothing is sent. Their tokens go back, so the winner's next calls wait for none."""
+    clock = pl.ManualClock()
+
+    async def go() -> tuple[float, list[float]]:
+        a, b = processes(gate_url, clock)
+        ga, gb = shared(a, DECLARED), shared(b, DECLARED)
+        start = clock.now()
+        lost = await ga.acquire(5)  # the bucket starts half full: all it has
+        ga.release(lost)
+        ga.refund(lost)  # its claims were held: nothing went out
+        await ga.flush()
+        log: list[float] = []
+        await take(gb, lost, clock, log)
+        return start, log
+
+    start, log = run(go)
+    assert log == [start] * len(log) and len(log) >= 2  # no wait for the tokens given back
+
+
+def test_tokens_given_back_during_a_pause_are_not_spent_at_its_end(gate_url: str) -> None:
+    """A 429 says the provider's bucket is empty: every process holds, then starts from an
+    empty bucket. A call that took its token before the 429 and was not sent does not give
+    it back into the pause, which would end it in a burst."""
+    clock = pl.ManualClock()
+
+    async def go() -> float:
+        [a] = processes(gate_url, clock, 1)
+        gate = shared(a, DECLARED)
+        taken = await gate.acquire(1)
+        gate.release(taken)
+        gate.throttled(2.0)  # heard by another call
+        await gate.flush()
+        heard = clock.now()
+        gate.refund(taken)  # this one was not sent
+        await gate.flush()
+        gate.release(await gate.acquire(1))
+        return clock.now() - heard
+
+    assert run(go) == pytest.approx(2.0 + 1 / 19)  # the pause, then a token earned after it
+
+
+def test_a_local_gate_takes_back_the_tokens_of_calls_not_sent() -> None:
+    clock = pl.ManualClock()
+
+    async def go() -> float:
+        gate = ToolGate(spec(Rate(per_second=1, burst=1)), clock)
+        start = clock.now()
+        gate.release(await gate.acquire(1))
+        gate.refund(1)  # not sent
+        gate.release(await gate.acquire(1))
+        gate.refund(3)  # never past the burst
+        gate.release(await gate.acquire(1))
+        gate.release(await gate.acquire(1))
+        return clock.now() - start
+
+    assert run(go) == pytest.approx(1 / 0.95)  # one wait: the third call's token

@@ -280,3 +280,19 @@ def test_new_keys_claimed_with_stored_ones_get_one_receipt_each(store: Store) ->
     assert (got["new"].owner, got["new2"].owner, got["held"].owner) == (OTHER, OTHER, FAR)
     assert got["new2"] == results[4].receipt
     assert got["done"].result == b"1"
+
+
+def test_an_in_doubt_job_is_polled_again_even_when_its_tool_would_not_recognise_a_repeat(
+    store: Store,
+) -> None:
+    """A submit that may have been paid is never sent again blindly, but the job the provider
+    accepted can be polled: a poll is free, and tells what the submit bought."""
+    claim(store, "k")
+    store.save_jobs([("k", b'"job_1"')], owner=ME)
+    store.fail_receipts(
+        [Failure(key="k", error="polls throttled", in_doubt=True)], owner=ME, now=NOW
+    )
+    [polled] = claim(store, "k", owner=OTHER, now=NOW + 1, resend=False)
+    assert (polled.outcome, polled.resent) == (ClaimOutcome.OWNED, True)
+    r = polled.receipt
+    assert (r.status, r.owner, r.generation, r.job) == (ReceiptStatus.RUNNING, OTHER, 1, b'"job_1"')

@@ -117,6 +117,9 @@ class RunStats(DatasetStats):
     tool_requests: int = 0
     dispatch_passes: int = 0
     credits: float = 0.0
+    # the worst case of the calls that may have been charged with no record of it (in doubt:
+    # a timeout, a job not polled to its end, an answer the store could not keep)
+    credits_in_doubt: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
     # cells the play's own code failed, by cause and first message:
     # {"KeyError in column 'domain': 'emial'": 3}
@@ -663,6 +666,7 @@ class Attempt:
             tool_requests=calls.requests,
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
+            credits_in_doubt=round(self.ledger.in_doubt, 6),
             errors=dict(calls.errors),
             cell_errors=_cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},

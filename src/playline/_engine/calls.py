@@ -1,30 +1,32 @@
 """Executing tool calls so that nothing is paid twice (SEMANTICS.md 7-14, 24-27).
 
-``CallExecutor.execute(spec, calls)`` takes calls to one tool (one dispatch pass, or a single
-direct call) and settles every call's future; it never raises for a failed call. A call goes:
+``CallExecutor.execute(spec, calls)`` takes calls to one tool and queues them; each call's
+future settles as it ends, never raising for a failed call. A call moves through the states
+of ``lifecycle.py`` (drawn in docs/architecture.md):
 
-1. **Receipts first.** Calls with the same receipt key share one execution (one owner, the
-   rest followers, also across passes while the owner is in flight); a completed receipt
-   answers at once (one lookup for the whole pass).
-2. **Requests.** The rest are packed into requests of up to the tool's batch size. Each
-   request passes the tool's gate (breaker, concurrency cap, rate limit), then, just before
-   it is sent, reserves its worst-case cost against the budget and **claims** its receipts
-   (one transaction): the claim records the intent, the request it goes out in and its
-   idempotency keys, so a crash from here on leaves the receipts *in doubt*, and a resume
-   re-sends them with the same keys (the provider recognises the repeat) or fails them.
-3. **Retries** follow ``tools/_retry.py``: a 429 waits (and teaches the gate), a transient
-   failure repeats the same request with the same keys, a failure that may have charged is
-   never repeated blindly.
-4. **Group commit.** Results and their charges are written together (``commits.py``), then
-   the calls settle: a row never goes on with a result the store does not hold.
+1. **Looked up.** Calls with the same receipt key share one execution (one owner, the rest
+   followers, also across passes while the owner is in flight); a completed receipt answers
+   at once (one lookup for the whole pass).
+2. **Claimed.** The rest wait in their tool's lane, packed into requests of up to the tool's
+   batch size. One pump a lane sends them in waves as the gate (breaker, concurrency cap,
+   rate limit) lets them through. Just before a wave is sent it reserves its worst-case cost
+   against the budget and **claims** its receipts (one transaction): the claim records the
+   intent and the idempotency keys, so a crash from here on leaves the receipts *in doubt*,
+   and a resume re-sends them with the same keys or fails them.
+3. **Sent.** A failed send follows ``tools/_retry.py``: a 429 or a transient failure goes back
+   to its lane, still claimed, after its pause; a failure that may have charged is never
+   repeated blindly. An async job is polled to its end, with no slot held.
+4. **Recorded, then settled.** Results and their charges are written together
+   (``commits.py``), then the calls settle (``settle``, the only place a call resolves): a row
+   never goes on with a result the store does not hold.
 
-Stopping (``drain.py``): a request that has not been sent when the attempt must stop is
-dropped (its receipts were never claimed); one already sent finishes and is recorded.
+Stopping (``drain.py``): requests not yet sent are dropped at once (their receipts released);
+those sent finish and are recorded; async jobs get ``JOB_GRACE`` seconds, then stay on their
+receipts for a resume, counted in doubt.
 
-Two modes hook in after the receipts: a call with ``fresh_since`` (a refreshed column) takes
-a receipt completed before that time as stale and buys it again (``force``), once per run; and
-with a ``Planner`` (``planning.py``: ``playline plan``) the calls no receipt answers are
-counted instead of sent, each answering "not found" at no cost.
+A call with ``fresh_since`` (a refreshed column) takes a receipt completed before that time
+as stale and buys it again (``force``), once per run; with a ``Planner`` (``planning.py``:
+``playline plan``) the calls no receipt answers are counted instead of sent.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, overload
+from functools import partial
+from typing import Any, TypeVar, overload
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
@@ -48,8 +51,10 @@ from ..errors import (
     ToolError,
 )
 from ..store import (
+    Answer,
     Claim,
     ClaimOutcome,
+    ClaimResult,
     Completion,
     Failure,
     LedgerEntry,
@@ -61,26 +66,51 @@ from ..store import (
 from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
 from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
-from ..tools._gates import RateGate, ToolGates, one_call
+from ..tools._gates import RateGate, ToolGates
 from ..tools._retry import Verdict, decide, maybe_charged, provider_failure
 from .commits import GroupCommit
-from .drain import BUDGET, Drain, escaped
+from .drain import BUDGET, Drain, Stopped, escaped
 from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
+from .lifecycle import ENDS, CallState, move
 from .planning import Planner
 from .scope import RowScope
 from .taskgroups import TaskSet
 
-__all__ = ["DEFAULT_CELL_LIMIT", "CallExecutor", "CallStats", "ToolCall", "too_large"]
+__all__ = [
+    "DEFAULT_CELL_LIMIT",
+    "JOB_GRACE",
+    "CallExecutor",
+    "CallState",
+    "CallStats",
+    "ToolCall",
+    "too_large",
+]
 
 MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
 DEFAULT_CELL_LIMIT = 5_000_000  # bytes of one stored result or cell value
 _RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
+JOB_GRACE = 30.0  # seconds a stop lets submitted async jobs finish
+
+QUEUED, LOOKED_UP, CLAIMED, SENT = (
+    CallState.QUEUED, CallState.LOOKED_UP, CallState.CLAIMED, CallState.SENT
+)  # fmt: skip
+PENDING_JOB, RECORDED, ANSWERED, SHARED = (
+    CallState.PENDING_JOB, CallState.RECORDED, CallState.ANSWERED, CallState.SHARED
+)  # fmt: skip
+HELD, PLANNED, IN_DOUBT, FAILED, STOPPED, SETTLED = (
+    CallState.HELD, CallState.PLANNED, CallState.IN_DOUBT, CallState.FAILED,
+    CallState.STOPPED, CallState.SETTLED,
+)  # fmt: skip
+_OVER = ENDS | {SETTLED}
+T = TypeVar("T")
 
 
 @dataclass(slots=True, eq=False)
 class ToolCall:
+    """One call of a tool with one input, from a row (or a play) to its settled result."""
+
     spec: ToolSpec
     input: dict[str, Any]
     key: str
@@ -96,6 +126,7 @@ class ToolCall:
     generation: int = 1
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
+    state: CallState = QUEUED  # where it is in its life (lifecycle.py)
 
     @property
     def idempotency_key(self) -> str:
@@ -194,17 +225,17 @@ class CallExecutor:
         self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
-        self._sending = _Sending()  # requests between their claim and their record
-        self._retrying = TaskSet()  # requests that failed once and go on alone
+        self._sending = _Count()  # requests between their claim and their record
+        self._polling = _Count()  # async jobs submitted and not yet recorded
+        self._grace_ends: float | None = None  # set at a stop: the jobs' last poll
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
-        self._lane_tasks = TaskSet()  # the lanes' pumps and the waves they send
-        self._waits = TaskSet()  # calls waiting for a receipt another worker holds
+        self._tasks = TaskSet()  # the lanes' pumps, their waves, retries, waits and polls
         self.stats = CallStats()
         self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
         self._requests = 0
         self.progress = 0  # calls settled: the watchdog's sign of life
-        # Whether receipts answered calls lately: a row group's calls are looked up before
-        # they are queued while they do (datasets.py), claimed at once while they do not.
+        # Whether receipts answered calls lately. While none do (a first run), calls skip
+        # the lookup: their claims find the receipts there are.
         self.answers_likely = True
 
     def gate_of(self, spec: ToolSpec) -> RateGate:
@@ -221,189 +252,31 @@ class CallExecutor:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
-    # entry
+    # queued -> looked up
     async def execute(self, spec: ToolSpec, calls: Sequence[ToolCall]) -> None:
-        """Settle ``calls``: answered from receipts, or sent in waves of requests."""
+        """Look up the receipts of ``calls``, then queue the rest in the tool's lane.
+
+        It returns once they are queued; each call's future settles as it ends."""
         owners = self._owners(calls)
         if not owners:
             return
-        fresh = [c.key for c in owners if not c.force]
-        if fresh:
-            try:
-                found = await self._io(self._store.find_answers, fresh)
-            except PlaylineError as exc:
-                for call in owners:
-                    self._settle(call, None, exc)
-                return
-            for call in owners:
-                answer = None if call.force else found.get(call.key)
-                if answer is not None:
-                    if call.fresh_since is not None and answer.updated_at < call.fresh_since:
-                        call.force = True  # refreshed: bought again (its followers share it)
-                        continue
-                    self._settle_cached(call, answer.result)
-        pending = [c for c in owners if not c.future.done()]
+        try:
+            await self._look_up(owners)
+        except BaseException as exc:  # the store failed (failed), or a cancel (stopped)
+            self._abandon(spec, [_Request(owners)], exc)
+            if not isinstance(exc, PlaylineError):
+                raise
+            return
+        pending = [c for c in owners if c.state is LOOKED_UP]
         if self._planner is not None:  # a plan: count what would be sent, send nothing
             self._planner.record(spec, pending, answered=len(owners) - len(pending))
             for call in pending:
-                self._settle(call, _planned(spec))
+                self.settle(call, PLANNED, _planned(spec))
             return
-        if not pending:
-            return
-        size = spec.max_batch
-        requests = [pending[i : i + size] for i in range(0, len(pending), size)]
-        target = self._target(spec)
-        if target.jobs is None:  # the tool's lane sends them with the others queued
-            self._enqueue(spec, target, requests)
-            return
-        try:  # each job is submitted, then polled, on its own
-            await asyncio.gather(*(self._send(spec, chunk) for chunk in requests))
-        except BaseException as exc:  # settle whatever is left; never leave a row hanging
-            self._settle_requests(requests, exc)
-            if not isinstance(exc, Exception):
-                raise
-
-    # the lanes: one per tool, its requests sent in waves
-    def _enqueue(
-        self,
-        spec: ToolSpec,
-        target: ToolSpec,
-        requests: Sequence[list[ToolCall]],
-        *,
-        first: bool = False,
-    ) -> None:
-        """Queue requests in the tool's lane (``first``: ahead of the others), starting its
-        pump if it is not running."""
-        lane = self._lanes.get(spec.id)
-        if lane is None:
-            lane = self._lanes[spec.id] = _Lane()
-        if first:
-            lane.requests.extendleft(reversed(requests))
-        else:
-            lane.requests.extend(requests)
-        if lane.pump is None or lane.pump.done():
-            lane.pump = self._lane_tasks.spawn(self._pump(spec, target, lane))
-
-    async def _pump(self, spec: ToolSpec, target: ToolSpec, lane: _Lane) -> None:
-        """Send the lane's requests in waves, as the gate lets them through.
-
-        One pump per tool takes every slot the gate frees, so the requests of all passes go
-        out in waves as large as the tool's concurrency allows, not one wave per pass (passes
-        competing for slots cut each other's waves down to single requests). A wave takes at
-        most half the concurrency, so the next wave is claimed while one is sent and recorded.
-        """
-        gate = self._gates[target]
-        requests = lane.requests
-        try:
-            while requests:
-                cause = gate.open_cause()
-                if cause is not None:
-                    error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
-                    self._settle_requests(_take(requests, len(requests)), error)
-                    return
-                if self._drain.stopping:
-                    for chunk in _take(requests, len(requests)):
-                        self._stop(chunk)
-                    return
-                wanted = min(len(requests), max(1, gate.concurrency // 2))
-                granted = await gate.acquire(wanted)
-                wave = _take(requests, min(granted, len(requests)))
-                if len(wave) < granted:
-                    gate.release(granted - len(wave))
-                if self._stopping():  # while it waited for the gate
-                    gate.release(len(wave))
-                    requests.extendleft(reversed(wave))
-                    continue
-                self._lane_tasks.spawn(self._send_wave(spec, target, gate, wave))
-        except BaseException as exc:  # settle whatever is left; never leave a row hanging
-            self._settle_requests(_take(requests, len(requests)), exc)
-            if not isinstance(exc, Exception):
-                raise
-
-    async def _send_wave(
-        self, spec: ToolSpec, target: ToolSpec, gate: RateGate, wave: list[list[ToolCall]]
-    ) -> None:
-        """One wave to its end. A request that fails goes on alone (retries, waits) so it
-        holds up no other; requests the budget defers go back to the lane once the requests
-        sent settle."""
-        held = _Held(gate, len(wave))
-        settles = self._ledger.settles  # the budget may defer some: they wait past these
-        try:
-            sent, deferred, failed = await self._wave(spec, target, held, wave)
-        except BaseException as exc:
-            self._settle_requests(wave, exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        finally:
-            held.free(held.count)
-        for chunk, reserved, error in failed:
-            self._retrying.spawn(
-                self._send(spec, chunk, claimed=True, reserved=reserved, error=error)
-            )
-        if deferred:
-            if not sent:  # over budget for now: the requests sent may leave room
-                await self._ledger.settled(settles)
-            self._enqueue(spec, target, deferred, first=True)
-
-    async def _wave(
-        self, spec: ToolSpec, target: ToolSpec, held: _Held, wave: list[list[ToolCall]]
-    ) -> tuple[bool, list[list[ToolCall]], list[tuple[list[ToolCall], int, ToolError]]]:
-        """Claim, send and record one wave; returns whether anything was sent, the requests
-        deferred (the budget waits for the requests sent), and those that failed.
-
-        The wave's claims are one transaction. A request gives its gate slot back when it is
-        answered (the provider is done with it) and is recorded by the group commit with
-        whatever else is being claimed or recorded then: a slow request holds back neither
-        the others' slots nor their results, and the claims of the next wave share a
-        transaction with the results of this one."""
-        failed: list[tuple[list[ToolCall], int, ToolError]] = []
-        if self._stopping():  # since the pump let it out: it is not sent
-            for chunk in wave:
-                self._stop(chunk)
-            return False, [], failed
-        with self._sending():
-            claimed, deferred = await self._claim(spec, wave)
-            held.free(len(wave) - len(claimed))  # not sent: deferred, or answered at the claim
-            if not claimed:
-                return False, deferred, failed
-            self._sent(spec, target, sum(len(c) for c, _ in claimed), len(claimed))
-            gate = held.gate
-
-            def answered(
-                chunk: list[ToolCall], reserved: int, answer: list[Any] | ToolError
-            ) -> tuple[list[ToolCall], list[Any], int] | None:
-                held.free(1)
-                if isinstance(answer, ToolError):
-                    failed.append((chunk, reserved, answer))
-                    return None
-                gate.succeeded()
-                return chunk, answer, reserved
-
-            if target.transport.inline:  # a plain function: one after the other, then one record
-                done = []
-                for chunk, reserved in claimed:
-                    request = answered(chunk, reserved, await self._attempt(spec, target, chunk))
-                    if request is not None:
-                        done.append(request)
-                await self._complete(spec, done)
-            else:
-
-                async def one(chunk: list[ToolCall], reserved: int) -> None:
-                    request = answered(chunk, reserved, await self._attempt(spec, target, chunk))
-                    if request is not None:
-                        await self._complete(spec, [request])
-
-                await asyncio.gather(*(one(chunk, reserved) for chunk, reserved in claimed))
-        return True, deferred, failed
-
-    async def _attempt(
-        self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
-    ) -> list[Any] | ToolError:
-        try:
-            return await self._transport(spec, target, chunk)
-        except ToolError as exc:
-            return exc
+        if pending:
+            size = spec.max_batch
+            chunks = (pending[i : i + size] for i in range(0, len(pending), size))
+            self._enqueue(spec, [_Request(chunk) for chunk in chunks])
 
     def _owners(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Attach calls whose key is already being executed to that call; the rest own."""
@@ -411,7 +284,8 @@ class CallExecutor:
         in_flight = self._in_flight
         for call in calls:
             running = None if call.force else in_flight.get(call.key)
-            if running is not None and not running.future.done():
+            if running is not None and running.state is not SETTLED:
+                move(call, SHARED)
                 running.followers.append(call)
                 continue
             owners.append(call)
@@ -419,34 +293,558 @@ class CallExecutor:
                 in_flight[call.key] = call
         return owners
 
-    def refused_input(self, spec: ToolSpec, error: PlayDefinitionError) -> ToolError:
-        """A call whose input cannot be sent (not JSON: a set, an object, nesting past 254
-        levels): it fails, counted with the calls that failed, and is never sent."""
-        refused = ToolError(spec.id, f"its input cannot be sent: {error}", code="invalid_input")
-        self._count_failed(spec, refused)
-        return refused
+    async def _look_up(self, calls: list[ToolCall]) -> None:
+        """Answer the calls that completed receipts answer (one lookup). A refreshed call
+        whose receipt is older than its refresh is bought again (``force``)."""
+        asked = [
+            c
+            for c in calls
+            if not c.force and (self.answers_likely or c.fresh_since)
+        ]
+        found = await self.find_answers([c.key for c in asked]) if asked else {}
+        for call in calls:
+            answer = None if call.force else found.get(call.key)
+            if answer is None:
+                move(call, LOOKED_UP)
+            elif call.fresh_since is not None and answer.updated_at < call.fresh_since:
+                call.force = True  # refreshed: bought again (its followers share it)
+                move(call, LOOKED_UP)
+            else:
+                self.settle(call, ANSWERED, _cached(call.spec, answer.result))
 
-    def _count_failed(self, spec: ToolSpec, error: BaseException) -> None:
-        """A failed call in the stats: by tool (refused ones too), and by cause."""
-        self.stats.count(spec.id, "failed")
-        if _refused(error):
-            per = self.stats.by_tool[spec.id]
-            per["refused"] = per.get("refused", 0) + 1
-        cause = _cause(error)
-        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+    async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
+        found = await self._io(self._store.find_answers, keys)
+        self.answers_likely = bool(found)
+        return found
 
-    # settling
-    def _settle(
-        self, call: ToolCall, result: ToolResult | None, error: BaseException | None = None
+    # the lanes: one per tool, its requests sent in waves
+    def _enqueue(
+        self, spec: ToolSpec, requests: Sequence[_Request], *, first: bool = False
     ) -> None:
-        """Settle a call and, synchronously, its followers (so batching counts stay exact).
-        A call whose waiter gave up (its future cancelled) still settles its followers."""
+        """Queue requests in the tool's lane (``first``: ahead of the others), starting its
+        pump if it is not running."""
+        lane = self._lanes.get(spec.id)
+        if lane is None:
+            target = self._target(spec)
+            lane = self._lanes[spec.id] = _Lane(spec, target, self._gates[target])
+        if first:
+            lane.requests.extendleft(reversed(requests))
+        else:
+            lane.requests.extend(requests)
+        if lane.pump is None or lane.pump.done():
+            lane.pump = self._tasks.spawn(self._pump(lane))
+            if lane.pump is None:  # the attempt has ended: nothing is sent any more
+                self._abandon(
+                    spec, _take(lane.requests, len(lane.requests)), asyncio.CancelledError()
+                )
+
+    async def _pump(self, lane: _Lane) -> None:
+        """Send the lane's requests in waves, as the gate lets them through.
+
+        One pump per tool takes every slot the gate frees, so the requests of all passes go
+        out in waves as large as the tool's concurrency allows. A wave takes at most half
+        the concurrency, so the next wave is claimed while one is sent and recorded."""
+        gate, requests = lane.gate, lane.requests
+        try:
+            while requests:
+                cause = gate.open_cause()
+                if cause is not None:
+                    error = ToolError(
+                        lane.spec.id, f"{lane.target.id} {cause}", code="circuit_open"
+                    )
+                    while requests:  # (retries may come back meanwhile)
+                        await self._fail(lane.spec, requests.popleft(), error)
+                    return
+                if self._drain.stopping:
+                    while requests:
+                        await self._drop(lane.spec, requests.popleft())
+                    return
+                if not requests[0].claimed and self._ledger.waits(lane.spec):
+                    # the budget would defer it: wait here, spending no rate token on it
+                    await self._drain.until_stop(self._ledger.settled(self._ledger.settles))
+                    continue
+                wanted = min(len(requests), max(1, gate.concurrency // 2))
+                granted = await self._drain.until_stop(gate.acquire(wanted))
+                if isinstance(granted, Stopped):
+                    continue
+                wave = _take(requests, min(granted, len(requests)))
+                if len(wave) < granted:
+                    gate.release(granted - len(wave))
+                self._tasks.spawn(self._send_wave(lane, _Held(gate, len(wave)), wave))
+        except BaseException as exc:  # settle whatever is left; never leave a row hanging
+            self._abandon(lane.spec, _take(requests, len(requests)), exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _send_wave(self, lane: _Lane, held: _Held, wave: list[_Request]) -> None:
+        """One wave to its end: claimed, sent and recorded.
+
+        The wave's claims are one transaction. Requests the budget defers go back to the
+        lane at once (its pump waits until the requests sent settle). A request gives its
+        gate slot back when it is answered and is recorded by the group commit with whatever
+        else is being claimed or recorded then: a slow request holds back neither the
+        others' slots nor their results."""
+        mine = wave  # what this wave settles: after the claim, only the requests it sends
+        try:
+            with self._sending():
+                ready = mine = await self._claim_wave(lane, held, wave)
+                if self._drain.stopping:  # since the pump let it out: nothing is sent
+                    for request in ready:
+                        await self._drop(lane.spec, request)
+                    return
+                if not ready:
+                    return
+                self._sent(lane, ready)
+                if lane.target.transport.inline:  # a plain function: one after the other
+                    sent = [await self._send(lane, held, r) for r in ready]
+                    went = await asyncio.gather(*map(partial(self._went, lane), ready, sent))
+                    await self._complete(
+                        lane.spec, [r for r, ok in zip(ready, went, strict=True) if ok]
+                    )
+                else:
+                    await asyncio.gather(*(self._send_one(lane, held, r) for r in ready))
+        except BaseException as exc:
+            self._abandon(lane.spec, mine, exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            held.free(held.count)
+
+    async def _claim_wave(self, lane: _Lane, held: _Held, wave: list[_Request]) -> list[_Request]:
+        """The wave's requests to send: fresh ones claimed, retries claimed before. The
+        gate gets back the slots and rate tokens of the others."""
+        fresh = [r for r in wave if not r.claimed]
+        ready, deferred = await self._claim(lane.spec, fresh) if fresh else ([], [])
+        ready.extend(r for r in wave if r.claimed)
+        unsent = len(wave) - len(ready)  # deferred, or answered or held at the claim
+        held.free(unsent)
+        lane.gate.refund(unsent)  # a token is spent only by a request sent
+        if deferred:
+            self._enqueue(lane.spec, deferred, first=True)
+        return ready
+
+    async def _send_one(self, lane: _Lane, held: _Held, request: _Request) -> None:
+        if await self._went(lane, request, await self._send(lane, held, request)):
+            await self._complete(lane.spec, [request])
+
+    # claimed -> sent -> recorded, pending job, or back to claimed for a retry
+    async def _send(self, lane: _Lane, held: _Held, request: _Request) -> bool | ToolError:
+        """Send one request: True when it was answered (its answers are on it), False when
+        it is an async job now polled, or the error it failed with."""
+        for call in request.calls:
+            move(call, SENT)
+        request.sends += 1
+        spec, target = lane.spec, lane.target
+        try:
+            if target.jobs is None:
+                request.answers = await self._transport(spec, target, request.calls)
+            else:
+                state = await self._submit(spec, target, target.jobs, request.calls[0])
+        except ToolError as exc:
+            return exc
+        finally:
+            held.free(1)
+        lane.gate.succeeded()
+        if target.jobs is None:
+            return True
+        if state.done:
+            request.answers = [state.result]
+            return True
+        for call in request.calls:
+            move(call, PENDING_JOB)
+        self._tasks.spawn(self._poll(lane, request, state))
+        return False
+
+    async def _went(self, lane: _Lane, request: _Request, sent: bool | ToolError) -> bool:
+        """Whether the request was answered (to be recorded); a failure is retried or fails
+        its calls. A wave's failures end together, in one commit."""
+        if isinstance(sent, ToolError):
+            await self._failed(lane, request, sent)
+            return False
+        return sent
+
+    async def _failed(self, lane: _Lane, request: _Request, error: ToolError) -> None:
+        """A send failed: wait and send it again (back to its lane, still claimed) or fail
+        it, in doubt when the provider may have charged it (``tools/_retry.py``)."""
+        spec = lane.spec
+        request.maybe_charged |= maybe_charged(error, spec)
+        decision = decide(error, spec, request.sends)
+        if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
+            wait = decision.delay
+            if (error.status or 0) == 429:
+                wait = lane.gate.throttled(error.retry_after)
+            try:
+                self._governor.retry(spec.id)
+            except RetryBudgetExceeded as exc:
+                exhausted = ToolError(spec.id, str(exc), code="retry_budget")
+                await self._fail(spec, request, exhausted, in_doubt=request.maybe_charged)
+                return
+            for call in request.calls:
+                move(call, CLAIMED)
+            self._tasks.spawn(self._retry(lane, request, self._clock.monotonic() + wait))
+            return
+        if provider_failure(error):
+            lane.gate.failed(_cause(error))
+        in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT or request.maybe_charged
+        await self._fail(
+            spec, request, _in_doubt_error(spec, error) if in_doubt else error, in_doubt=in_doubt
+        )
+
+    async def _retry(self, lane: _Lane, request: _Request, due: float) -> None:
+        """At ``due`` (monotonic), the request goes back to its lane, first, with the
+        others due then; a stop cuts the wait short (its lane drops it)."""
+        try:
+            wait = max(0.0, due - self._clock.monotonic())
+            await self._drain.until_stop(self._clock.sleep(wait))
+        except BaseException:
+            self._abandon(lane.spec, [request], asyncio.CancelledError())
+            raise
+        self._enqueue(lane.spec, [request], first=True)
+
+    # budget and receipts: looked up -> claimed (or answered, held, in doubt)
+    def _reserve(self, spec: ToolSpec, size: int) -> int | None:
+        """Reserve the worst-case cost of up to ``size`` inputs; returns how many fit (fewer
+        when the budget is nearly spent: the rest wait), 0 when none fits and nothing is in
+        flight (the budget is spent), or None: none fits now, but requests already sent hold
+        their worst case and what they really cost may leave room."""
+        allowed = self._ledger.reserve(spec, size)
+        if allowed or not self._ledger.reserved:
+            return allowed
+        return None
+
+    async def _claim(
+        self, spec: ToolSpec, requests: list[_Request]
+    ) -> tuple[list[_Request], list[_Request]]:
+        """Reserve the budget and claim the receipts of requests about to be sent (one
+        transaction, shared with whatever else is claiming now); returns the requests to
+        send, each with the calls it still holds, and those deferred until the requests
+        sent settle (the budget is nearly spent)."""
+        kept, deferred = self._budget(spec, requests)
+        if not kept:
+            return [], deferred
+        claims = [self._claim_of(spec, request) for request in kept]
+        try:
+            outcomes = iter(await self._committer.claim([c for cs in claims for c in cs]))
+        except BaseException:
+            for request in kept:
+                self._ledger.release(spec, request.reserved)
+            raise
+        ready: list[_Request] = []
+        for request in kept:
+            send = [c for c in request.calls if self._claimed(spec, c, next(outcomes))]
+            if len(send) < len(request.calls):
+                self._ledger.release(spec, len(request.calls) - len(send))
+            if send:
+                ready.append(_Request(send, reserved=len(send), claimed=True))
+        return ready, deferred
+
+    def _budget(
+        self, spec: ToolSpec, requests: list[_Request]
+    ) -> tuple[list[_Request], list[_Request]]:
+        """The requests (or their first calls) the budget lets out now, and those deferred.
+        Over budget with nothing in flight, the rest fail and the attempt stops."""
+        kept: list[_Request] = []
+        deferred: list[_Request] = []
+        resolve = self._ledger.in_doubt and spec.in_doubt == "resend" and not self._retry_in_doubt
+        for number, request in enumerate(requests):
+            calls = request.calls
+            if resolve:  # sent again with its key: not paid twice, reserved below
+                for call in calls:
+                    if not call.force:
+                        self._ledger.resolve(call.key)
+            reserved = self._reserve(spec, len(calls))
+            if reserved is None:  # later, once the requests sent have settled
+                deferred.extend(requests[number:])
+                break
+            if reserved == 0:  # the budget is spent: these and every later call fail
+                error = self._ledger.exceeded(spec, len(calls))
+                self._drain.stop(BUDGET, error)
+                for call in calls:
+                    self.settle(call, STOPPED, error=error)
+                continue
+            if reserved < len(calls):  # the budget fits the first ones now; the rest wait
+                deferred.append(_Request(calls[reserved:]))
+            kept.append(_Request(calls[:reserved], reserved=reserved))
+        return kept, deferred
+
+    def _claim_of(self, spec: ToolSpec, request: _Request) -> list[Claim]:
+        self._requests += 1
+        name = f"{self._request_prefix}{self._requests}"
+        resend = spec.in_doubt == "resend"
+        return [
+            Claim(
+                key=c.key,
+                tool=spec.id,
+                run_id=self._run_id,
+                force=c.force,
+                resend=resend,
+                retry_in_doubt=self._retry_in_doubt,
+                request=name,
+            )
+            for c in request.calls
+        ]
+
+    def _claimed(self, spec: ToolSpec, call: ToolCall, claim: ClaimResult) -> bool:
+        """Move ``call`` as its claim says; True when it is this worker's to send."""
+        receipt = claim.receipt
+        outcome = claim.outcome
+        if outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
+            self._ledger.resolve(call.key)  # was it in doubt: settled from here on
+        if outcome is ClaimOutcome.OWNED:
+            call.job = receipt.job
+            call.generation = receipt.generation
+            call.resent = claim.resent
+            move(call, CLAIMED)
+            return True
+        if outcome is ClaimOutcome.COMPLETED:
+            assert receipt.result is not None
+            self.answers_likely = True  # a receipt the lookups did not find
+            self.settle(call, ANSWERED, _cached(spec, receipt.result))
+        elif outcome is ClaimOutcome.HELD:
+            move(call, HELD)
+            self._tasks.spawn(self._wait_for(spec, call))
+        else:
+            self.settle(call, IN_DOUBT, error=_in_doubt_error(spec, receipt.error))
+        return False
+
+    async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
+        """Another live worker owns this call: wait for its result, or take over if it dies
+        (back to the lane). A store that announces changes (PostgreSQL) wakes the wait once
+        the receipt is finished; it is looked at anyway, with backoff, for a holder that died."""
+        try:
+            deadline = self._clock.monotonic() + self._receipt_wait
+            delay = 0.05
+            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
+                while self._clock.monotonic() < deadline:
+                    await finished.wait(self._clock, delay)
+                    delay = min(delay * 2, _RECEIPT_POLL_MAX)
+                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                    if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
+                        assert receipt.result is not None
+                        self.settle(call, ANSWERED, _cached(spec, receipt.result))
+                        return
+                    if not _held(receipt, self._clock.now()):
+                        move(call, LOOKED_UP)  # failed, released, or its holder is gone
+                        self._enqueue(spec, [_Request([call])], first=True)
+                        return
+            self.settle(call, FAILED, error=_wait_timeout(spec, self._receipt_wait))
+        except BaseException as exc:
+            self._abandon(spec, [_Request([call])], exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    # async jobs: sent -> pending job -> recorded
+    async def _submit(
+        self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall
+    ) -> JobState:
+        """Submit an async call once and keep its job on the receipt, so a resumed run polls
+        it instead of paying again; a job kept from an earlier attempt is polled."""
+        if call.job is not None:
+            return JobState(done=False, job=loads(call.job))
+        state = await jobs.submit(target, call.input, call.idempotency_key)
+        if not state.done:
+            call.job = dumps(state.job, what=f"The job of tool {spec.id}")
+            await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+        return state
+
+    async def _poll(self, lane: _Lane, request: _Request, state: JobState) -> None:
+        """Poll a submitted job to its end, then record it. Polls are free and safe to
+        repeat. A job that fails to answer them was submitted, so may have been charged: its
+        calls fail in doubt and the job stays on the receipt for a resume to poll."""
+        spec, jobs = lane.spec, lane.target.jobs
+        assert jobs is not None
+        failures = 0
+        try:
+            with self._polling():
+                while not state.done:
+                    await self._poll_wait(jobs.poll_interval)
+                    try:
+                        state = await jobs.poll(lane.target, state.job)
+                    except ToolError as exc:
+                        failures += 1
+                        error = self._poll_failed(spec, exc, failures)
+                        if error is not None:
+                            await self._fail(spec, request, error, in_doubt=True)
+                            return
+                        await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
+                request.answers = [state.result]
+                await self._complete(spec, [request])
+        except BaseException as exc:  # submitted, maybe charged: a resume polls its job
+            stopped = isinstance(exc, _PastGrace)
+            self._abandon(
+                spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True
+            )
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _poll_wait(self, seconds: float) -> None:
+        """Wait before the next poll; past a stop's grace, the job is left to the resume."""
+        if self._grace_ends is not None:
+            left = self._grace_ends - self._clock.monotonic()
+            if left <= 0:
+                raise _PastGrace
+            seconds = min(seconds, left)
+        await self._clock.sleep(seconds)
+
+    def _poll_failed(self, spec: ToolSpec, exc: ToolError, failures: int) -> ToolError | None:
+        """The error a failed poll ends its job with, or None to poll again."""
+        status = exc.status or 0
+        if exc.code == "unknown_job":
+            return _LostJob(spec.id, exc)
+        if not (status == 429 or status >= 500 or exc.code in _UNREACHABLE):
+            return exc
+        if failures >= MAX_POLL_FAILURES:
+            return exc
+        try:
+            self._governor.retry(spec.id)
+        except RetryBudgetExceeded as budget:
+            return ToolError(spec.id, str(budget), code="retry_budget")
+        return None
+
+    # sending and recording
+    async def _transport(
+        self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
+    ) -> list[Any]:
+        try:
+            raws = await target.transport.call(target, [c.input for c in chunk], _Keys(chunk))
+        except BaseException as exc:  # sys.exit() in a tool function ends the run
+            raise escaped(self._drain, exc)  # noqa: B904 - the original is the drain's error
+        if len(raws) != len(chunk):
+            raise ToolError(
+                spec.id,
+                f"returned {len(raws)} results for {len(chunk)} inputs",
+                code="misaligned_batch",
+            )
+        return raws
+
+    def _sent(self, lane: _Lane, requests: list[_Request]) -> None:
+        """Report requests going out: one event for a wave, however many requests it holds
+        (a job kept from an earlier attempt is polled, not sent)."""
+        if lane.target.jobs is not None:
+            requests = [r for r in requests if r.calls[0].job is None]
+        if not requests:
+            return
+        self.stats.requests += len(requests)
+        data = {"tool": lane.spec.id, "size": sum(len(r.calls) for r in requests)}
+        if len(requests) != 1:
+            data["requests"] = len(requests)
+        self._events.emit("batch", provider=lane.target.id, data=data)
+
+    async def _complete(self, spec: ToolSpec, requests: list[_Request]) -> None:
+        """Record the answers of sent requests in one transaction, then settle their calls:
+        a row never goes on with a result the store does not hold."""
+        if not requests:
+            return
+        record = _Record(spec, self._target(spec).in_doubt != "resend", self._cell_limit)
+        ledgered = bool(spec.cost.credits) or self._ledger_all
+        for request in requests:
+            for call, raw in zip(request.calls, request.answers, strict=True):
+                result = record.result(call, raw)
+                entry = self._entry(spec, call, result) if ledgered else None
+                record.add(call, result, entry)
+        try:
+            kept = await self._committer.commit(record.completions, record.failures)
+        except BaseException as exc:  # answered, maybe charged, and not recorded
+            self._abandon(spec, requests, exc, in_doubt=True)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._ledger.settle(spec, sum(r.reserved for r in requests), record.charged)
+        for call, outcome in record.outcomes:
+            if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
+                self.stats.count(spec.id, "live")
+                self.settle(call, FAILED, error=outcome)
+            elif call.key in kept:
+                self.settle(call, ANSWERED, _cached(spec, kept[call.key]))
+            else:
+                self.settle(call, RECORDED, outcome)
+
+    def _entry(self, spec: ToolSpec, call: ToolCall, result: ToolResult) -> LedgerEntry:
+        """The ledger row of a live call: the provider was called, usable result or not."""
+        scope = call.scope
+        return self._ledger.entry(
+            spec,
+            call.key,
+            result.cost,
+            result.found,
+            scope.dataset if scope else None,
+            scope.row_key if scope else None,
+            call.generation,
+            call.column,
+        )
+
+    async def _fail(
+        self, spec: ToolSpec, request: _Request, error: ToolError, *, in_doubt: bool = False
+    ) -> None:
+        """Fail a request's calls: recorded on their receipts when claimed, the budget it
+        reserved given back (a call in doubt keeps its worst case counted). They fail even
+        when the store cannot record it (their receipts' leases then run out)."""
+        try:
+            if request.claimed:
+                rebuy = isinstance(error, _LostJob)
+                await self._committer.commit(
+                    failures=[
+                        Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
+                        for c in request.calls
+                    ]
+                )
+        finally:
+            self._release(spec, request, in_doubt=in_doubt)
+            end = IN_DOUBT if in_doubt else FAILED
+            for call in request.calls:
+                if call.state not in _OVER:
+                    self.settle(call, end, error=error)
+
+    def _release(self, spec: ToolSpec, request: _Request, *, in_doubt: bool) -> None:
+        """Give back a request's reservation (once); the worst case of its calls in doubt
+        stays counted."""
+        self._ledger.release(spec, request.reserved)
+        request.reserved = 0
+        if in_doubt and spec.cost.credits:
+            self._ledger.doubt({c.key: spec.cost.credits for c in request.calls})
+
+    async def _drop(self, spec: ToolSpec, request: _Request) -> None:
+        """Stopping: a request not sent (again) lets go of its receipts and its budget, and
+        its rows stay pending. The release is shielded from the attempt's end, which cancels
+        what is left: a store call cancelled before its thread took it is never made."""
+        self._release(spec, request, in_doubt=False)
+        error = self._drain.error if self._drain.reason == BUDGET else None
+        for call in request.calls:
+            self.settle(call, STOPPED, error=error or asyncio.CancelledError())
+        if request.claimed:
+            keys = [c.key for c in request.calls]
+            await asyncio.shield(self._io(self._store.release_receipts, keys, owner=self._owner))
+
+    # ... -> settled
+    def settle(
+        self,
+        call: ToolCall,
+        end: CallState,
+        result: ToolResult | None = None,
+        *,
+        error: BaseException | None = None,
+    ) -> None:
+        """The one place a call resolves: it ends as ``end`` (``lifecycle.ENDS``) with
+        ``result`` or ``error``, and so, synchronously, do its followers (batching counts
+        stay exact). A call whose waiter gave up (its future cancelled) still settles them."""
+        if call.state is not end:
+            move(call, end)
+        move(call, SETTLED)
         if self._in_flight.get(call.key) is call:
             del self._in_flight[call.key]  # no later call may follow a settled owner
-        if call.future.done():
-            self._settle_followers(call, result, error)
-            return
-        self.progress += 1
+        if not call.future.done():
+            self.progress += 1
+            self._resolve(call, result, error)
+            if call.on_settle is not None:
+                call.on_settle()
+        followers, call.followers = call.followers, []
+        shared = None if result is None else result.with_source("in_flight", cost=0.0)
+        for follower in followers:
+            self.settle(follower, SHARED, shared, error=error)
+
+    def _resolve(
+        self, call: ToolCall, result: ToolResult | None, error: BaseException | None
+    ) -> None:
         if error is None:
             assert result is not None
             call.future.set_result(result)
@@ -464,456 +862,114 @@ class CallExecutor:
                 self.stats.count(call.spec.id, "not_sent")
             else:
                 self._count_failed(call.spec, error)
-        if call.on_settle is not None:
-            call.on_settle()
-        self._settle_followers(call, result, error)
 
-    def _settle_followers(
-        self, call: ToolCall, result: ToolResult | None, error: BaseException | None
-    ) -> None:
-        followers, call.followers = call.followers, []
-        shared = None if result is None else result.with_source("in_flight", cost=0.0)
-        for follower in followers:
-            self._settle(follower, shared, error)
-
-    def _settle_requests(self, requests: Sequence[list[ToolCall]], exc: BaseException) -> None:
-        """Settle every call of ``requests`` with ``exc`` (cancelled when it is no error)."""
-        error = exc if isinstance(exc, Exception) else asyncio.CancelledError()
-        for chunk in requests:
-            for call in chunk:
-                self._settle(call, None, error)
-
-    def _settle_cached(self, call: ToolCall, stored: bytes) -> None:
-        self._settle(call, _cached(call.spec, stored))
-
-    def _stopping(self) -> bool:
-        return self._drain.stopping
-
-    def _stop(self, calls: Sequence[ToolCall]) -> None:
-        """The attempt is stopping: these calls were never sent. Over budget, they fail with
-        the budget's error; otherwise they are cancelled and their rows stay pending."""
-        error = self._drain.error if self._drain.reason == BUDGET else None
-        for call in calls:
-            self._settle(call, None, error or asyncio.CancelledError())
-
-    # one request
-    async def _send(
+    def _abandon(
         self,
         spec: ToolSpec,
-        chunk: list[ToolCall],
+        requests: Sequence[_Request],
+        exc: BaseException,
         *,
-        claimed: bool = False,
-        reserved: int = 0,
-        error: ToolError | None = None,
-    ) -> None:
-        """One request to its end: sent (again) through the gate, retried as
-        ``tools/_retry.py`` says, recorded. ``error`` is how its first send failed."""
-        target = self._target(spec)
-        gate = self._gates[target]
-        sends = 1 if error is not None else 0
-        while True:
-            if error is None:
-                cause = gate.open_cause()
-                if cause is not None:
-                    error = ToolError(spec.id, f"{target.id} {cause}", code="circuit_open")
-                    await self._fail(spec, chunk, error, claimed=claimed)
-                    self._ledger.release(spec, reserved)
-                    return
-                if self._drain.stopping:  # not sent (again): its rows stay pending
-                    await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
-                    return
-                over_budget = False
-                async with one_call(gate):
-                    if self._stopping():  # while it waited for the gate: not sent either
-                        await self._drop(spec, chunk, claimed=claimed, reserved=reserved)
-                        return
-                    if not claimed:
-                        settles = self._ledger.settles
-                        fits, deferred = await self._claim(spec, [chunk])
-                        over_budget = not fits and bool(deferred)
-                        if fits and deferred:  # what does not fit yet goes on alone
-                            self._retrying.spawn(self._send(spec, deferred[0]))
-                        if not over_budget:
-                            [(chunk, reserved)] = fits or [([], 0)]
-                            claimed = True
-                            if not chunk:
-                                return
-                    if not over_budget:
-                        sends += 1
-                        with self._sending():
-                            try:
-                                if target.jobs is None:
-                                    self._sent(spec, target, len(chunk))
-                                    raws = await self._transport(spec, target, chunk)
-                                    gate.succeeded()
-                                    await self._complete(spec, [(chunk, raws, reserved)])
-                                    return
-                                state = await self._submit(spec, target, target.jobs, chunk[0])
-                            except ToolError as exc:
-                                error = exc
-                            else:
-                                gate.succeeded()
-                if over_budget:  # the requests sent may leave room once settled: not in a slot
-                    await self._ledger.settled(settles)
-                    continue
-                if error is None:
-                    # submitted, its job kept on the receipt: polling needs no slot
-                    assert target.jobs is not None
-                    await self._finish_job(spec, target, target.jobs, chunk, state, reserved)
-                    return
-            decision = decide(error, spec, sends)
-            wait = decision.delay
-            if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
-                if (error.status or 0) == 429:
-                    wait = gate.throttled(error.retry_after)
-                try:
-                    self._governor.retry(spec.id)
-                except RetryBudgetExceeded as exc:
-                    exhausted = ToolError(spec.id, str(exc), code="retry_budget")
-                    in_doubt = maybe_charged(error, spec)
-                    await self._fail(spec, chunk, exhausted, claimed=True, in_doubt=in_doubt)
-                    self._release(spec, chunk, reserved, in_doubt=in_doubt)
-                    return
-                await self._clock.sleep(wait)
-                error = None
-                continue
-            if provider_failure(error):
-                gate.failed(_cause(error))
-            in_doubt = decision.verdict is Verdict.FAIL_IN_DOUBT
-            if in_doubt:
-                error = _in_doubt_error(spec, error)
-            await self._fail(spec, chunk, error, claimed=True, in_doubt=in_doubt)
-            self._release(spec, chunk, reserved, in_doubt=in_doubt)
-            return
-
-    def _release(
-        self, spec: ToolSpec, chunk: list[ToolCall], reserved: int, *, in_doubt: bool
-    ) -> None:
-        """A request failed: its reservation is given back, but the worst case of calls in
-        doubt stays counted (the provider may have charged them)."""
-        self._ledger.release(spec, reserved)
-        if in_doubt and spec.cost.credits:
-            self._ledger.doubt({c.key: spec.cost.credits for c in chunk})
-
-    async def _drop(
-        self, spec: ToolSpec, chunk: list[ToolCall], *, claimed: bool, reserved: int
-    ) -> None:
-        """Stopping: a request that is not sent (again) lets go of its receipts and of the
-        budget it reserved; its rows stay pending. The release is shielded: the attempt's end
-        cancels its retries, and a store call cancelled before its thread took it is never
-        made, which left the receipt claimed, in doubt once its lease ran out."""
-        self._ledger.release(spec, reserved)
-        self._stop(chunk)
-        if claimed:
-            keys = [c.key for c in chunk]
-            await asyncio.shield(self._io(self._store.release_receipts, keys, owner=self._owner))
-
-    def _reserve(self, spec: ToolSpec, size: int) -> int | None:
-        """Reserve the worst-case cost of up to ``size`` inputs; returns how many fit (fewer
-        when the budget is nearly spent: the rest wait), 0 when none fits and nothing is in
-        flight (the budget is spent), or None: none fits now, but requests already sent hold
-        their worst case and what they really cost may leave room (an on-hit tool's misses
-        are free)."""
-        allowed = self._ledger.reserve(spec, size)
-        if allowed or not self._ledger.reserved:
-            return allowed
-        return None
-
-    async def _claim(
-        self, spec: ToolSpec, requests: list[list[ToolCall]]
-    ) -> tuple[list[tuple[list[ToolCall], int]], list[list[ToolCall]]]:
-        """Reserve the budget and claim the receipts of requests about to be sent (one
-        transaction, shared with whatever else is claiming now); returns each request's
-        calls to send with the inputs it reserved (requests left with none are dropped), and
-        the requests deferred until the requests sent settle (the budget is nearly spent)."""
-        claims: list[Claim] = []
-        kept: list[list[ToolCall]] = []
-        deferred: list[list[ToolCall]] = []
-        for number, chunk in enumerate(requests):
-            if self._ledger.in_doubt and spec.in_doubt == "resend" and not self._retry_in_doubt:
-                for call in chunk:  # sent again with its key: not paid twice, reserved below
-                    if not call.force:
-                        self._ledger.resolve(call.key)
-            reserved = self._reserve(spec, len(chunk))
-            if reserved is None:  # later, once the requests sent have settled
-                deferred.extend(requests[number:])
-                break
-            if reserved == 0:  # the budget is spent: these and every later call fail
-                error = self._ledger.exceeded(spec, len(chunk))
-                self._drain.stop(BUDGET, error)
-                for call in chunk:
-                    self._settle(call, None, error)
-                continue
-            if reserved < len(chunk):  # the budget fits the first ones now; the rest wait
-                deferred.append(chunk[reserved:])
-                chunk = chunk[:reserved]
-            self._requests += 1
-            request = f"{self._request_prefix}{self._requests}"
-            claims.extend(
-                Claim(
-                    key=c.key,
-                    tool=spec.id,
-                    run_id=self._run_id,
-                    force=c.force,
-                    resend=spec.in_doubt == "resend",
-                    retry_in_doubt=self._retry_in_doubt,
-                    request=request,
-                )
-                for c in chunk
-            )
-            kept.append(chunk)
-        if not claims:
-            return [], deferred
-        try:
-            results = iter(await self._committer.claim(claims))
-        except BaseException:
-            for chunk in kept:
-                self._ledger.release(spec, len(chunk))
-            raise
-        claimed: list[tuple[list[ToolCall], int]] = []
-        for chunk in kept:
-            send: list[ToolCall] = []
-            for call in chunk:
-                claim = next(results)
-                receipt = claim.receipt
-                if claim.outcome in (ClaimOutcome.OWNED, ClaimOutcome.COMPLETED):
-                    self._ledger.resolve(call.key)  # was it in doubt: settled from here on
-                if claim.outcome is ClaimOutcome.OWNED:
-                    call.job = receipt.job
-                    call.generation = receipt.generation
-                    call.resent = claim.resent
-                    send.append(call)
-                elif claim.outcome is ClaimOutcome.COMPLETED:
-                    assert receipt.result is not None
-                    self.answers_likely = True  # a receipt the lookups did not find
-                    self._settle_cached(call, receipt.result)
-                elif claim.outcome is ClaimOutcome.HELD:
-                    self._waits.spawn(self._wait_for(spec, call))
-                else:
-                    self._settle(call, None, _in_doubt_error(spec, receipt.error))
-            if len(send) < len(chunk):
-                self._ledger.release(spec, len(chunk) - len(send))
-            if send:
-                claimed.append((send, len(send)))
-        return claimed, deferred
-
-    async def _wait_for(self, spec: ToolSpec, call: ToolCall) -> None:
-        """Another live worker owns this call: wait for its result, or take over if it dies.
-        A store that announces changes (PostgreSQL) wakes the wait once the receipt is
-        finished; it is looked at anyway, with backoff, to notice a holder that died."""
-        try:
-            deadline = self._clock.monotonic() + self._receipt_wait
-            delay = 0.05
-            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
-                while self._clock.monotonic() < deadline:
-                    await finished.wait(self._clock, delay)
-                    delay = min(delay * 2, _RECEIPT_POLL_MAX)
-                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
-                    if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
-                        assert receipt.result is not None
-                        self._settle_cached(call, receipt.result)
-                        return
-                    if not _held(receipt, self._clock.now()):
-                        break  # failed, released, or its holder is gone: claim it ourselves
-                else:
-                    self._settle(
-                        call,
-                        None,
-                        ReceiptWaitTimeout(
-                            f"Tool {spec.id}: another worker has been executing the same call "
-                            f"for over {self._receipt_wait:g}s. Nothing was written; run again "
-                            "once it has finished, or stop the other worker."
-                        ),
-                    )
-                    return
-            await self._send(spec, [call])
-        except BaseException as exc:
-            if not call.future.done():
-                self._settle(call, None, exc if isinstance(exc, Exception) else None)
-            if not isinstance(exc, Exception):
-                raise
-
-    async def _transport(
-        self, spec: ToolSpec, target: ToolSpec, chunk: list[ToolCall]
-    ) -> list[Any]:
-        try:
-            raws = await target.transport.call(target, [c.input for c in chunk], _Keys(chunk))
-        except BaseException as exc:  # sys.exit() in a tool function ends the run
-            raise escaped(self._drain, exc)  # noqa: B904 - the original is the drain's error
-        if len(raws) != len(chunk):
-            raise ToolError(
-                spec.id,
-                f"returned {len(raws)} results for {len(chunk)} inputs",
-                code="misaligned_batch",
-            )
-        return raws
-
-    def _sent(self, spec: ToolSpec, target: ToolSpec, inputs: int, requests: int = 1) -> None:
-        """Report requests going out: one event for a wave, however many requests it holds."""
-        self.stats.requests += requests
-        data = {"tool": spec.id, "size": inputs}
-        if requests != 1:
-            data["requests"] = requests
-        self._events.emit("batch", provider=target.id, data=data)
-
-    async def _submit(
-        self, spec: ToolSpec, target: ToolSpec, jobs: Jobs, call: ToolCall
-    ) -> JobState:
-        """An async tool call: submit it once and keep its job on the receipt, so a resumed
-        run polls it instead of paying again; a job kept from an earlier attempt is polled."""
-        if call.job is not None:
-            return JobState(done=False, job=loads(call.job))
-        self._sent(spec, target, 1)
-        state = await jobs.submit(target, call.input, call.idempotency_key)
-        if not state.done:
-            call.job = dumps(state.job, what=f"The job of tool {spec.id}")
-            await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
-        return state
-
-    async def _finish_job(
-        self,
-        spec: ToolSpec,
-        target: ToolSpec,
-        jobs: Jobs,
-        chunk: list[ToolCall],
-        state: JobState,
-        reserved: int,
-    ) -> None:
-        """Poll a submitted job until it is done, then record it. Polls are free and safe to
-        repeat; a job the provider no longer knows (``unknown_job``) fails the call, and the
-        next attempt buys it anew. A job that fails to answer its polls was submitted, and so
-        may have been charged: its worst case stays counted against the budget."""
-        failures = 0
-        while not state.done:
-            await self._clock.sleep(jobs.poll_interval)
-            try:
-                state = await jobs.poll(target, state.job)
-            except ToolError as exc:
-                failures += 1
-                status = exc.status or 0
-                transient = status == 429 or status >= 500 or exc.code in _UNREACHABLE
-                error: ToolError | None = None
-                if exc.code == "unknown_job":
-                    error = _LostJob(spec.id, exc)
-                elif not transient or failures >= MAX_POLL_FAILURES:
-                    error = exc  # the job stays on the receipt: a resume polls it again
-                else:
-                    try:
-                        self._governor.retry(spec.id)
-                    except RetryBudgetExceeded as budget:
-                        error = ToolError(spec.id, str(budget), code="retry_budget")
-                if error is not None:
-                    await self._fail(spec, chunk, error, claimed=True)
-                    self._release(spec, chunk, reserved, in_doubt=True)
-                    return
-                await self._clock.sleep(exc.retry_after or 0.25 * 2 ** (failures - 1))
-        await self._complete(spec, [(chunk, [state.result], reserved)])
-
-    # recording
-    async def _complete(
-        self, spec: ToolSpec, requests: list[tuple[list[ToolCall], list[Any], int]]
-    ) -> None:
-        """Record the answers of sent requests in one transaction, then settle their calls."""
-        if not requests:
-            return
-        completions: list[Completion] = []
-        failures: list[Failure] = []
-        outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
-        charged: list[LedgerEntry] = []  # settled with the inputs reserved, all at once
-        # A tool that costs nothing leaves no ledger row (unless every call is asked for):
-        # its calls are counted by the batch events; an on-hit tool's misses do, for hit rates.
-        ledgered = bool(spec.cost.credits) or self._ledger_all
-        # An answer that cannot be kept was paid for. A provider that recognises the call's
-        # idempotency key answers it again for free (so a retry with a larger cell limit gets
-        # it); one that does not charges again, so a retry is a new purchase, with a new key
-        # and its own ledger row.
-        rebuy = self._target(spec).in_doubt != "resend"
-        what = f"The result of tool {spec.id}"
-        for chunk, raws, _ in requests:
-            for call, raw in zip(chunk, raws, strict=True):
-                result = ToolResult(
-                    tool=spec.id,
-                    data=raw,
-                    execution=_LIVE,
-                    outputs=spec.outputs,
-                    lists=spec.lists,
-                )
-                result.cost = spec.cost.charged(result.found)
-                scope = call.scope
-                # the provider was called: the ledger records it even if the result is unusable
-                entry = None
-                if ledgered:
-                    entry = self._ledger.entry(
-                        spec,
-                        call.key,
-                        result.cost,
-                        result.found,
-                        scope.dataset if scope else None,
-                        scope.row_key if scope else None,
-                        call.generation,
-                        call.column,
-                    )
-                    charged.append(entry)
-                try:
-                    stored = dumps(result.to_json(), what=what)
-                except PlayDefinitionError as exc:
-                    error = ToolError(spec.id, str(exc), code="invalid_result")
-                    failures.append(
-                        Failure(call.key, redact(str(error)), charge=entry, rebuy=rebuy)
-                    )
-                    outcomes.append((call, error))
-                    continue
-                if len(stored) > self._cell_limit:  # paid, but not kept: the cell fails
-                    error = ToolError(spec.id, too_large(len(stored), self._cell_limit),
-                                      code="too_large")  # fmt: skip
-                    failures.append(
-                        Failure(call.key, redact(str(error)), charge=entry, rebuy=rebuy)
-                    )
-                    outcomes.append((call, error))
-                    continue
-                completions.append(Completion(call.key, stored, entry))
-                outcomes.append((call, result))
-        kept = await self._committer.commit(completions, failures)
-        self._ledger.settle(spec, sum(reserved for _, _, reserved in requests), charged)
-        for call, outcome in outcomes:
-            if isinstance(outcome, ToolError):  # answered, unusable: a live call that failed
-                self.stats.count(spec.id, "live")
-                self._settle(call, None, outcome)
-            elif call.key in kept:
-                self._settle_cached(call, kept[call.key])
-            else:
-                self._settle(call, outcome)
-
-    async def _fail(
-        self,
-        spec: ToolSpec,
-        chunk: list[ToolCall],
-        error: ToolError,
-        *,
-        claimed: bool,
         in_doubt: bool = False,
     ) -> None:
-        if claimed:
-            rebuy = isinstance(error, _LostJob)
-            await self._committer.commit(
-                failures=[
-                    Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
-                    for c in chunk
-                ]
-            )
-        for call in chunk:
-            self._settle(call, None, error)
+        """Settle the calls of ``requests`` not settled yet with ``exc`` and give back their
+        budget: stopped when it is no error (a cancellation), else failed, or in doubt when
+        the provider may have charged them (their worst case stays counted)."""
+        stopped = not isinstance(exc, Exception)
+        error = asyncio.CancelledError() if stopped else exc
+        end = STOPPED if stopped else IN_DOUBT if in_doubt else FAILED
+        for request in requests:
+            self._release(spec, request, in_doubt=in_doubt)
+            for call in request.calls:
+                if call.state not in _OVER:
+                    self.settle(call, end, error=error)
 
+    def refused_input(self, spec: ToolSpec, error: PlayDefinitionError) -> ToolError:
+        """A call whose input cannot be sent (not JSON: a set, an object, nesting past 254
+        levels): it fails, counted with the calls that failed, and is never sent."""
+        refused = ToolError(spec.id, f"its input cannot be sent: {error}", code="invalid_input")
+        self._count_failed(spec, refused)
+        return refused
+
+    def _count_failed(self, spec: ToolSpec, error: BaseException) -> None:
+        """A failed call in the stats: by tool (refused ones too), and by cause."""
+        self.stats.count(spec.id, "failed")
+        if _refused(error):
+            per = self.stats.by_tool[spec.id]
+            per["refused"] = per.get("refused", 0) + 1
+        cause = _cause(error)
+        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+
+    # the attempt's end
     async def settle_in_flight(self) -> None:
-        """Wait for every request already sent to finish and be recorded (a stop)."""
+        """A stop: wait for every request already sent to be recorded, and for the async
+        jobs submitted to end (for at most ``JOB_GRACE`` seconds: the rest are polled on
+        resume, counted in doubt meanwhile)."""
         await self._sending.idle()
+        if self._grace_ends is None:
+            self._grace_ends = self._clock.monotonic() + JOB_GRACE
+        await self._polling.idle()
 
     async def close(self) -> None:
-        """The attempt ends: stop retrying, and waiting for receipts other workers hold
-        (their calls' rows stay pending)."""
-        await self._lane_tasks.close()
-        await self._retrying.close()
-        await self._waits.close()
+        """The attempt ends: stop retrying, polling and waiting for receipts other workers
+        hold (their calls' rows stay pending)."""
+        await self._tasks.close()
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """Calls sent together in one request (one async job: a single call)."""
+
+    calls: list[ToolCall]
+    reserved: int = 0  # inputs whose worst case the budget holds for it
+    claimed: bool = False  # its receipts are this worker's
+    sends: int = 0
+    maybe_charged: bool = False  # a send failed after it may have been charged
+    answers: list[Any] = field(default_factory=list)  # the provider's, one per call
+
+
+class _Record:
+    """The results of answered requests as one commit: completions, failures (an answer
+    that cannot be kept was still paid for), ledger entries, and each call's outcome."""
+
+    def __init__(self, spec: ToolSpec, rebuy: bool, cell_limit: int) -> None:
+        self._spec = spec
+        # A provider that recognises the call's idempotency key answers it again for free;
+        # one that does not charges again, so a retry is a new purchase with a new key.
+        self._rebuy = rebuy
+        self._cell_limit = cell_limit
+        self._what = f"The result of tool {spec.id}"
+        self.completions: list[Completion] = []
+        self.failures: list[Failure] = []
+        self.charged: list[LedgerEntry] = []
+        self.outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
+
+    def result(self, call: ToolCall, raw: Any) -> ToolResult:
+        spec = self._spec
+        result = ToolResult(
+            tool=spec.id, data=raw, execution=_LIVE, outputs=spec.outputs, lists=spec.lists
+        )
+        result.cost = spec.cost.charged(result.found)
+        return result
+
+    def add(self, call: ToolCall, result: ToolResult, entry: LedgerEntry | None) -> None:
+        if entry is not None:
+            self.charged.append(entry)
+        spec = self._spec
+        try:
+            stored = dumps(result.to_json(), what=self._what)
+        except PlayDefinitionError as exc:
+            self._unusable(call, ToolError(spec.id, str(exc), code="invalid_result"), entry)
+            return
+        if len(stored) > self._cell_limit:  # paid, but not kept: the cell fails
+            message = too_large(len(stored), self._cell_limit)
+            self._unusable(call, ToolError(spec.id, message, code="too_large"), entry)
+            return
+        self.completions.append(Completion(call.key, stored, entry))
+        self.outcomes.append((call, result))
+
+    def _unusable(self, call: ToolCall, error: ToolError, entry: LedgerEntry | None) -> None:
+        self.failures.append(Failure(call.key, redact(str(error)), charge=entry, rebuy=self._rebuy))
+        self.outcomes.append((call, error))
 
 
 class _Held:
@@ -936,16 +992,23 @@ class _Held:
 class _Lane:
     """A tool's requests waiting for its gate, and the pump that sends them."""
 
-    requests: deque[list[ToolCall]] = field(default_factory=deque)
+    spec: ToolSpec
+    target: ToolSpec  # the tool whose requests carry them (a batch tool's ``via``)
+    gate: RateGate
+    requests: deque[_Request] = field(default_factory=deque)
     pump: asyncio.Task[None] | None = None
 
 
-def _take(requests: deque[list[ToolCall]], count: int) -> list[list[ToolCall]]:
+def _take(requests: deque[_Request], count: int) -> list[_Request]:
     return [requests.popleft() for _ in range(count)]
 
 
-class _Sending:
-    """How many requests are between their claim and their record; a stop waits for none."""
+class _PastGrace(Exception):
+    """A stop's grace for async jobs is over: the job is polled on resume."""
+
+
+class _Count:
+    """How many are in a stage (requests sent, jobs polled); ``idle`` waits for none."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -1022,6 +1085,13 @@ def _held(receipt: Receipt | None, now: float) -> bool:
         receipt is not None
         and receipt.status is ReceiptStatus.RUNNING
         and lease_live(receipt.owner, receipt.lease_until, now)
+    )
+
+
+def _wait_timeout(spec: ToolSpec, wait: float) -> ReceiptWaitTimeout:
+    return ReceiptWaitTimeout(
+        f"Tool {spec.id}: another worker has been executing the same call for over {wait:g}s. "
+        "Nothing was written; run again once it has finished, or stop the other worker."
     )
 
 

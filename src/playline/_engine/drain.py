@@ -11,11 +11,26 @@ lost to another attempt, or play code that raised ``SystemExit``, ``KeyboardInte
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TypeVar
 
 from ..errors import PlaylineError
 from .suspension import Suspension
 
-__all__ = ["BUDGET", "EXITED", "LEASE_LOST", "STOPPED", "YIELD", "Drain", "Escaped", "escaped"]
+T = TypeVar("T")
+
+__all__ = [
+    "BUDGET",
+    "EXITED",
+    "LEASE_LOST",
+    "STOP",
+    "STOPPED",
+    "YIELD",
+    "Drain",
+    "Escaped",
+    "Stopped",
+    "escaped",
+]
 
 BUDGET = "budget"
 STOPPED = "stopped"
@@ -31,6 +46,7 @@ class Drain:
         self.reason: str | None = None
         self.error: BaseException | None = None  # what the attempt fails with, if it fails
         self._stopped: asyncio.Event | None = None
+        self._interrupts: set[Callable[[], None]] = set()
 
     @property
     def stopping(self) -> bool:
@@ -42,6 +58,34 @@ class Drain:
             self.error = error
             if self._stopped is not None:
                 self._stopped.set()
+            for interrupt in list(self._interrupts):
+                interrupt()
+
+    async def until_stop(self, waiting: Awaitable[T]) -> T | Stopped:
+        """``waiting``'s result, or ``STOP`` if the attempt stops first (the wait is
+        cancelled, as ``asyncio.timeout`` cancels one: no task of its own)."""
+        if self.reason is not None:
+            if isinstance(waiting, Coroutine):
+                waiting.close()
+            return STOP
+        task = asyncio.current_task()
+        assert task is not None
+        interrupted = False
+
+        def interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            task.cancel()
+
+        self._interrupts.add(interrupt)
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            if interrupted and task.uncancel() == 0:
+                return STOP
+            raise
+        finally:
+            self._interrupts.discard(interrupt)
 
     async def wait(self) -> str:
         if self.reason is None:
@@ -50,6 +94,13 @@ class Drain:
             await self._stopped.wait()
         assert self.reason is not None
         return self.reason
+
+
+class Stopped:
+    """What ``Drain.until_stop`` returns when the attempt stopped first."""
+
+
+STOP = Stopped()
 
 
 class Escaped(PlaylineError):

@@ -100,6 +100,14 @@ class Ledger:
             ledger._reserved += each * allowed
         return allowed
 
+    def waits(self, spec: ToolSpec) -> bool:
+        """Whether a call to ``spec`` must wait for the requests in flight to settle: no
+        budget has room for its worst case now, and what is in flight may leave some."""
+        each = _exact(spec.cost.credits)
+        if each <= 0 or not self._reserved:
+            return False
+        return any((room := ledger._room()) is not None and room < each for ledger in self._chain())
+
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
         """The error for ``calls`` refused: it names the budget that refused them."""
         limited = [ledger for ledger in self._chain() if ledger.max_credits is not None]

@@ -219,6 +219,8 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     credits = f"{stats.credits:g} credits"
     if attempt_credits is not None and round(attempt_credits, 6) != round(stats.credits, 6):
         credits += f" ({attempt_credits:g} in this attempt)"
+    if stats.credits_in_doubt:
+        credits += f", {stats.credits_in_doubt:g} more in doubt (may have been charged)"
     pending = f", {stats.rows_pending} pending (a resume runs them)" if stats.rows_pending else ""
     return (
         f"{stats.rows} rows: {stats.rows_executed} run, {stats.rows_reused} reused, "

@@ -9,8 +9,9 @@ A receipt (keyed by a call's content) moves through::
 
 A claim of a receipt in doubt sends it again only under the same idempotency key (``resend``:
 the provider recognises the repeat), or as a new purchase when the caller asks for one
-(``force``, once per run; ``retry_in_doubt``: a new generation, a new key). Otherwise the
-claim answers IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
+(``force``, once per run; ``retry_in_doubt``: a new generation, a new key). Short of those, an
+async job the provider accepted is polled again: a poll is free. Otherwise the claim answers
+IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
 
 A run is held by one attempt at a time, under a lease its holder renews.
 """
@@ -102,6 +103,8 @@ def decide_claim(
             resent = True  # the same key: the provider answers the first request again
         elif claim.retry_in_doubt:
             generation += 1
+        elif existing.job is not None:
+            resent = True  # a job the provider accepted: polled, which never pays again
         else:
             doubt = replace(
                 existing,

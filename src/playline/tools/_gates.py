@@ -71,6 +71,7 @@ class RateGate(Protocol):
     def concurrency(self) -> int: ...
     async def acquire(self, wanted: int) -> int: ...
     def release(self, count: int) -> None: ...
+    def refund(self, count: int) -> None: ...
     def wait_time(self) -> float: ...
     def throttled(self, retry_after: float | None) -> float: ...
     def succeeded(self) -> None: ...
@@ -129,6 +130,14 @@ class RateLimiter:
                     await self._clock.sleep(max((1 - self._tokens) / self.per_second, 1e-4))
         finally:
             self.waiting -= 1
+
+    def refund(self, count: int) -> None:
+        """Put back ``count`` tokens taken for requests that were not sent. A token is only
+        ever spent by a request, so the bucket keeps its promise; none while paused (the
+        pause earns nothing)."""
+        if count > 0 and self._paused_until <= self._clock.monotonic():
+            self._refill()
+            self._tokens = min(float(self.burst), self._tokens + count)
 
     def wait_time(self) -> float:
         """Seconds until a token is free (0 when one is)."""
@@ -201,6 +210,12 @@ class ToolGate:
     def release(self, count: int) -> None:
         self.in_flight -= count
         self._slots.release(count)
+
+    def refund(self, count: int) -> None:
+        """``count`` calls let through were not sent (another worker holds their receipts, or
+        the budget deferred them): their rate tokens go back. ``release`` their slots too."""
+        if self.limiter:
+            self.limiter.refund(count)
 
     # learning from answers (the rules: _learning.py)
     def _learned(self, tuning: Tuning) -> None:

@@ -88,6 +88,8 @@ class SharedToolGate:
         self._tasks: set[asyncio.Task[Any]] = set()  # background writes, leases given back
         self._to_release = 0
         self._flushing: asyncio.Task[None] | None = None
+        self._to_refund = 0  # tokens of calls not sent, to put back in the store's bucket
+        self._refunding: asyncio.Task[None] | None = None
         self._renewing: asyncio.Task[None] | None = None
         self._leasing = 0
         self.in_flight = 0
@@ -140,6 +142,27 @@ class SharedToolGate:
         self._slots_done(count)
         if not self.in_flight and self._renewing is not None:
             self._renewing.cancel()
+
+    def refund(self, count: int) -> None:
+        """``count`` calls let through were not sent (another process holds their receipts,
+        or the budget deferred them): their tokens go back to the shared bucket, written in
+        the background. Processes racing for the same calls spend the rate of one."""
+        if count > 0 and self.rate is not None:
+            self._to_refund += count
+            if self._refunding is None or self._refunding.done():
+                self._refunding = self._spawn(self._refund())
+
+    async def _refund(self) -> None:
+        while self._to_refund:
+            count, self._to_refund = self._to_refund, 0
+            now = self._now()
+            store = self._store()
+            try:
+                state = await StoreIO(store)(store.tune_gate, self.key, _refunded(count, now))
+            except PlaylineError:
+                return  # those tokens are lost: the gate is only slower for a moment
+            if state is not None:
+                self._saw(state, self._now())
 
     def _slots_done(self, count: int) -> None:
         """``count`` calls under the shared cap no longer count (written in the background)."""
@@ -364,6 +387,19 @@ class SharedToolGate:
     def open_cause(self) -> str | None:
         """Why calls to this tool fail at once now (its breaker is open), else None."""
         return self._breaker.open_cause()
+
+
+def _refunded(count: int, now: float) -> Callable[[GateState], GateState | None]:
+    """``count`` tokens back in a gate's bucket at ``now``: never past its burst, and none
+    during a pause (the pause earns nothing)."""
+
+    def refund(gate: GateState) -> GateState | None:
+        if gate.rate <= 0 or gate.paused_until > now:
+            return None
+        tokens = min(float(gate.burst), gate.available(now) + count)
+        return replace(gate, tokens=tokens, stamp=max(gate.stamp, now))
+
+    return refund
 
 
 def _tuning(gate: GateState, local_cap: int = 0) -> Tuning:
