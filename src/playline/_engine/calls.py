@@ -296,11 +296,7 @@ class CallExecutor:
     async def _look_up(self, calls: list[ToolCall]) -> None:
         """Answer the calls that completed receipts answer (one lookup). A refreshed call
         whose receipt is older than its refresh is bought again (``force``)."""
-        asked = [
-            c
-            for c in calls
-            if not c.force and (self.answers_likely or c.fresh_since)
-        ]
+        asked = [c for c in calls if not c.force and (self.answers_likely or c.fresh_since)]
         found = await self.find_answers([c.key for c in asked]) if asked else {}
         for call in calls:
             answer = None if call.force else found.get(call.key)
