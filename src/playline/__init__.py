@@ -6,7 +6,7 @@ twice; runs that resume where they stopped. See README.md and docs/.
 
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
-from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, RowFailed
+from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats
 from ._engine.boundaries import FetchResponse
 from ._limits import Limits
 from ._plan import ColumnPlan, Plan, ToolPlan, aplan, plan
@@ -22,6 +22,7 @@ from .errors import (
     PlayDefinitionError,
     PlaylineError,
     ReceiptWaitTimeout,
+    RowFailed,
     SecretLeakError,
     StoreError,
     ToolError,

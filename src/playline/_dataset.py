@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._arity import takes_ctx
 from ._csv import CsvRows
-from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError, RowFailed
+from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
@@ -23,7 +23,7 @@ from .store import RowRecord, Store, use_store
 if TYPE_CHECKING:
     from ._engine.attempt import Attempt
 
-__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "RowFailed", "revive"]
+__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "revive"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

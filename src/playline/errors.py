@@ -11,6 +11,7 @@ Every error Playline raises is a ``PlaylineError``; catch that to catch them all
      ├── GovernanceError          a governance counter (depth, recursion, counts) hit its limit
      ├── ReceiptWaitTimeout       another worker holds a receipt longer than we may wait
      ├── EventTimeout             ctx.wait_for_event(key, timeout=...) ran out of time
+     ├── RowFailed                a row failed in a dataset run with on_row_error="raise"
      └── StoreError               the store cannot be opened, read or written
 
 Errors carry their context (play, dataset, row key, column, tool) as attributes and their
@@ -27,6 +28,7 @@ __all__ = [
     "PlayDefinitionError",
     "PlaylineError",
     "ReceiptWaitTimeout",
+    "RowFailed",
     "SecretLeakError",
     "StoreError",
     "ToolError",
@@ -117,6 +119,20 @@ class EventTimeout(PlaylineError):
         super().__init__(
             f"No event {key!r} arrived within {timeout:g}s. Catch pl.EventTimeout to go on "
             "without it, or send it with pl.send_event / `playline event send`."
+        )
+
+
+class RowFailed(PlaylineError):
+    """A row failed and the dataset was run with ``on_row_error="raise"``."""
+
+    def __init__(self, dataset: str, row_key: str, column: str, error: BaseException) -> None:
+        self.dataset = dataset
+        self.row_key = row_key
+        self.column = column
+        super().__init__(
+            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: "
+            f"{full_stop(str(error))} "
+            'Use on_row_error="record" to record failed rows and let the others finish.'
         )
 
 

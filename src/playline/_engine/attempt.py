@@ -422,9 +422,6 @@ class Attempt:
         )
         if scope is None:
             return self._direct(call)
-        if scope.collect is not None and not force and call.fresh_since is None:
-            scope.collect.append(call)  # its row's group looks its receipt up (datasets.py)
-            return call.future
         return self.dispatcher.submit(call, scope)
 
     def _refreshed(self, scope: Any) -> float | None:

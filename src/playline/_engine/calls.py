@@ -126,7 +126,6 @@ class ToolCall:
     generation: int = 1
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
-    looked_up: bool = False  # its row's group found no receipt, or left it to the claim
     state: CallState = QUEUED  # where it is in its life (lifecycle.py)
 
     @property
@@ -297,11 +296,7 @@ class CallExecutor:
     async def _look_up(self, calls: list[ToolCall]) -> None:
         """Answer the calls that completed receipts answer (one lookup). A refreshed call
         whose receipt is older than its refresh is bought again (``force``)."""
-        asked = [
-            c
-            for c in calls
-            if not c.force and not c.looked_up and (self.answers_likely or c.fresh_since)
-        ]
+        asked = [c for c in calls if not c.force and (self.answers_likely or c.fresh_since)]
         found = await self.find_answers([c.key for c in asked]) if asked else {}
         for call in calls:
             answer = None if call.force else found.get(call.key)
@@ -317,17 +312,6 @@ class CallExecutor:
         found = await self._io(self._store.find_answers, keys)
         self.answers_likely = bool(found)
         return found
-
-    @property
-    def answers_groups(self) -> bool:
-        """Whether calls may be answered by ``answer_from`` (a plan counts every call)."""
-        return self._planner is None
-
-    def answer_from(self, call: ToolCall, stored: bytes) -> ToolResult:
-        """The result of ``call`` from its completed receipt (a row group's lookup)."""
-        result = _cached(call.spec, stored)
-        self.settle(call, ANSWERED, result)
-        return result
 
     # the lanes: one per tool, its requests sent in waves
     def _enqueue(

@@ -7,6 +7,10 @@ future), the row parks on that future; the rows whose calls settle in one turn o
 ``async def`` resolver) gets a task. So a million pure rows cost a loop, and a row waiting
 on a batched call costs neither a task nor a callback of its own.
 
+Rows run one way: as a group, possibly of one (``_run``). A cell is set one way (``_set``),
+and rows are recorded one way (``_record``). Cells set in one pass that say the same share
+one metadata dict, so rows recorded together encode their cells once, as one page.
+
 Events: each cell's final status is reported once. Cells set in the step that finishes their
 row ride in the row's event (``data["cells"]``): nobody could have seen them change apart.
 Cells set before the row parks on a call get a cell event each when it parks. What is queued
@@ -29,7 +33,7 @@ import functools
 import inspect
 import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import GeneratorType
 from typing import Any, Literal, Protocol
 
@@ -41,13 +45,13 @@ from ..errors import (
     EventTimeout,
     PlayDefinitionError,
     PlaylineError,
+    RowFailed,
     SecretLeakError,
     ToolError,
-    full_stop,
 )
 from ..store import CellMeta, RowPage, RowRecord, Store, StoreIO
 from ..tools import ToolResult
-from .calls import CallExecutor, ToolCall, too_large
+from .calls import CallExecutor, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
 from .rows import KeySpec, as_row, row_key_function
@@ -55,7 +59,7 @@ from .scope import RowScope, current_row
 from .suspension import Suspension
 from .taskgroups import unwrapped
 
-__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError", "RowFailed"]
+__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError"]
 
 OnRowError = Literal["record", "raise"]
 # keys refused: (recorded as, why, what to do)
@@ -79,20 +83,6 @@ ROWS_PER_EVENT = 500  # completed rows reported in one "rows" event
 REPORT_AFTER = 0.05  # seconds a completed row may wait to be reported with others
 
 
-class RowFailed(PlaylineError):
-    """A row failed and the dataset was run with ``on_row_error="raise"``."""
-
-    def __init__(self, dataset: str, row_key: str, column: str, error: BaseException) -> None:
-        self.dataset = dataset
-        self.row_key = row_key
-        self.column = column
-        super().__init__(
-            f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: "
-            f"{full_stop(str(error))} "
-            'Use on_row_error="record" to record failed rows and let the others finish.'
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class Column:
     name: str
@@ -100,10 +90,10 @@ class Column:
     takes_ctx: bool
     when: Callable[[Mapping[str, Any]], Any] | None
     else_value: Any
+    hidden: bool = field(init=False)  # not stored: its name starts with "_"
 
-    @property
-    def hidden(self) -> bool:
-        return self.name.startswith("_")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden", self.name.startswith("_"))
 
 
 @dataclass(kw_only=True)
@@ -251,37 +241,7 @@ class DatasetRun:
                     if self._over_budget():  # the rest wait for a resume
                         self._pending += len(chunk)
                         continue
-                    fresh = []
-                    for row in chunk:
-                        if row[1] not in seen:
-                            seen.add(row[1])
-                            fresh.append(row)
-                    self.stats.rows_duplicate += len(chunk) - len(fresh)
-                    done = (
-                        await self._io(
-                            rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh]
-                        )
-                        if rt.resuming
-                        else {}
-                    )
-                    todo = self._admit(fresh, done)
-                    while todo:
-                        if self._over_budget():
-                            self._pending += len(todo)
-                            break
-                        room = rt.row_window - self._active
-                        if room <= 0:
-                            rt.dispatcher.exit_row()
-                            # refill in bulk: rows admitted together queue their calls
-                            # together, so the next pass is big, not one call per row
-                            await self._until(lambda: self._active <= rt.row_window // 2)
-                            rt.dispatcher.enter_row()
-                            self._check_fatal()  # _until returns at once after a fatal error
-                            continue
-                        self._check_fatal()
-                        group, todo = todo[:room], todo[room:]
-                        self._start(group)
-                        self._check_fatal()
+                    await self._feed_chunk(chunk, seen)
                     await self._keep_up()
                 feeding = False
                 rt.dispatcher.exit_row()
@@ -300,6 +260,41 @@ class DatasetRun:
             self.stats.rows_pending = self._active + self._pending  # left for a resume
             self._report_done()
             await self._flush()
+
+    async def _feed_chunk(
+        self, chunk: list[tuple[int, str, dict[str, Any]]], seen: set[str]
+    ) -> None:
+        """Start a chunk's rows (not those ``seen`` before) as the window makes room."""
+        rt = self.rt
+        fresh = []
+        for row in chunk:
+            if row[1] not in seen:
+                seen.add(row[1])
+                fresh.append(row)
+        self.stats.rows_duplicate += len(chunk) - len(fresh)
+        done = (
+            await self._io(rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh])
+            if rt.resuming
+            else {}
+        )
+        todo = self._admit(fresh, done)
+        while todo:
+            if self._over_budget():
+                self._pending += len(todo)
+                break
+            room = rt.row_window - self._active
+            if room <= 0:
+                rt.dispatcher.exit_row()
+                # refill in bulk: rows admitted together queue their calls
+                # together, so the next pass is big, not one call per row
+                await self._until(lambda: self._active <= rt.row_window // 2)
+                rt.dispatcher.enter_row()
+                self._check_fatal()  # _until returns at once after a fatal error
+                continue
+            self._check_fatal()
+            group, todo = todo[:room], todo[room:]
+            self._start(group)
+            self._check_fatal()
 
     def _admit(
         self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]
@@ -363,10 +358,7 @@ class DatasetRun:
 
     # rows
     def _start(self, group: list[tuple[int, str, dict[str, Any]]]) -> None:
-        """Run a group of rows column by column: a column's resolver for every row, then the
-        next column. A row whose resolver returns something to wait for (a queued tool call,
-        a coroutine) leaves the group there and goes on alone when it settles; the rows that
-        never wait finish together, in one progress event."""
+        """Run a group of rows column by column (``_run``)."""
         self.stats.rows_executed += len(group)
         self._active += len(group)
         self.rt.dispatcher.enter_rows(len(group))
@@ -374,156 +366,66 @@ class DatasetRun:
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
-        self._run(live, 0, set())
+        self._run(live, 0)
 
-    def _run(self, live: list[RowScope], start: int, bespoke: set[int] | None) -> None:
-        """Run ``live`` rows column by column from column ``start`` (see ``_start``).
+    def _run(self, live: list[RowScope], start: int) -> None:
+        """Run ``live`` rows column by column from column ``start``: a column's resolver for
+        every row, then the next column. A group may be of one row.
 
-        A resolver's tool call (``ctx.tool``, returned as the cell's value) is not queued at
-        once: the group's calls of a column are looked up in the receipts together
-        (``_answer``), the answered rows go on together, and only the others are queued.
-
-        ``bespoke``: the ids of the rows whose cells so far are their own; the others hold
-        the same cells, one metadata dict a column (this pass's plain ones, and one result's
-        that _set_results shared), which _record_together encodes once. None: every row's
-        cells are its own. Each pass has a set of its own: a row that waits keeps it
-        (``RowScope.shares``), and the rows that waited from one pass in one column go on
-        together (``_go_on``), their cells still shared."""
-        ctx = self.rt.ctx
-        collecting = self.rt.executor.answers_groups
-        made: list[ToolCall] = []  # one list lent to each row in turn, replaced once used
+        A row whose resolver returns something to wait for (a queued tool call, a coroutine)
+        leaves the group there; it goes on with the rows whose calls settle in the same turn
+        of the loop (``_go_on``). A row whose cell fails is finished alone. The rows that
+        never wait finish together, recorded and reported at once."""
         for position in range(start, len(self.columns)):
             if not live:
                 return
-            column = self.columns[position]
-            plain: CellMeta = {"status": "completed", "updated_at": self.rt.clock.now()}
-            name, resolver, when, takes_ctx = (
-                column.name,
-                column.resolver,
-                column.when,
-                column.takes_ctx,
-            )
-            visible = not column.hidden
-            still: list[RowScope] = []
-            looked: list[tuple[RowScope, ToolCall]] = []
-            for row in live:
-                token = current_row.set(row)
-                try:
-                    row.column = name
-                    try:
-                        if when is not None and not self._runs(row, column, row.view):
-                            if bespoke is not None:
-                                bespoke.add(id(row))
-                            still.append(row)
-                            continue
-                        row.collect = made if collecting else None  # the resolver's calls
-                        value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
-                    except Exception as exc:
-                        if made:
-                            calls, made = made, []
-                            self._queue(row, calls)  # sent as made, though the row failed
-                        if self._failed(row, column, exc):
-                            self._finish(row)
-                        continue
-                    finally:
-                        row.collect = None
-                    if made:
-                        calls, made = made, []
-                        if len(calls) == 1 and value is calls[0].future:
-                            looked.append((row, calls[0]))
-                            continue
-                        self._queue(row, calls)  # more than a call to look up alone
-                    if type(value) not in _PLAIN and _awaitable(value):
-                        self._park(row, position, value, bespoke)
-                        continue
-                    if row.results or row.notes or type(value) is ToolResult:
-                        self._set(row, column, value)
-                        if bespoke is not None:
-                            bespoke.add(id(row))
-                    else:  # a plain value: the common case, kept lean
-                        row.values[name] = value
-                        row.cells[name] = plain
-                        if visible:
-                            row.unreported.append(name)
-                    still.append(row)
-                finally:
-                    current_row.reset(token)
-            if looked:
-                self._look_up(position, looked, bespoke)
-            live = still
-        if live:  # the rows that never waited: recorded and reported together
-            self._record_together(live, bespoke)
+            live = self._column(live, position)
+        if live:
+            self._record(live)
             self._finished(len(live))
 
-    # a group's calls, looked up in the receipts before any is queued
-    def _queue(self, row: RowScope, calls: list[ToolCall]) -> None:
-        for call in calls:
-            self.rt.dispatcher.submit(call, row)
-
-    def _look_up(
-        self, position: int, looked: list[tuple[RowScope, ToolCall]], bespoke: set[int] | None
-    ) -> None:
-        """Find the receipts of a group's calls of column ``position`` in one lookup; when
-        the last lookup found none (a first run), queue them at once: their claims say which
-        receipts there are, and a claim that finds one turns the lookups on again."""
-        if not self.rt.executor.answers_likely:
-            for row, call in looked:
-                self._park_call(row, position, call, bespoke, looked_up=True)
-            return
-        assert self._tasks is not None
-        self.rt.dispatcher.hold_rows(len(looked))
-        self._tasks.create_task(self._answer(position, looked, bespoke))
-
-    def _park_call(
-        self,
-        row: RowScope,
-        position: int,
-        call: ToolCall,
-        bespoke: set[int] | None,
-        *,
-        looked_up: bool,
-    ) -> None:
-        """Queue the row's call (``looked_up``: its receipt was looked for already, or will
-        be by its claim); the row goes on from column ``position`` when it settles, with the
-        rows of its pass (``bespoke``'s) that wait there too."""
-        call.looked_up = looked_up
-        row.shares = _shares(row, bespoke)
-        self._report_cells(row)  # it waits for its call, as _park reports
-        self.rt.dispatcher.submit(
-            call, row, then=functools.partial(self._arrived, row, position, call.future)
-        )
-
-    async def _answer(
-        self, position: int, looked: list[tuple[RowScope, ToolCall]], bespoke: set[int] | None
-    ) -> None:
-        """The rows whose calls receipts answer go on together from the next column, their
-        cells ``cached``; the others' calls are queued (marked looked up: not looked up
-        again) and each row waits for its own, as a call queued at once would have."""
-        dispatcher, executor = self.rt.dispatcher, self.rt.executor
+    def _column(self, live: list[RowScope], position: int) -> list[RowScope]:
+        """Run column ``position`` for every row of ``live``; return the rows that go on."""
+        ctx, now = self.rt.ctx, self.rt.clock.now()
         column = self.columns[position]
-        try:
-            looked_up = True
+        name, resolver, when, takes_ctx = (
+            column.name,
+            column.resolver,
+            column.when,
+            column.takes_ctx,
+        )
+        visible = not column.hidden
+        # the pass's cells that say the same share one metadata dict (see _set)
+        metas: dict[tuple[Any, ...], CellMeta] = {}
+        plain = metas[_PLAIN_CELL] = {"status": "completed", "updated_at": now}
+        still: list[RowScope] = []
+        for row in live:
+            token = current_row.set(row)
             try:
-                found = await executor.find_answers([call.key for _, call in looked])
-            except PlaylineError:  # queued as they are, their execution meets the error
-                found, looked_up = {}, False
+                row.column = name
+                try:
+                    if when is not None and not self._runs(row, column, now, metas):
+                        still.append(row)
+                        continue
+                    value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
+                except Exception as exc:
+                    if self._failed(row, column, exc):
+                        self._finish(row)
+                    continue
+                if type(value) not in _PLAIN and _awaitable(value):
+                    self._park(row, position, value)
+                    continue
+                if row.results or row.notes or type(value) is ToolResult:
+                    self._set(row, column, value, now, metas)
+                else:  # a plain value: the common case, kept lean
+                    row.values[name] = value
+                    row.cells[name] = plain
+                    if visible:
+                        row.unreported.append(name)
+                still.append(row)
             finally:
-                dispatcher.release_rows(len(looked))
-            answered: list[tuple[RowScope, ToolResult]] = []
-            for row, call in looked:
-                answer = found.get(call.key)
-                if answer is None:
-                    self._park_call(row, position, call, bespoke, looked_up=looked_up)
-                else:
-                    answered.append((row, executor.answer_from(call, answer.result)))
-            # the answered rows' next pass, with a set of its own (see _run)
-            mine = None if bespoke is None else {id(r) for r, _ in answered if id(r) in bespoke}
-            self._set_results(column, answered, mine)
-            self._run([row for row, _ in answered], position + 1, mine)
-        except asyncio.CancelledError:
-            raise  # the run is stopping: the rows stay pending for a resume
-        except BaseException as exc:
-            self._abort(exc)
+                current_row.reset(token)
+        return still
 
     def _restarted(self, row: RowScope) -> bool:
         """A failed row being retried goes on alone from its stored row; False for others."""
@@ -541,7 +443,7 @@ class DatasetRun:
                 value = self.rt.stored_result(meta.get("provider"), value)
             row.keep(column.name, value)
             row.cells[column.name] = meta
-        self._advance(row, start)
+        self._run([row], start)
         return True
 
     def _refuse_row(self, index: int, key: str, kind: str, why: str, fix: str) -> None:
@@ -568,19 +470,21 @@ class DatasetRun:
             "row", dataset=self.name, row_key=hidden, status="failed", error=error, data={}
         )
 
-    def _park(
-        self, row: RowScope, position: int, value: Any, bespoke: set[int] | None = None
-    ) -> None:
-        """The row waits for ``value``; it goes on from ``position`` when that settles (with
-        the rows of its pass, ``bespoke``'s, that wait there too, when it is a call's)."""
-        row.shares = _shares(row, bespoke)
+    def _park(self, row: RowScope, position: int, value: Any) -> None:
+        """The row waits for ``value``; it goes on from ``position`` when that settles."""
         try:
-            self._report_cells(row)
+            if row.unreported:
+                self._report_cells(row)
         except BaseException:  # the run fails (its events cannot be written): it never runs
             _close(value)
             raise
         if isinstance(value, asyncio.Future):  # a queued tool call: no task needed
-            value.add_done_callback(functools.partial(self._arrived, row, position))
+            if row.pending == 1 and not value.done():  # most likely its one queued call
+                # the dispatcher says when the row's calls have settled, with no callback
+                # scheduled on the future (_go_on checks that this one has)
+                row.then = functools.partial(self._arrived, row, position, value)
+            else:
+                value.add_done_callback(functools.partial(self._arrived, row, position))
         else:
             assert self._tasks is not None
             waiting = self._await(row, position, value)
@@ -592,83 +496,48 @@ class DatasetRun:
                 raise
             task.add_done_callback(functools.partial(_close_if_cancelled, value))
 
-    def _advance(self, row: RowScope, start: int) -> None:
-        """Run the row's remaining columns from ``start`` until it waits or finishes."""
-        token = current_row.set(row)
-        try:
-            view = row.view
-            for position in range(start, len(self.columns)):
-                column = self.columns[position]
-                row.column = column.name
-                try:
-                    if not self._runs(row, column, view):
-                        continue
-                    value = (
-                        column.resolver(view, self.rt.ctx)
-                        if column.takes_ctx
-                        else column.resolver(view)
-                    )
-                except Exception as exc:
-                    if self._failed(row, column, exc):
-                        self._finish(row)
-                    return
-                if type(value) not in _PLAIN and _awaitable(value):
-                    self._park(row, position, value)
-                    return
-                self._set(row, column, value)
-            self._finish(row)
-        finally:
-            current_row.reset(token)
-
     def _arrived(self, row: RowScope, position: int, done: asyncio.Future[Any]) -> None:
-        """The call ``row`` waited on in column ``position`` settled: the row goes on with the
-        others that arrive in this turn of the loop (``_go_on``)."""
+        """What ``row`` waited on in column ``position`` settled (or the calls it queued,
+        see ``_park``): the row goes on with the others that arrive in this turn of the
+        loop (``_go_on``)."""
         self._arrivals.append((row, position, done))
         if len(self._arrivals) == 1:
             asyncio.get_running_loop().call_soon(self._go_on, context=self._context)
 
     def _go_on(self) -> None:
         """The rows whose calls settled since the last turn of the loop go on together: a row
-        whose call failed is finished (its cell failed), the others run their next columns in
-        groups (``_run``), one for each column and pass they waited from, so a wave's answers
-        go on as a group, not a callback each."""
+        whose call failed is finished (its cell failed), the others set their cells and run
+        their next columns as a group (``_run``), one for each column they waited in."""
         arrivals, self._arrivals = self._arrivals, []
-        # by column and by the pass they waited from: such rows hold the same cells so far
-        groups: dict[tuple[int, int], list[tuple[RowScope, Any]]] = {}
+        now = self.rt.clock.now()
+        groups: dict[int, tuple[list[RowScope], dict[tuple[Any, ...], CellMeta]]] = {}
+        columns, last, group = self.columns, -1, None
         for row, position, done in arrivals:
+            if not done.done():  # the row's calls settled, not the future it waits on
+                done.add_done_callback(functools.partial(self._arrived, row, position))
+                continue
             if done.cancelled():
                 continue  # the run is stopping; the row stays pending for a resume
             try:
                 error = done.exception()
                 if error is None:
-                    group = groups.setdefault((position, id(row.shares)), [])
-                    group.append((row, done.result()))
+                    if position != last:
+                        group = groups.get(position)
+                        if group is None:
+                            group = groups[position] = [], {}
+                        last = position
+                    assert group is not None
+                    self._set(row, columns[position], done.result(), now, group[1])
+                    group[0].append(row)
                 else:
-                    self._settled(row, position, error, None)
+                    self._fail_row(row, position, error)
             except BaseException as exc:
                 self._abort(exc)
-        for (position, _), group in groups.items():
+        for position, (rows, _) in groups.items():
             try:
-                self._go_on_from(position, group)
+                self._run(rows, position + 1)
             except BaseException as exc:
                 self._abort(exc)
-
-    def _go_on_from(self, position: int, group: list[tuple[RowScope, Any]]) -> None:
-        """Rows that waited in column ``position`` from one pass: their cells set to what
-        they waited for, they run their next columns as a pass of their own."""
-        column, rows = self.columns[position], [row for row, _ in group]
-        # None: the rows hold cells of their own
-        bespoke: set[int] | None = None if rows[0].shares is None else set()
-        results: list[tuple[RowScope, ToolResult]] = []
-        for row, value in group:
-            if type(value) is ToolResult:
-                results.append((row, value))
-            else:
-                self._set(row, column, value)
-                if bespoke is not None:
-                    bespoke.add(id(row))
-        self._set_results(column, results, bespoke)
-        self._run(rows, position + 1, bespoke)
 
     async def _await(self, row: RowScope, position: int, awaitable: Awaitable[Any]) -> None:
         token = current_row.set(row)
@@ -676,9 +545,10 @@ class DatasetRun:
             try:
                 value = await awaitable
             except Exception as exc:
-                self._settled(row, position, exc, None)
+                self._fail_row(row, position, exc)
             else:
-                self._settled(row, position, None, lambda: value)
+                self._set(row, self.columns[position], value, self.rt.clock.now(), {})
+                self._run([row], position + 1)
         except asyncio.CancelledError:
             raise
         except Suspension as waiting:  # only this row waits; the others go on
@@ -688,108 +558,59 @@ class DatasetRun:
         finally:
             current_row.reset(token)
 
-    def _settled(
+    def _fail_row(self, row: RowScope, position: int, error: BaseException) -> None:
+        """What the row waited for in column ``position`` failed: its cell fails."""
+        if not isinstance(error, Exception):
+            raise error
+        if self._failed(row, self.columns[position], error):
+            self._finish(row)
+
+    def _runs(
         self,
         row: RowScope,
-        position: int,
-        error: BaseException | None,
-        value: Callable[[], Any] | None,
-    ) -> None:
-        column = self.columns[position]
-        if error is not None:
-            if not isinstance(error, Exception):
-                raise error
-            if self._failed(row, column, error):
-                self._finish(row)
-            return
-        assert value is not None
-        self._set(row, column, value())
-        self._advance(row, position + 1)
-
-    def _set_results(
-        self,
         column: Column,
-        answers: list[tuple[RowScope, ToolResult]],
-        bespoke: set[int] | None,
-    ) -> None:
-        """Set each row's cell of ``column`` to the result of the one call its resolver made:
-        ``_set``'s common case, kept lean. The cells that say the same as the first (status,
-        tool, no cost) share its metadata dict; a row whose cell says something else, or more
-        (a cost, a waterfall's notes, other results), goes into ``bespoke`` (see ``_run``)."""
-        if not answers:
-            return
-        name, visible = column.name, not column.hidden
-        now = self.rt.clock.now()
-        common: CellMeta | None = None
-        for row, result in answers:
-            results = row.results
-            if row.notes or result.cost or len(results) != 1 or results[0] is not result:
-                self._set(row, column, result)
-                if bespoke is not None:
-                    bespoke.add(id(row))
-                continue
-            row.results = []
-            if not result.found:
-                status = "not_found"
-            else:
-                status = "cached" if result.execution.cached else "completed"
-            if (
-                common is not None
-                and common["status"] == status
-                and common["provider"] == result.tool
-            ):
-                meta = common
-            else:
-                meta = {
-                    "status": status,
-                    "provider": result.tool,
-                    "result": True,
-                    "updated_at": now,
-                }
-                if common is None:
-                    common = meta
-                elif bespoke is not None:
-                    bespoke.add(id(row))
-            row.values[name] = result
-            row.held = True
-            row.cells[name] = meta
-            if visible:
-                row.unreported.append(name)
-
-    def _runs(self, row: RowScope, column: Column, view: Mapping[str, Any]) -> bool:
+        now: float,
+        metas: dict[tuple[Any, ...], CellMeta],
+    ) -> bool:
         """Whether the column runs for this row; if not, its cell is skipped."""
-        if column.when is None or column.when(view):
+        if column.when is None or column.when(row.view):
             return True
+        meta = metas.get(_SKIPPED_CELL)
+        if meta is None:
+            meta = metas[_SKIPPED_CELL] = {"status": "skipped", "updated_at": now}
         row.keep(column.name, column.else_value)
-        row.cells[column.name] = {"status": "skipped", "updated_at": self.rt.clock.now()}
+        row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
         return False
 
-    def _set(self, row: RowScope, column: Column, value: Any) -> None:
+    def _set(
+        self,
+        row: RowScope,
+        column: Column,
+        value: Any,
+        now: float,
+        metas: dict[tuple[Any, ...], CellMeta],
+    ) -> None:
+        """Set the row's cell of ``column``. Cells of one pass (set at ``now``) that say the
+        same share one metadata dict from ``metas``, so recording encodes it once."""
         results = row.results
         if results:
             row.results = []
-        if isinstance(value, ToolResult) and not any(r is value for r in results):
-            results = [*results, value]  # a result the resolver got without ctx.tool here
-        meta: CellMeta
-        if results:
-            if isinstance(value, ToolResult) and not value.found:
+        held = isinstance(value, ToolResult)
+        provider: str | None
+        if held and len(results) == 1 and results[0] is value:  # the one call it returned
+            provider, cost = value.tool, value.cost
+            if not value.found:
                 status = "not_found"
-            elif all(r.execution.cached for r in results):
-                status = "cached"
             else:
-                status = "completed"
-            meta = {"status": status, "provider": results[-1].tool}
-            if isinstance(value, ToolResult):
-                meta["result"] = True  # stored as its data; a retried row gets it back whole
-            cost = sum(r.cost for r in results)
-            if cost:
-                meta["cost"] = cost
+                status = "cached" if value.execution.cached else "completed"
         else:
-            meta = {"status": "completed"}
-        waterfalls = row.notes.pop("waterfalls", None)  # left by ctx.waterfall in this column
-        if waterfalls is not None:
+            status, provider, cost = _summary(results, value)
+        waterfalls = row.notes.pop("waterfalls", None) if row.notes else None
+        meta: CellMeta
+        if waterfalls is not None:  # left by ctx.waterfall in this column: a cell of its own
+            meta = _cell(status, provider, held, cost, now)
             _keep_waterfalls(meta, waterfalls)
             waterfall = waterfalls[-1]  # the last one run gives the cell its value
             meta.pop("provider", None)
@@ -798,8 +619,15 @@ class DatasetRun:
             if waterfall["winner"] is None and value is None:
                 meta["status"] = "not_found"
                 meta["reason"] = waterfall["reason"]
-        meta["updated_at"] = self.rt.clock.now()
-        row.keep(column.name, value)
+        else:
+            key = (status, provider, held, cost)
+            shared = metas.get(key)
+            if shared is None:
+                shared = metas[key] = _cell(status, provider, held, cost, now)
+            meta = shared
+        row.values[column.name] = value
+        if held:
+            row.held = True  # stored as its data
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
@@ -860,95 +688,68 @@ class DatasetRun:
 
     def _finish(self, row: RowScope, waiting: Suspension | None = None) -> None:
         """The row is done (or, with ``waiting``, waits for a time or an event): record it."""
-        self._record(row, waiting)
+        self._record([row], waiting)
         self._finished(1)
 
-    def _record_together(self, rows: list[RowScope], bespoke: set[int] | None) -> None:
-        """Record rows that finished together, none of them waiting (``_run``): ``_record``'s
-        common case with its checks made once. They have no failed cell (a row whose cell
-        fails is finished alone) and finished at one moment; a dataset with hidden columns,
-        or a row whose values cannot be stored as they are, goes through ``_record``.
+    def _record(self, rows: list[RowScope], waiting: Suspension | None = None) -> None:
+        """Buffer finished rows for the store and report what changed since each reported.
 
-        The rows not in ``bespoke`` (None: none) hold the same cell metadata, one dict a
-        column (see ``_run``): their cells are encoded once, and their statuses made once,
-        for all of them (encoding them each was a tenth of a pure map's time), and they are
-        written as one ``RowPage`` (a record each was about 8% of a pure map's time)."""
-        if self._hidden:
-            for row in rows:
-                self._record(row)
-            return
-        run_id, name, limit = self.rt.run_id, self.name, self.rt.cell_limit
-        now = self.rt.clock.now()
-        shared: tuple[dict[str, str], str | None] | None = None  # the shared cells' statuses, JSON
-        page: RowPage | None = None  # the rows that hold them
+        Rows whose cells are the same metadata dicts (``_set`` shares them within a pass)
+        have them read once: completed, their cells are encoded once and the rows go to the
+        store as one ``RowPage``, reported with others."""
+        now, limit, hidden = self.rt.clock.now(), self.rt.cell_limit, self._hidden
+        # by the ids of a row's cells' dicts: alive with the rows, so the ids are theirs; a
+        # dict is set under one column only (see _set), so the ids say the names too
+        pages: dict[tuple[int, ...], _Page] = {}
         for row in rows:
-            values = row.values
-            if row.held:  # tool results are stored as their data
+            values, cells = row.values, row.cells
+            if row.held and not hidden:  # tool results are stored as their data
                 values = {k: v.data if type(v) is ToolResult else v for k, v in values.items()}
-            encoded = _encoded(values)
+            encoded = None if hidden else _encoded(values)
             if encoded is None or len(encoded) > limit:
-                self._record(row)  # its unstorable cells fail, the others are kept
+                values, cells, encoded = self._stored(row)
+            shared = tuple(map(id, cells.values()))
+            page = pages.get(shared)
+            if page is None:
+                page = pages[shared] = _Page(cells)
+            if waiting is not None or page.error is not None or encoded is None:
+                self._record_one(row, values, cells, encoded, page.error, waiting, now)
                 continue
-            cells, unreported = row.cells, row.unreported
-            if bespoke is None or id(row) in bespoke:
-                statuses, cells_json = _statuses(cells, unreported), None
-            else:
-                if shared is None:
-                    shared = _statuses(cells, unreported), _cells_json(cells)
-                statuses, cells_json = shared
-            if cells_json is None:  # cells of its own, or cells the store says it cannot encode
-                self._buffer(
-                    RowRecord(
-                        run_id=run_id,
-                        dataset=name,
-                        key=row.row_key,
-                        index=row.index,
-                        status="completed",
-                        values=values,
-                        cells=cells,
-                        error=None,
-                        updated_at=now,
-                        values_json=encoded,
-                    )
+            rows_page = page.rows
+            if rows_page is None:
+                if page.cells_json is None:  # left to the store, which says what it cannot
+                    self._record_one(row, values, cells, encoded, None, None, now)
+                    continue
+                rows_page = page.rows = RowPage(
+                    run_id=self.rt.run_id,
+                    dataset=self.name,
+                    cells_json=page.cells_json,
+                    updated_at=now,
                 )
-            else:
-                if page is None:
-                    page = RowPage(
-                        run_id=run_id, dataset=name, cells_json=cells_json, updated_at=now
-                    )
-                    self._writes.append(page)
-                page.add(row.row_key, row.index, encoded)
-                self._unwritten += 1
-            self._report_later(
-                {
-                    "key": row.row_key,
-                    "cells": statuses,
-                    "values": {c: values[c] for c in unreported},
-                }
-            )
+                self._writes.append(rows_page)
+            rows_page.add(row.row_key, row.index, encoded)
+            self._unwritten += 1
+            unreported = row.unreported
+            if unreported != page.names:
+                page.names = list(unreported)
+                page.statuses = _statuses(cells, unreported)
+            done = {"key": row.row_key, "cells": page.statuses}
+            done["values"] = {c: values[c] for c in unreported}
             unreported.clear()
+            self._report_later(done)
 
-    def _record(self, row: RowScope, waiting: Suspension | None = None) -> None:
-        """Buffer the row for the store and report what changed since it last reported."""
-        cells, hidden = row.cells, self._hidden
-        values = row.values
-        if hidden:  # hidden cells are not stored, unless they failed the row
-            cells = {c: m for c, m in cells.items() if c not in hidden or m["status"] == "failed"}
-        if hidden or row.held:  # an input field may start with "_": only hidden columns go
-            values = {
-                k: v.data if type(v) is ToolResult else v
-                for k, v in values.items()
-                if k not in hidden
-            }
-        encoded = _encoded(values)
-        if encoded is None or len(encoded) > self.rt.cell_limit:
-            self._fail_unstorable(values, cells)
-            encoded = None
-        error = None
-        for meta in cells.values():
-            if meta["status"] == "failed":
-                error = meta["error"]
-                break
+    def _record_one(
+        self,
+        row: RowScope,
+        values: dict[str, Any],
+        cells: dict[str, CellMeta],
+        encoded: bytes | None,
+        error: str | None,
+        waiting: Suspension | None,
+        now: float,
+    ) -> None:
+        """Buffer a row as a record of its own, and report it: a row that failed or waits
+        (in an event of its own), or one whose cells the store is to encode."""
         if waiting is not None:
             status = "waiting"
             self.stats.rows_waiting += 1
@@ -968,28 +769,43 @@ class DatasetRun:
                 values=values,
                 cells=cells,
                 error=error,
-                updated_at=self.rt.clock.now(),
+                updated_at=now,
                 values_json=encoded,
             )
         )
         # what changed since the row last reported: its cells' statuses, with their values
-        cells_now = {c: cells[c]["status"] for c in row.unreported if c in cells}
-        values_now = {c: values[c] for c in row.unreported if c in values}
+        data: dict[str, Any] = {
+            "cells": _statuses(cells, row.unreported),
+            "values": {c: values[c] for c in row.unreported if c in values},
+        }
         row.unreported.clear()
         if status == "completed":  # reported with other rows, in one event
-            self._report_later({"key": row.row_key, "cells": cells_now, "values": values_now})
-        else:
-            data: dict[str, Any] = {"cells": cells_now, "values": values_now}
-            if waiting is not None:
-                data["waiting"] = waiting.waiting()
-            self.rt.events.emit(
-                "row",
-                dataset=self.name,
-                row_key=row.row_key,
-                status=status,
-                error=error,
-                data=data,
-            )
+            self._report_later({"key": row.row_key, **data})
+            return
+        if waiting is not None:
+            data["waiting"] = waiting.waiting()
+        self.rt.events.emit(
+            "row", dataset=self.name, row_key=row.row_key, status=status, error=error, data=data
+        )
+
+    def _stored(self, row: RowScope) -> tuple[dict[str, Any], dict[str, CellMeta], bytes | None]:
+        """The row's values and cells as stored, and its values' JSON (None when a value
+        cannot be stored: its cell fails, the row's other cells are kept)."""
+        cells, hidden = row.cells, self._hidden
+        values = row.values
+        if hidden:  # hidden cells are not stored, unless they failed the row
+            cells = {c: m for c, m in cells.items() if c not in hidden or m["status"] == "failed"}
+        if hidden or row.held:  # an input field may start with "_": only hidden columns go
+            values = {
+                k: v.data if type(v) is ToolResult else v
+                for k, v in values.items()
+                if k not in hidden
+            }
+        encoded = _encoded(values)
+        if encoded is None or len(encoded) > self.rt.cell_limit:
+            self._fail_unstorable(values, cells)
+            encoded = None
+        return values, cells, encoded
 
     def _buffer(self, row: RowRecord) -> None:
         """Buffer a finished row for the store."""
@@ -1120,13 +936,62 @@ def _close_if_cancelled(awaitable: Any, task: asyncio.Task[None]) -> None:
         _close(awaitable)
 
 
-def _shares(row: RowScope, bespoke: set[int] | None) -> set[int] | None:
-    """What a row that waits holds of its pass's cells: its set, or None (its own)."""
-    return None if bespoke is None or id(row) in bespoke else bespoke
-
-
 def _statuses(cells: dict[str, CellMeta], names: list[str]) -> dict[str, str]:
-    return {c: cells[c]["status"] for c in names}
+    return {c: cells[c]["status"] for c in names if c in cells}
+
+
+def _summary(results: list[ToolResult], value: Any) -> tuple[str, str | None, float]:
+    """A cell's status, the tool that gave its value, and its cost, from the results of the
+    calls its resolver made (and ``value``, when it is a result got another way)."""
+    held = isinstance(value, ToolResult)
+    if held and not any(r is value for r in results):
+        results = [*results, value]
+    if not results:
+        return "completed", None, 0.0
+    if held and not value.found:
+        status = "not_found"
+    elif all(r.execution.cached for r in results):
+        status = "cached"
+    else:
+        status = "completed"
+    return status, results[-1].tool, sum(r.cost for r in results)
+
+
+# the keys of a pass's plain and skipped cells among its shared metadata dicts (see _set)
+_PLAIN_CELL: tuple[Any, ...] = ("completed", None, False, 0.0)
+_SKIPPED_CELL: tuple[Any, ...] = ("skipped",)
+
+
+def _cell(status: str, provider: str | None, result: bool, cost: float, now: float) -> CellMeta:
+    """A cell's metadata: its status, the tool that gave its value, its cost."""
+    meta: CellMeta = {"status": status}
+    if provider is not None:
+        meta["provider"] = provider
+    if result:
+        meta["result"] = True  # stored as its data; a retried row gets it back whole
+    if cost:
+        meta["cost"] = cost
+    meta["updated_at"] = now
+    return meta
+
+
+class _Page:
+    """What rows recorded together holding the same cells share: the row error the cells
+    say, their JSON made once (None: the store encodes them), the page that takes the
+    completed rows, the statuses of the cells last reported."""
+
+    __slots__ = ("cells_json", "error", "names", "rows", "statuses")
+
+    def __init__(self, cells: dict[str, CellMeta]) -> None:
+        self.error: str | None = None
+        for meta in cells.values():
+            if meta["status"] == "failed":
+                self.error = meta["error"]
+                break
+        self.cells_json = None if self.error is not None else _cells_json(cells)
+        self.rows: RowPage | None = None
+        self.names: list[str] | None = None
+        self.statuses: dict[str, str] = {}
 
 
 def _cells_json(cells: dict[str, CellMeta]) -> str | None:

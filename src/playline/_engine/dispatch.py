@@ -9,6 +9,7 @@ for the gate, gathering more calls. There is no polling loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -32,6 +33,7 @@ class Dispatcher:
         self._holding: set[str] = set()  # tools whose partial batch waits for its rate gate
         self._linger = linger
         self._queues: dict[str, list[ToolCall]] = {}
+        self._sizes: dict[str, int] = {}  # by tool: how many queued calls make a full pass
         self._timer: asyncio.TimerHandle | None = None
         self.active_rows = 0
         self.blocked_rows = 0
@@ -51,39 +53,37 @@ class Dispatcher:
         self.active_rows -= count
         self._check()
 
-    def hold_rows(self, count: int) -> None:
-        """``count`` rows wait on a lookup of their calls' receipts: as good as blocked, so
-        the other rows' queued calls go out without them (``release_rows`` when it is done)."""
-        self.blocked_rows += count
-        self._check()
-
-    def release_rows(self, count: int) -> None:
-        self.blocked_rows -= count
-
-    def submit(
-        self, call: ToolCall, scope: RowScope, *, then: Callable[[], None] | None = None
-    ) -> asyncio.Future[ToolResult]:
-        """Queue a call made by a row; the returned future settles with its result, and
-        ``then`` is called as it settles (the row's own way to learn it, with no callback
-        scheduled on the future)."""
+    def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
+        """Queue a call made by a row; the returned future settles with its result. When the
+        row's last queued call settles, its ``then`` is called (the row's own way to learn
+        it, with no callback scheduled on the future)."""
         scope.pending += 1
         if scope.pending == 1:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
-        call.on_settle = lambda: self._unblock(scope, then)
-        queue = self._queues.setdefault(call.spec.id, [])
+        call.on_settle = functools.partial(self._unblock, scope)
+        tool = call.spec.id
+        queue = self._queues.get(tool)
+        if queue is None:
+            queue = self._queues[tool] = []
         queue.append(call)
-        if len(queue) >= _pass_size(call.spec):
-            self._flush_full(call.spec.id)
-        self._check()
+        size = self._sizes.get(tool)
+        if size is None:
+            size = self._sizes[tool] = _pass_size(call.spec)
+        if len(queue) >= size:
+            self._flush_full(tool)
+        if self._timer is None or self.blocked_rows >= self.active_rows:
+            self._check()  # otherwise a flush is due already and none is to be made now
         return call.future
 
-    def _unblock(self, scope: RowScope, then: Callable[[], None] | None = None) -> None:
+    def _unblock(self, scope: RowScope) -> None:
         scope.pending -= 1
         if scope.pending == 0:
             self.blocked_rows -= 1
-        if then is not None:
-            then()
+            then = scope.then
+            if then is not None:
+                scope.then = None
+                then()
 
     def _check(self) -> None:
         if not self._queues:

@@ -7,7 +7,7 @@ calls its code made without wrapping the play's context.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
@@ -26,7 +26,6 @@ class RowScope:
 
     __slots__ = (
         "cells",
-        "collect",
         "column",
         "dataset",
         "held",
@@ -35,7 +34,7 @@ class RowScope:
         "pending",
         "results",
         "row_key",
-        "shares",
+        "then",
         "unreported",
         "values",
         "view",
@@ -56,11 +55,8 @@ class RowScope:
         self.unreported: list[str] = []  # cells set since the last event
         self.notes: dict[str, Any] = {}  # cell metadata from engine parts
         self.held = False  # a value is a ToolResult, stored as its data (set by keep)
-        # while it waits: whose cells it holds, the bespoke set of the pass it waited from
-        # (datasets.py: the rows of a pass not in its set hold the same cells); None: its own
-        self.shares: object | None = None
-        # while a group's resolver runs (datasets.py): the tool calls it makes, not yet queued
-        self.collect: list[Any] | None = None
+        # told synchronously when the calls it queued have all settled (set by datasets.py)
+        self.then: Callable[[], None] | None = None
 
     def keep(self, column: str, value: Any) -> None:
         """Set a column's value (a resolver's plain value may be set directly)."""
