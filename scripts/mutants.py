@@ -131,8 +131,8 @@ MUTANTS: list[Mutant] = [
         "followers-of-a-cancelled-call",
         "a call whose waiter gave up leaves the calls following it waiting for ever",
         "playline/_engine/calls.py",
-        "        followers, call.followers = call.followers, []\n",
-        "        followers, call.followers = ([], []) if call.future.cancelled() else "
+        "            followers, call.followers = call.followers, []\n",
+        "            followers, call.followers = ([], []) if call.future.cancelled() else "
         "(call.followers, [])\n",
         (SETTLE, "-k", "gave_up"),  # killed by the test's timeout: the follower hangs
     ),

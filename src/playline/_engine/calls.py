@@ -833,10 +833,11 @@ class CallExecutor:
             self._resolve(call, result, error)
             if call.on_settle is not None:
                 call.on_settle()
-        followers, call.followers = call.followers, []
-        shared = None if result is None else result.with_source("in_flight", cost=0.0)
-        for follower in followers:
-            self.settle(follower, SHARED, shared, error=error)
+        if call.followers:
+            followers, call.followers = call.followers, []
+            shared = None if result is None else result.with_source("in_flight", cost=0.0)
+            for follower in followers:
+                self.settle(follower, SHARED, shared, error=error)
 
     def _resolve(
         self, call: ToolCall, result: ToolResult | None, error: BaseException | None
