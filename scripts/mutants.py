@@ -260,6 +260,14 @@ MUTANTS: list[Mutant] = [
         (EDGES, "-k", "rate_token_back"),
     ),
     Mutant(
+        "retry-behind-budget-wait",
+        "a retry that comes back while its lane waits for the budget it holds is not seen",
+        "playline/_engine/calls.py",
+        "            if lane.retried is not None:\n                lane.retried.set()\n",
+        "",
+        (EDGES, "-k", "retry_holding"),  # killed by the test's timeout: the run hangs
+    ),
+    Mutant(
         "deferral-spends-tokens",
         "requests the budget defers go through the rate gate again and again",
         "playline/_engine/calls.py",

@@ -28,7 +28,7 @@ from playline.errors import StoreError
 from playline.store import Store, open_store
 from playline.tools import Cost, JobState, Rate, ToolSpec
 
-from .helpers import call_tool, dataset_play, rows_of, run_play
+from .helpers import call_tool, dataset_play, rows_of, run_play, yield_a_few_times
 
 NEEDS_PATCH = "needs calls.py patch (issue 37): "
 
@@ -352,3 +352,35 @@ def test_the_run_counts_the_answers_it_failed_to_record_in_doubt(
 
     assert result.status == "failed"
     assert result.stats.credits == 0 and result.stats.credits_in_doubt == 2 * 5
+
+
+@pytest.mark.timeout(60)  # the bug this guards against is a hang
+def test_a_retry_holding_the_last_of_the_budget_is_sent_while_others_wait_for_it(
+    registry: pl.ToolRegistry, store: Store
+) -> None:
+    """A throttled request keeps its reservation while it waits out the 429; the calls
+    behind it wait for the budget, and the retry, coming back, goes first: nothing hangs."""
+    sent: list[int] = []
+
+    @registry.tool("t.busy", cost=1, rate=Rate(concurrency=2))
+    def busy(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input["x"])
+        if sent == [0]:
+            raise pl.ToolError("t.busy", "slow down", status=429, retry_after=1)
+        return {"x": input["x"]}
+
+    class Patient(pl.ManualClock):
+        """The retry's pause lasts long enough (in turns of the loop) for the calls behind
+        it to be waiting for the budget it holds."""
+
+        async def sleep(self, seconds: float) -> None:
+            if seconds >= 1:
+                await yield_a_few_times(200)
+            await super().sleep(seconds)
+
+    play = dataset_play(rows_of(4), {"y": call_tool("t.busy")})
+    result = run_play(play, tools=[registry], store=store, clock=Patient(), max_credits=2)
+
+    assert isinstance(result.exception, pl.BudgetExceeded)
+    assert sorted(set(sent)) == [0, 1] and sent.count(0) == 2
+    assert recorded(store, result) == 2

@@ -318,15 +318,23 @@ class CallExecutor:
         self, spec: ToolSpec, requests: Sequence[_Request], *, first: bool = False
     ) -> None:
         """Queue requests in the tool's lane (``first``: ahead of the others), starting its
-        pump if it is not running."""
+        pump if it is not running. Claimed requests (retries) lead the lane: they hold the
+        budget that requests waiting for it need."""
         lane = self._lanes.get(spec.id)
         if lane is None:
             target = self._target(spec)
             lane = self._lanes[spec.id] = _Lane(spec, target, self._gates[target])
-        if first:
-            lane.requests.extendleft(reversed(requests))
-        else:
-            lane.requests.extend(requests)
+        queue = lane.requests
+        if not first:
+            queue.extend(requests)
+        elif all(r.claimed for r in requests):
+            queue.extendleft(reversed(requests))
+            if lane.retried is not None:
+                lane.retried.set()
+        else:  # after the claimed ones
+            claimed = next((i for i, r in enumerate(queue) if not r.claimed), len(queue))
+            for offset, request in enumerate(requests):
+                queue.insert(claimed + offset, request)
         if lane.pump is None or lane.pump.done():
             lane.pump = self._tasks.spawn(self._pump(lane))
             if lane.pump is None:  # the attempt has ended: nothing is sent any more
@@ -357,7 +365,7 @@ class CallExecutor:
                     return
                 if not requests[0].claimed and self._ledger.waits(lane.spec):
                     # the budget would defer it: wait here, spending no rate token on it
-                    await self._drain.until_stop(self._ledger.settled(self._ledger.settles))
+                    await self._drain.until_stop(self._room(lane))
                     continue
                 wanted = min(len(requests), max(1, gate.concurrency // 2))
                 granted = await self._drain.until_stop(gate.acquire(wanted))
@@ -371,6 +379,19 @@ class CallExecutor:
             self._abandon(lane.spec, _take(requests, len(requests)), exc)
             if not isinstance(exc, Exception):
                 raise
+
+    async def _room(self, lane: _Lane) -> None:
+        """Wait until a request in flight settles (it may leave room in the budget) or a
+        retry comes back to the lane: it holds budget of its own, and goes first."""
+        settled = asyncio.ensure_future(self._ledger.settled(self._ledger.settles))
+        lane.retried = asyncio.Event()
+        retried = asyncio.ensure_future(lane.retried.wait())
+        try:
+            await asyncio.wait((settled, retried), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lane.retried = None
+            settled.cancel()
+            retried.cancel()
 
     async def _send_wave(self, lane: _Lane, held: _Held, wave: list[_Request]) -> None:
         """One wave to its end: claimed, sent and recorded.
@@ -994,6 +1015,7 @@ class _Lane:
     gate: RateGate
     requests: deque[_Request] = field(default_factory=deque)
     pump: asyncio.Task[None] | None = None
+    retried: asyncio.Event | None = None  # set when a retry comes back while the pump waits
 
 
 def _take(requests: deque[_Request], count: int) -> list[_Request]:
