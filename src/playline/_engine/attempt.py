@@ -36,7 +36,7 @@ from ..store._owners import holding
 from ..tools import Execution, ToolResult, ToolSpec
 from ..tools._gates import ToolGates
 from .boundaries import Boundaries
-from .calls import DEFAULT_CELL_LIMIT, CallExecutor, CallStats, ToolCall
+from .calls import CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .collector import fewer_collections
 from .datasets import DatasetStats
@@ -47,10 +47,11 @@ from .events import EventLog, Listener, error_text, preview
 from .governance import Governor, Lineage
 from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
+from .options import RunOptions
 from .planning import Planner
 from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
 from .scope import current_row, result_sink
-from .supervise import DEFAULT_LEASE, Supervisor
+from .supervise import Supervisor
 from .suspension import Suspension
 from .tallies import Tallies, stored_tallies
 from .taskgroups import TaskSet, first_error
@@ -68,10 +69,6 @@ __all__ = [
     "open_run",
     "run_attempt",
 ]
-
-DEFAULT_ROW_WINDOW = 1000
-DEFAULT_FOREGROUND_SLEEP = 5.0  # sleeps up to this long are waited out in the process
-DEFAULT_STALL_AFTER = 60.0
 
 Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
 
@@ -93,15 +90,8 @@ class Services:
     gates: ToolGates
     context: Callable[[Attempt], object]  # the ``ctx`` a play sees (the facade's Context)
     listeners: Sequence[Listener] = ()
-    row_window: int = DEFAULT_ROW_WINDOW
-    foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP
     org: str = "local"
-    retry_in_doubt: bool = False
-    stall_after: float | None = DEFAULT_STALL_AFTER
-    lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
-    ledger_all: bool = False  # a ledger row for every live call, free ones too
-    cell_limit: int = DEFAULT_CELL_LIMIT  # bytes of one stored cell value or tool result
-    retry_failed: bool = False  # a resume restarts failed rows at their failed cell
+    options: RunOptions = field(default_factory=RunOptions)  # its budget: run_attempt's
     planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
 
 
@@ -241,10 +231,8 @@ class Attempt:
         self.play_name = play.name
         self.store = services.store
         self.clock = services.clock
-        self.row_window = services.row_window
+        self.options = services.options
         self.resuming = record.attempts > 1
-        self.retry_failed = services.retry_failed
-        self.cell_limit = services.cell_limit
         # where the run was started: relative input paths (ctx.csv) are read from there
         self.workdir: str | None = record.options.get("cwd")
         # refreshed columns: their calls buy again what was bought before the run started
@@ -268,10 +256,7 @@ class Attempt:
             run_id=self.run_id,
             owner=holder,
             drain=drain,
-            lease=services.lease,
-            retry_in_doubt=services.retry_in_doubt,
-            ledger_all=services.ledger_all,
-            cell_limit=services.cell_limit,
+            options=services.options,
             planner=services.planner,
         )
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
@@ -279,7 +264,7 @@ class Attempt:
             run_id=self.run_id,
             store=self.store,
             clock=self.clock,
-            foreground_sleep=services.foreground_sleep,
+            foreground_sleep=services.options.foreground_sleep,
         )
         self.children = ChildPlays(
             run_id=self.run_id,
@@ -716,7 +701,7 @@ async def run_attempt(
         store.claim_run,
         run_id,
         holder=holder,
-        lease_until=now + services.lease,
+        lease_until=now + services.options.lease,
         now=now,
         # a budget given now (raised to go on after a budget stop) stands from now on
         options=None if max_credits is None else {"max_credits": max_credits},
@@ -767,8 +752,8 @@ async def run_attempt(
             events=attempt.events,
             progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
             describe=attempt.describe,
-            stall_after=services.stall_after,
-            lease=services.lease,
+            stall_after=services.options.stall_after,
+            lease=services.options.lease,
         )
         supervising = asyncio.get_running_loop().create_task(supervisor.run())
     with holding(holder), fewer_collections():

@@ -32,6 +32,7 @@ as stale and buys it again (``force``), once per run; with a ``Planner`` (``plan
 from __future__ import annotations
 
 import asyncio
+import itertools
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -74,6 +75,7 @@ from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
 from .lifecycle import ENDS, CallState, move
+from .options import DEFAULT_CELL_LIMIT, RunOptions
 from .planning import Planner
 from .scope import RowScope
 from .taskgroups import TaskSet
@@ -89,7 +91,6 @@ __all__ = [
 ]
 
 MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
-DEFAULT_CELL_LIMIT = 5_000_000  # bytes of one stored result or cell value
 _RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
 JOB_GRACE = 30.0  # seconds a stop lets submitted async jobs finish
 
@@ -200,14 +201,9 @@ class CallExecutor:
         run_id: str,
         owner: str,
         drain: Drain,
-        lease: float,
-        receipt_wait: float = 600.0,
-        retry_in_doubt: bool = False,
-        ledger_all: bool = False,
-        cell_limit: int = DEFAULT_CELL_LIMIT,
+        options: RunOptions,
         planner: Planner | None = None,
     ) -> None:
-        self._store = store
         self._io = StoreIO(store)
         self._clock = clock
         self._gates = gates
@@ -218,13 +214,9 @@ class CallExecutor:
         self._run_id = run_id
         self._owner = owner
         self._drain = drain
-        self._lease = lease  # renewed by the attempt's supervisor while the call runs
-        self._receipt_wait = receipt_wait
-        self._retry_in_doubt = retry_in_doubt
-        self._ledger_all = ledger_all
-        self._cell_limit = cell_limit
+        self._options = options  # its lease is renewed by the attempt's supervisor
         self._planner = planner
-        self._committer = GroupCommit(store, owner, clock.now, lease)
+        self._committer = GroupCommit(store, owner, clock.now, options.lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._sending = _Count()  # requests between their claim and their record
         self._polling = _Count()  # async jobs submitted and not yet recorded
@@ -232,8 +224,8 @@ class CallExecutor:
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
         self._tasks = TaskSet()  # the lanes' pumps, their waves, retries, waits and polls
         self.stats = CallStats()
-        self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
-        self._requests = 0
+        # requests are named prefix-1, prefix-2, ...
+        self._request_names = map(f"{secrets.token_hex(4)}-{{}}".format, itertools.count(1))
         self.progress = 0  # calls settled: the watchdog's sign of life
         # Whether receipts answered calls lately. While none do (a first run), calls skip
         # the lookup: their claims find the receipts there are.
@@ -314,7 +306,7 @@ class CallExecutor:
                 self.settle(call, ANSWERED, _cached(call.spec, answer.result))
 
     async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
-        found = await self._io(self._store.find_answers, keys)
+        found = await self._io(self._io.store.find_answers, keys)
         self.answers_likely = bool(found)
         return found
 
@@ -557,7 +549,9 @@ class CallExecutor:
         Over budget with nothing in flight, the rest fail and the attempt stops."""
         kept: list[_Request] = []
         deferred: list[_Request] = []
-        resolve = self._ledger.in_doubt and spec.in_doubt == "resend" and not self._retry_in_doubt
+        resolve = (
+            self._ledger.in_doubt and spec.in_doubt == "resend" and not self._options.retry_in_doubt
+        )
         for number, request in enumerate(requests):
             calls = request.calls
             if resolve:  # sent again with its key: not paid twice, reserved below
@@ -580,8 +574,7 @@ class CallExecutor:
         return kept, deferred
 
     def _claim_of(self, spec: ToolSpec, request: _Request) -> list[Claim]:
-        self._requests += 1
-        name = f"{self._request_prefix}{self._requests}"
+        name = next(self._request_names)
         resend = spec.in_doubt == "resend"
         return [
             Claim(
@@ -590,7 +583,7 @@ class CallExecutor:
                 run_id=self._run_id,
                 force=c.force,
                 resend=resend,
-                retry_in_doubt=self._retry_in_doubt,
+                retry_in_doubt=self._options.retry_in_doubt,
                 request=name,
             )
             for c in request.calls
@@ -624,13 +617,15 @@ class CallExecutor:
         (back to the lane). A store that announces changes (PostgreSQL) wakes the wait once
         the receipt is finished; it is looked at anyway, with backoff, for a holder that died."""
         try:
-            deadline = self._clock.monotonic() + self._receipt_wait
+            deadline = self._clock.monotonic() + self._options.receipt_wait
             delay = 0.05
-            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
+            with watch(self._io.store.changes(), RECEIPTS, call.key) as finished:
                 while self._clock.monotonic() < deadline:
                     await finished.wait(self._clock, delay)
                     delay = min(delay * 2, _RECEIPT_POLL_MAX)
-                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                    receipt = (await self._io(self._io.store.find_receipts, [call.key])).get(
+                        call.key
+                    )
                     if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
                         assert receipt.result is not None
                         self.settle(call, ANSWERED, _cached(spec, receipt.result))
@@ -639,7 +634,7 @@ class CallExecutor:
                         move(call, LOOKED_UP)  # failed, released, or its holder is gone
                         self._enqueue(spec, [_Request([call])], first=True)
                         return
-            self.settle(call, FAILED, error=_wait_timeout(spec, self._receipt_wait))
+            self.settle(call, FAILED, error=_wait_timeout(spec, self._options.receipt_wait))
         except BaseException as exc:
             self._abandon(spec, [_Request([call])], exc)
             if not isinstance(exc, Exception):
@@ -656,7 +651,7 @@ class CallExecutor:
         state = await jobs.submit(target, call.input, call.idempotency_key)
         if not state.done:
             call.job = dumps(state.job, what=f"The job of tool {spec.id}")
-            await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+            await self._io(self._io.store.save_jobs, [(call.key, call.job)], owner=self._owner)
         return state
 
     async def _poll(self, lane: _Lane, request: _Request, state: JobState) -> None:
@@ -747,8 +742,8 @@ class CallExecutor:
         a row never goes on with a result the store does not hold."""
         if not requests:
             return
-        record = _Record(spec, self._target(spec).in_doubt != "resend", self._cell_limit)
-        ledgered = bool(spec.cost.credits) or self._ledger_all
+        record = _Record(spec, self._target(spec).in_doubt != "resend", self._options.cell_limit)
+        ledgered = bool(spec.cost.credits) or self._options.ledger_all
         for request in requests:
             for call, raw in zip(request.calls, request.answers, strict=True):
                 result = record.result(call, raw)
@@ -825,7 +820,7 @@ class CallExecutor:
             self.settle(call, STOPPED, error=error or asyncio.CancelledError())
         if request.claimed:
             keys = [c.key for c in request.calls]
-            await asyncio.shield(self._io(self._store.release_receipts, keys, owner=self._owner))
+            await asyncio.shield(self._io(self._io.store.release_receipts, keys, owner=self._owner))
 
     # ... -> settled
     def settle(

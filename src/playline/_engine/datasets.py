@@ -50,6 +50,7 @@ from ..tools import ToolResult
 from .calls import CallExecutor, ToolCall, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
+from .options import RunOptions
 from .rows import KeySpec, as_row, row_key_function
 from .scope import RowScope, current_row
 from .suspension import Suspension
@@ -134,10 +135,8 @@ class DatasetHost(Protocol):
     dispatcher: Dispatcher
     executor: CallExecutor
     ctx: object  # the play's context, handed to resolvers that take it
-    row_window: int
+    options: RunOptions  # its row_window, retry_failed and cell_limit shape the rows
     resuming: bool
-    retry_failed: bool  # failed rows restart at their failed cell, the others kept
-    cell_limit: int  # bytes of one stored cell value
     # why cells failed other than a tool's failure (a resolver's error): by "KeyError in
     # column 'email'", its count and the first message
     cell_errors: dict[str, tuple[int, str]]
@@ -247,7 +246,7 @@ class DatasetRun:
             async with unwrapped(), asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
                 seen: set[str] = set()
-                for chunk in _chunks(_keyed(items, self.key_of), rt.row_window):
+                for chunk in _chunks(_keyed(items, self.key_of), rt.options.row_window):
                     if self._over_budget():  # the rest wait for a resume
                         self._pending += len(chunk)
                         continue
@@ -269,12 +268,12 @@ class DatasetRun:
                         if self._over_budget():
                             self._pending += len(todo)
                             break
-                        room = rt.row_window - self._active
+                        room = rt.options.row_window - self._active
                         if room <= 0:
                             rt.dispatcher.exit_row()
                             # refill in bulk: rows admitted together queue their calls
                             # together, so the next pass is big, not one call per row
-                            await self._until(lambda: self._active <= rt.row_window // 2)
+                            await self._until(lambda: self._active <= rt.options.row_window // 2)
                             rt.dispatcher.enter_row()
                             self._check_fatal()  # _until returns at once after a fatal error
                             continue
@@ -320,7 +319,7 @@ class DatasetRun:
             elif "\x00" in key:
                 self._refuse_row(index, key, *_NUL_KEY)
             else:
-                if self.rt.retry_failed and key in done and done[key].status == "failed":
+                if self.rt.options.retry_failed and key in done and done[key].status == "failed":
                     self._restart[key] = done[key]
                 todo.append((index, key, values))
         return todo
@@ -877,7 +876,7 @@ class DatasetRun:
             for row in rows:
                 self._record(row)
             return
-        run_id, name, limit = self.rt.run_id, self.name, self.rt.cell_limit
+        run_id, name, limit = self.rt.run_id, self.name, self.rt.options.cell_limit
         now = self.rt.clock.now()
         shared: tuple[dict[str, str], str | None] | None = None  # the shared cells' statuses, JSON
         page: RowPage | None = None  # the rows that hold them
@@ -941,7 +940,7 @@ class DatasetRun:
                 if k not in hidden
             }
         encoded = _encoded(values)
-        if encoded is None or len(encoded) > self.rt.cell_limit:
+        if encoded is None or len(encoded) > self.rt.options.cell_limit:
             self._fail_unstorable(values, cells)
             encoded = None
         error = None
@@ -1031,8 +1030,8 @@ class DatasetRun:
         for name, value in list(values.items()):
             try:
                 size = len(dumps({name: value}, what=f"Column {name!r}", ordered=True))
-                if size > self.rt.cell_limit:
-                    why = f"Column {name!r}: {too_large(size, self.rt.cell_limit)}."
+                if size > self.rt.options.cell_limit:
+                    why = f"Column {name!r}: {too_large(size, self.rt.options.cell_limit)}."
                 else:
                     continue
             except SecretLeakError:

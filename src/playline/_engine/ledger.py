@@ -106,9 +106,7 @@ class Ledger:
         each = _exact(spec.cost.credits)
         if each <= 0 or not self._reserved:
             return False
-        return any(
-            (room := ledger._room()) is not None and room < each for ledger in self._chain()
-        )
+        return any((room := ledger._room()) is not None and room < each for ledger in self._chain())
 
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
         """The error for ``calls`` refused: it names the budget that refused them."""
