@@ -14,18 +14,17 @@ import asyncio
 import difflib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .._clock import Clock
 from .._json import dumps, without_numpy
 from .._play import Play
 from .._waterfall import Step, Waterfall, WaterfallStats
-from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError, full_stop
+from ..errors import PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
     RowRecord,
     RunClaimOutcome,
-    RunEnd,
     RunRecord,
     RunStatus,
     Store,
@@ -43,7 +42,7 @@ from .datasets import DatasetStats
 from .deferred import Deferred
 from .dispatch import Dispatcher
 from .drain import BUDGET, EXITED, LEASE_LOST, STOPPED, Drain, escaped
-from .events import EventLog, Listener, error_text, preview
+from .events import EventLog, Listener, preview
 from .governance import Governor, Lineage
 from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
@@ -55,6 +54,18 @@ from .supervise import Supervisor
 from .suspension import Suspension
 from .tallies import Tallies, stored_tallies
 from .taskgroups import TaskSet, first_error
+from .verdict import (
+    Facts,
+    RunStats,
+    Status,
+    StoredAs,
+    Verdict,
+    cell_causes,
+    failed,
+    json_or_error,
+    verdict,
+    write_end,
+)
 from .waterfalls import run_waterfall
 
 __all__ = [
@@ -70,15 +81,6 @@ __all__ = [
     "run_attempt",
 ]
 
-Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
-
-
-@runtime_checkable
-class StoredAs(Protocol):
-    """A play output stored by reference (a ``Dataset``: its rows are in the store)."""
-
-    def to_ref(self) -> dict[str, Any]: ...
-
 
 @dataclass(frozen=True, kw_only=True)
 class Services:
@@ -93,39 +95,6 @@ class Services:
     org: str = "local"
     options: RunOptions = field(default_factory=RunOptions)  # its budget: run_attempt's
     planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
-
-
-@dataclass(kw_only=True)
-class RunStats(DatasetStats):
-    """A run's counts: its datasets' rows, its tool calls, its credits, its failures."""
-
-    tool_calls_live: int = 0
-    tool_calls_cached: int = 0
-    tool_calls_in_flight: int = 0
-    tool_calls_failed: int = 0
-    tool_calls_not_sent: int = 0  # refused by the budget before they were sent
-    tool_requests: int = 0
-    dispatch_passes: int = 0
-    credits: float = 0.0
-    # the worst case of the calls that may have been charged with no record of it (in doubt:
-    # a timeout, a job not polled to its end, an answer the store could not keep)
-    credits_in_doubt: float = 0.0
-    errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
-    # cells the play's own code failed, by cause and first message:
-    # {"KeyError in column 'domain': 'emial'": 3}
-    cell_errors: dict[str, int] = field(default_factory=dict)
-    # per tool id, its calls: live, cached, in_flight, failed, not_sent
-    tools: dict[str, dict[str, int]] = field(default_factory=dict)
-    # per waterfall, its rows and its steps' tallies over the run, each row counted once as it
-    # is stored (tallies.py): the store's history of hit rates and costs that
-    # Waterfall(order="cheapest") learns from
-    waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,7 +144,7 @@ async def open_run(
             run_id=run_id,
             play=play.name,
             status=RunStatus.RUNNING,
-            input=_json_or_error(input, "The play input"),
+            input=json_or_error(input, "The play input"),
             created_at=now,
             updated_at=now,
             parent_run_id=parent_run_id,
@@ -656,7 +625,7 @@ class Attempt:
             credits=round(self.ledger.spent, 6),
             credits_in_doubt=round(self.ledger.in_doubt, 6),
             errors=dict(calls.errors),
-            cell_errors=_cell_causes(self.cell_errors),
+            cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
             waterfalls=self.known_tallies().records(),
         )
@@ -777,36 +746,38 @@ async def _end(
     stats.credits = await _recorded_credits(attempt, stats.credits)
     tallies = await _run_tallies(attempt)
     stats.waterfalls = tallies.records()
-    suspension = error if isinstance(error, Suspension) else None
-    returned = error is None  # the play returned: its output is kept whatever the verdict
-    status: Status
-    stored: Any = None
-    if suspension is not None:
-        status, error = "suspended", None
-    elif error is not None:
-        status = "failed"
-    else:
-        status = "completed_with_errors" if stats.rows_failed else "completed"
-        try:
-            stored = _stored_output(output)
-        except PlaylineError as exc:
-            error, status, returned = exc, "failed", False
-        else:
-            error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors, attempt.run_id)
-            if error is not None:
-                status = "failed"
-    message = error_text(error)
-    if error is not None and not isinstance(error, Exception):  # sys.exit() in the play's code
-        message = (
-            f"{message} (raised by the play's code, which fails the run: a play ends by "
-            "returning, and a column fails its cell by raising an Exception)"
-        )
-    if isinstance(error, BudgetExceeded) and stats.rows_pending:
-        message = (
-            f"{message} The cap left {stats.rows_pending} rows unenriched; the rows paid for "
-            "are kept."
-        )
-    waiting = suspension.waiting() if suspension else None
+    facts = Facts(
+        run_id=attempt.run_id,
+        output=output,
+        error=error,
+        stats=stats,
+        calls=attempt.executor.stats,
+        cell_errors=attempt.cell_errors,
+    )
+    ended = await _tell_end(attempt, verdict(facts), stats, tallies)
+    counters = {"run": dict(attempt.governor.counts)}
+    if root:
+        counters["tree"] = dict(attempt.lineage.tree.counts)
+    if attempt.drain.reason != LEASE_LOST:  # the run is another attempt's now
+        ended = await write_end(
+            attempt.store, attempt.run_id, ended, holder=attempt.holder, stats=stats,
+            counters=counters, now=attempt.clock.now(),
+        )  # fmt: skip
+    return AttemptOutcome(
+        run_id=attempt.run_id,
+        status=ended.status,
+        output=output if ended.returned else None,
+        stored=ended.stored,
+        stats=stats,
+        error=ended.message,
+        exception=ended.error,
+        waiting=ended.waiting,
+    )
+
+
+async def _tell_end(attempt: Attempt, ended: Verdict, stats: RunStats, tallies: Tallies) -> Verdict:
+    """Log the end, with the waterfalls' step traces: an end that cannot be told (it holds
+    a secret, the log cannot be written) fails the attempt, saying why."""
     events = attempt.events
     if tallies:  # the step order the history suggests needs it read
         await attempt.read_history()
@@ -815,57 +786,17 @@ async def _end(
     try:
         for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
             events.emit("waterfall", status="run", data=tally.to_dict())
-        ended = {**stats.to_dict(), "waiting": waiting}
-        events.emit("run", status=status, error=message, data=ended)
+        data = {**stats.to_dict(), "waiting": ended.waiting}
+        events.emit("run", status=ended.status, error=ended.message, data=data)
     except PlayDefinitionError as exc:  # the end holds a secret: it is told to nobody
-        status, message = "failed", error_text(exc)
-        events.emit("run", status=status, error=message)
+        ended = failed(ended, exc)
+        events.emit("run", status=ended.status, error=ended.message)
     try:
         await events.flush()
     except PlaylineError as exc:  # the log could not be written: the end still is
-        if status != "failed":
-            status, message = "failed", error_text(exc)
-    counters = {"run": dict(attempt.governor.counts)}
-    if root:
-        counters["tree"] = dict(attempt.lineage.tree.counts)
-    end = RunEnd(
-        status=RunStatus(status),
-        output=stored,
-        error=message,
-        stats=stats.to_dict(),
-        waiting=waiting,
-        counters=counters,
-    )
-    if attempt.drain.reason != LEASE_LOST:
-        io = StoreIO(attempt.store)
-        try:
-            await io(
-                attempt.store.end_attempt,
-                attempt.run_id,
-                holder=attempt.holder,
-                end=end,
-                now=attempt.clock.now(),
-            )
-        except PlayDefinitionError as exc:  # something of the end cannot be stored
-            status, message = "failed", error_text(exc)
-            end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
-            await io(
-                attempt.store.end_attempt,
-                attempt.run_id,
-                holder=attempt.holder,
-                end=end,
-                now=attempt.clock.now(),
-            )
-    return AttemptOutcome(
-        run_id=attempt.run_id,
-        status=status,
-        output=output if returned else None,
-        stored=stored,
-        stats=stats,
-        error=message,
-        exception=error,
-        waiting=waiting,
-    )
+        if ended.status != "failed":
+            ended = failed(ended, exc)
+    return ended
 
 
 async def _run_tallies(attempt: Attempt) -> Tallies:
@@ -893,57 +824,6 @@ async def _recorded_credits(attempt: Attempt, counted: float) -> float:
     except PlaylineError:
         return counted
     return round(spent, 6)
-
-
-def _all_failed(
-    stats: RunStats, calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str
-) -> PlaylineError | None:
-    """The run failed as a whole although every row ended: all of them failed, or a tool
-    was refused for every input (a wrong token, an unknown tool)."""
-    for tool, counts in calls.by_tool.items():
-        refused = counts.get("refused", 0)
-        if refused and refused == counts.get("failed", 0) and not counts.get("live"):
-            cause = _top_cause(calls, {}, run_id)
-            fix = (
-                "the tool id is unknown to its gateway: check the id and the gateway URL"
-                if "unknown_tool" in cause
-                else "check the token (PLAYLINE_GATEWAY_TOKEN or pl.Gateway(token=...))"
-            )
-            return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
-    if stats.rows and stats.rows_failed == stats.rows:
-        cause = _top_cause(calls, cell_errors, run_id)
-        return PlaylineError(f"All {stats.rows} rows failed: {full_stop(cause)}")
-    return None
-
-
-def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str) -> str:
-    """The most frequent cause of failed cells: a tool's failure, counted in calls (``40
-    calls failed with 503 from ...``: a row may make several), or a resolver's error with its
-    first message, counted in cells (``3 x KeyError in column 'email': 'emial'``)."""
-    causes = [
-        (count, f"{count} call{'s' if count != 1 else ''} failed with {cause}")
-        for cause, count in calls.errors.items()
-    ]
-    causes += [(count, f"{count} x {cause}") for cause, count in _cell_causes(cell_errors).items()]
-    if not causes:
-        return f"see the failed cells (playline show {run_id} --rows 20)"
-    return max(causes, key=lambda item: item[0])[1]
-
-
-def _cell_causes(cell_errors: dict[str, tuple[int, str]]) -> dict[str, int]:
-    """Cells a resolver's error failed, by cause with its first message."""
-    return {f"{cause}: {first}": count for cause, (count, first) in cell_errors.items()}
-
-
-def _json_or_error(value: Any, what: str) -> Any:
-    dumps(value, what=what)
-    return value
-
-
-def _stored_output(output: Any) -> Any:
-    if isinstance(output, StoredAs):
-        return output.to_ref()
-    return _json_or_error(output, "The play's return value")
 
 
 def _force(tool: str, force: Any) -> bool:
