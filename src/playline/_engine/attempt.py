@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._clock import Clock
 from .._json import dumps, without_numpy
 from .._play import Play
-from .._waterfall import Step, Waterfall, WaterfallStats
 from ..errors import PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
     RowRecord,
@@ -39,12 +37,10 @@ from .calls import CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .collector import fewer_collections
 from .datasets import DatasetStats
-from .deferred import Deferred
 from .dispatch import Dispatcher
 from .drain import BUDGET, EXITED, LEASE_LOST, STOPPED, Drain, escaped
 from .events import EventLog, Listener, preview
 from .governance import Governor, Lineage
-from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
 from .options import RunOptions
 from .planning import Planner
@@ -66,7 +62,7 @@ from .verdict import (
     verdict,
     write_end,
 )
-from .waterfalls import run_waterfall
+from .waterfalls import WaterfallRuns
 
 __all__ = [
     "Attempt",
@@ -248,22 +244,21 @@ class Attempt:
         self.datasets: dict[str, DatasetStats | None] = {}
         self._columns: dict[str, None] = {}  # the columns of those datasets, bare and dotted
         self.cell_errors: dict[str, tuple[int, str]] = {}
-        # waterfall tallies (tallies.py): every waterfall this attempt ran, those of them no
-        # stored row keeps (outside a dataset, in a hidden column), and the stored rows it
-        # reused (completed in an earlier attempt)
-        self.waterfalls = Tallies()
-        self._unstored = Tallies()
-        self._reused = Tallies()
-        self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
-        self._history: asyncio.Task[tuple[History, History]] | None = None
         self._auth_scopes: dict[str, str] = {}
         self.ctx = services.context(self)
+        self.waterfalls = WaterfallRuns(
+            store=self.store,
+            run_id=self.run_id,
+            events=self.events,
+            call_tool=self.call_tool,
+            ctx=self.ctx,
+        )
 
     # datasets
     def reused_row(self, record: RowRecord) -> None:
         """A row completed in an earlier attempt, reused as stored: its waterfalls count in
         ``ctx.waterfall_stats()`` as they are stored."""
-        self._reused.add_rows((record,))
+        self.waterfalls.reused_row(record)
 
     def claim_dataset_name(self, name: str, columns: Sequence[str] = ()) -> None:
         if name in self.datasets:
@@ -395,131 +390,6 @@ class Attempt:
         await self.executor.execute(call.spec, [call])
         return await call.future
 
-    # waterfalls
-    def waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
-        """The waterfall for one input, run when awaited. Its coroutine is made only then: a
-        row the run stopped before it ran (a store that failed, a stop) leaves nothing that
-        was never awaited, where a coroutine made here warned about each such row."""
-        return Deferred(self._waterfall, spec, input)
-
-    async def _waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
-        steps = self._orders.get(spec)
-        if steps is None:
-            return await self._ordered_waterfall(spec, input)
-        return await self._run_waterfall(spec, input, steps)
-
-    def _run_waterfall(
-        self, spec: Waterfall, input: Mapping[str, Any], steps: tuple[Step, ...]
-    ) -> Awaitable[Any]:
-        return run_waterfall(
-            spec,
-            input,
-            ctx=self.ctx,
-            call_tool=self.call_tool,
-            count=self._count_waterfall,
-            order=steps,
-        )
-
-    def _count_waterfall(self, provenance: dict[str, Any]) -> None:
-        """A waterfall ran: count it for this attempt, and apart when no stored row will keep
-        its provenance (outside a dataset, or a hidden column's cell that does not fail)."""
-        self.waterfalls.add(provenance)
-        row = current_row.get()
-        if row is None:
-            self._unstored.add(provenance)
-        elif row.column is not None and row.column.startswith("_"):
-            fails = provenance["winner"] is None and any(
-                step.get("status") == "failed" for step in provenance["steps"].values()
-            )
-            if not fails:  # a failed hidden cell is stored
-                self._unstored.add(provenance)
-
-    async def _ordered_waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
-        """The first rows of a waterfall wait for the store's history (one read per attempt),
-        which decides the order of ``order="cheapest"`` and the suggested one."""
-        (history, runs), _ = await self.waterfall_history()
-        steps = self._orders.get(spec)
-        if steps is None:
-            steps = tuple(spec.steps)
-            if spec.order == "cheapest":
-                advice = advise_order(
-                    [s.id for s in spec.steps], history.get(spec.id, {}), runs=runs[spec.id]
-                )
-                if advice.order is not None:
-                    by_id = {s.id: s for s in spec.steps}
-                    steps = tuple(by_id[sid] for sid in advice.order)
-                    self.events.log(
-                        f"Waterfall {spec.id!r} runs its steps cheapest first "
-                        f"({', '.join(advice.order)}): {advice.note}, from {runs[spec.id]} "
-                        "earlier run(s)."
-                    )
-                else:
-                    self.events.log(
-                        f"Waterfall {spec.id!r} runs its steps as declared: {advice.note}."
-                    )
-            self._orders[spec] = steps
-        return await self._run_waterfall(spec, input, steps)
-
-    async def waterfall_history(self) -> tuple[History, History]:
-        """The store's history: of its newest runs, and of those other than this one."""
-        if self._history is None:
-            self._history = asyncio.get_running_loop().create_task(self._read_history())
-        return await asyncio.shield(self._history)
-
-    async def _read_history(self) -> tuple[History, History]:
-        try:
-            runs = await StoreIO(self.store)(self.store.list_runs, limit=HISTORY_RUNS)
-        except PlaylineError as exc:  # no history: the waterfalls run as declared
-            self.events.log(f"Could not read the store's waterfall history: {exc}")
-            runs = []
-        others = [run for run in runs if run.run_id != self.run_id]
-        return step_history(runs), step_history(others)
-
-    def waterfall_stats(self) -> dict[str, WaterfallStats]:
-        """The run's waterfall tallies as this attempt knows them (the rows it ran and those
-        it reused), each with the step order the store's history and this run suggest (the
-        history is read when the waterfall first runs)."""
-        return self.advised(self.known_tallies())
-
-    def known_tallies(self) -> Tallies:
-        """The rows this attempt ran and those it reused as stored, each once."""
-        return Tallies().merge(self._reused, self.waterfalls)
-
-    def unstored_tallies(self) -> Tallies:
-        """What this attempt ran that no stored row keeps (outside a dataset, hidden columns)."""
-        return self._unstored
-
-    async def read_history(self) -> None:
-        """Read the store's history (for the suggested orders) unless it was read already."""
-        task = self._history
-        if task is None or not task.done():
-            await self.waterfall_history()
-
-    def advised(self, tallies: Tallies) -> dict[str, WaterfallStats]:
-        """The run's ``tallies``, each with the step order that the history of the store's
-        other runs and these tallies suggest."""
-        task = self._history
-        known: History = ({}, Counter())
-        if task is not None and task.done() and not task.cancelled() and not task.exception():
-            known = task.result()[1]
-        stats = {}
-        for wid, tally in tallies.by_id.items():
-            snap = tally.snapshot()
-            earlier = known[0].get(wid, {})
-            steps = {}
-            for step in snap.steps:
-                before = earlier.get(step.id) or StepRecord(id=step.id)
-                steps[step.id] = StepRecord(
-                    id=step.id,
-                    attempts=before.attempts + step.attempts,
-                    hits=before.hits + step.hits,
-                    credits=before.credits + step.credits,
-                    cached=before.cached + step.cached,
-                )
-            advice = advise_order(list(steps), steps, runs=known[1][wid] + 1)
-            stats[wid] = replace(snap, suggested_order=advice.order, order_note=advice.note)
-        return stats
-
     # child plays
     async def run_play(self, key: str, play: Play, input: Any) -> Any:
         """Run a child play; returns its output as stored (a dataset as its reference)."""
@@ -627,7 +497,7 @@ class Attempt:
             errors=dict(calls.errors),
             cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
-            waterfalls=self.known_tallies().records(),
+            waterfalls=self.waterfalls.known().records(),
         )
 
     def describe(self) -> str:
@@ -780,11 +650,13 @@ async def _tell_end(attempt: Attempt, ended: Verdict, stats: RunStats, tallies: 
     a secret, the log cannot be written) fails the attempt, saying why."""
     events = attempt.events
     if tallies:  # the step order the history suggests needs it read
-        await attempt.read_history()
+        await attempt.waterfalls.read_history()
     for name, warning in attempt.refresh_warnings().items():
         events.log(warning, refresh=name)
     try:
-        for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
+        for tally in attempt.waterfalls.advised(
+            tallies
+        ).values():  # the step trace: the run's, so far
             events.emit("waterfall", status="run", data=tally.to_dict())
         data = {**stats.to_dict(), "waiting": ended.waiting}
         events.emit("run", status=ended.status, error=ended.message, data=data)
@@ -805,13 +677,13 @@ async def _run_tallies(attempt: Attempt) -> Tallies:
     stored (whichever attempt wrote it: a killed one's too, which never reported), and what
     this attempt ran that no row keeps; what the attempt counted when the store cannot say."""
     if not attempt.resuming:
-        return attempt.known_tallies()
+        return attempt.waterfalls.known()
     try:
         stored = await StoreIO(attempt.store)(stored_tallies, attempt.store, attempt.run_id)
     except PlaylineError as exc:
         attempt.events.log(f"Could not read the run's rows for its waterfall tallies: {exc}")
-        return attempt.known_tallies()
-    return stored.merge(attempt.unstored_tallies())
+        return attempt.waterfalls.known()
+    return stored.merge(attempt.waterfalls.unstored)
 
 
 async def _recorded_credits(attempt: Attempt, counted: float) -> float:
