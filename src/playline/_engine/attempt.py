@@ -11,13 +11,12 @@ cheap), and writes how the attempt ended. An attempt ends completed, failed, or 
 from __future__ import annotations
 
 import asyncio
-import difflib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._clock import Clock
-from .._json import dumps, without_numpy
+from .._json import dumps
 from .._play import Play
 from ..errors import PlayDefinitionError, PlaylineError, StoreError
 from ..store import (
@@ -33,6 +32,7 @@ from ..store._owners import holding
 from ..tools import Execution, ToolResult, ToolSpec
 from ..tools._gates import ToolGates
 from .boundaries import Boundaries
+from .callmaking import CallMaker
 from .calls import CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .collector import fewer_collections
@@ -44,8 +44,6 @@ from .governance import Governor, Lineage
 from .ledger import Ledger
 from .options import RunOptions
 from .planning import Planner
-from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
-from .scope import current_row, result_sink
 from .supervise import Supervisor
 from .suspension import Suspension
 from .tallies import Tallies, stored_tallies
@@ -200,9 +198,6 @@ class Attempt:
         self.resuming = record.attempts > 1
         # where the run was started: relative input paths (ctx.csv) are read from there
         self.workdir: str | None = record.options.get("cwd")
-        # refreshed columns: their calls buy again what was bought before the run started
-        self.refresh = frozenset(record.options.get("refresh") or ())
-        self._fresh_since = record.created_at
         self.holder = holder
         self.drain = drain
         self.lineage = lineage
@@ -244,7 +239,16 @@ class Attempt:
         self.datasets: dict[str, DatasetStats | None] = {}
         self._columns: dict[str, None] = {}  # the columns of those datasets, bare and dotted
         self.cell_errors: dict[str, tuple[int, str]] = {}
-        self._auth_scopes: dict[str, str] = {}
+        self.calls = CallMaker(
+            tools=services.tools,
+            org=services.org,
+            clock=self.clock,
+            governor=self.governor,
+            refuse=self.executor.refused_input,
+            # refreshed columns: their calls buy again what was bought before the run started
+            refresh=frozenset(record.options.get("refresh") or ()),
+            fresh_since=record.created_at,
+        )
         self.ctx = services.context(self)
         self.waterfalls = WaterfallRuns(
             store=self.store,
@@ -277,23 +281,11 @@ class Attempt:
         return {
             name: f"warning: refresh {name!r} (--refresh): the run has no column {name!r} "
             f"(its columns: {columns}); nothing was bought again for it."
-            for name in sorted(self.refresh)
+            for name in sorted(self.calls.refresh)
             if name not in self._columns
         }
 
     # tools
-    def tool_spec(self, tool: str) -> ToolSpec:
-        spec = self.services.tools.get(tool)
-        if spec is None:
-            close = difflib.get_close_matches(tool, list(self.services.tools), n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise PlayDefinitionError(
-                f"Unknown tool {tool!r}.{hint} Define it with @pl.tool({tool!r}), pass it in "
-                "tools=[...], or connect the gateway that serves it (pl.Gateway or "
-                "PLAYLINE_GATEWAY_URL)."
-            )
-        return spec
-
     def stored_result(self, tool: str | None, data: Any) -> ToolResult:
         """A tool result kept in a stored row, back as the resolver returned it (a retried
         row goes on from it): from the store, at no cost."""
@@ -305,13 +297,6 @@ class Attempt:
             outputs=spec.outputs if spec else None,
             lists=spec.lists if spec else None,
         )
-
-    def _auth(self, spec: ToolSpec) -> str:
-        scope = self._auth_scopes.get(spec.id)
-        if scope is None:
-            scope = auth_scope(self.services.org, spec.auth_scope, spec.id)
-            self._auth_scopes[spec.id] = scope
-        return scope
 
     def call_tool(
         self,
@@ -328,63 +313,14 @@ class Attempt:
         resolver makes (``asyncio.gather``) go out in the same pass; the one call a group's
         resolver returns as its value is looked up with the group's first (``datasets.py``).
         """
-        if not isinstance(tool, str) or not tool:
-            raise PlayDefinitionError(
-                "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
-            )
-        if type(input) is not dict and not isinstance(input, Mapping):
-            raise PlayDefinitionError(
-                f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
-            )
-        given: object = force  # what a play passes, whatever the annotation says
-        if given is not False and given is not True:  # the common cases, checked first
-            force = _force(tool, given)
-        if label is not None:
-            label = _label(tool, label)
-        spec = self.tool_spec(tool)
-        stale = None if stale_after is None else validate_stale_after(stale_after)
-        self.governor.spend("tool_calls")
-        payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
-        try:
-            key = receipt_key(
-                org=self.services.org,
-                tool=spec.id,
-                input=payload,
-                auth=self._auth(spec),
-                version=spec.version,
-                bucket="" if stale is None else stale_bucket(stale, self.clock.now()),
-            )
-        except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
-            raise self.executor.refused_input(spec, exc) from None
-        scope = current_row.get()
-        call = ToolCall(
-            spec=spec,
-            input=payload,
-            key=key,
-            future=asyncio.get_running_loop().create_future(),
-            label=label,
-            force=force,
-            scope=scope,
-            column=None if scope is None else scope.column,
-            sink=result_sink.get(),
-            fresh_since=self._refreshed(scope),
-        )
+        call = self.calls.make(tool, input, label=label, force=force, stale_after=stale_after)
+        scope = call.scope
         if scope is None:
             return self._direct(call)
-        if scope.collect is not None and not force and call.fresh_since is None:
+        if scope.collect is not None and not call.force and call.fresh_since is None:
             scope.collect.append(call)  # its row's group looks its receipt up (datasets.py)
             return call.future
         return self.dispatcher.submit(call, scope)
-
-    def _refreshed(self, scope: Any) -> float | None:
-        """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
-        run: receipts older than the run are stale for it."""
-        if not self.refresh or scope is None:
-            return None
-        column = scope.column
-        if column in self.refresh or f"{scope.dataset}.{column}" in self.refresh:
-            return self._fresh_since
-        return None
 
     async def _direct(self, call: ToolCall) -> ToolResult:
         await self.executor.execute(call.spec, [call])
@@ -696,25 +632,3 @@ async def _recorded_credits(attempt: Attempt, counted: float) -> float:
     except PlaylineError:
         return counted
     return round(spent, 6)
-
-
-def _force(tool: str, force: Any) -> bool:
-    kind = type(force)
-    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
-        return bool(force)  # numpy's, as a pandas row holds it
-    raise PlayDefinitionError(
-        f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
-        "False (the default: a receipt answers it)."
-    )
-
-
-def _label(tool: str, label: Any) -> str:
-    named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
-    if isinstance(named, int | float) and not isinstance(named, bool):
-        return str(named)
-    if not isinstance(named, str):
-        raise PlayDefinitionError(
-            f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
-            f"text or a number, not {label!r}."
-        )
-    return named
