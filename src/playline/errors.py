@@ -27,6 +27,7 @@ __all__ = [
     "PlayDefinitionError",
     "PlaylineError",
     "ReceiptWaitTimeout",
+    "RunHeld",
     "SecretLeakError",
     "StoreError",
     "ToolError",
@@ -117,6 +118,20 @@ class EventTimeout(PlaylineError):
         super().__init__(
             f"No event {key!r} arrived within {timeout:g}s. Catch pl.EventTimeout to go on "
             "without it, or send it with pl.send_event / `playline event send`."
+        )
+
+
+class RunHeld(PlaylineError):
+    """Another live attempt holds the run (``holder``, its lease renewed until ``lease_until``)."""
+
+    def __init__(self, run_id: str, *, holder: str | None, lease_until: float) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        self.lease_until = lease_until
+        super().__init__(
+            f"Run {run_id} is being run by another process ({holder}, lease renewed until "
+            f"{lease_until:.0f}). Wait for it to finish or stop it (playline runs shows it as "
+            "running); a holder that died is taken over once its lease runs out."
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from .._clock import Clock
 from .._json import dumps
 from .._play import Play
-from ..errors import PlayDefinitionError, PlaylineError, StoreError
+from ..errors import PlayDefinitionError, PlaylineError, RunHeld, StoreError
 from ..store import (
     RowRecord,
     RunClaimOutcome,
@@ -65,7 +65,6 @@ from .waterfalls import WaterfallRuns
 __all__ = [
     "Attempt",
     "AttemptOutcome",
-    "RunHeld",
     "RunStats",
     "Services",
     "Status",
@@ -103,19 +102,6 @@ class AttemptOutcome:
     error: str | None = None
     exception: BaseException | None = None
     waiting: dict[str, Any] | None = None
-
-
-class RunHeld(PlaylineError):
-    """Another live attempt holds the run; nothing was done."""
-
-    def __init__(self, record: RunRecord) -> None:
-        self.holder = record.holder
-        super().__init__(
-            f"Run {record.run_id} is being run by another process ({record.holder}, lease "
-            f"renewed until {record.lease_until:.0f}). Wait for it to finish or stop it "
-            "(playline runs shows it as running); a holder that died is taken over once its "
-            "lease runs out."
-        )
 
 
 async def open_run(
@@ -487,7 +473,7 @@ async def run_attempt(
         )
     record = claim.record
     if claim.outcome is RunClaimOutcome.HELD:
-        raise RunHeld(record)
+        raise RunHeld(run_id, holder=record.holder, lease_until=record.lease_until or 0.0)
     root = lineage is None
     drain = drain or Drain()
     if lineage is None:

@@ -31,7 +31,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ..._context import Context
-from ..._engine.attempt import AttemptOutcome, RunHeld, Services, run_attempt
+from ..._engine.attempt import AttemptOutcome, Services, run_attempt
 from ..._engine.drain import LEASE_LOST, STOPPED, YIELD, Drain
 from ..._engine.options import (
     DEFAULT_FOREGROUND_SLEEP,
@@ -41,6 +41,7 @@ from ..._engine.options import (
 )
 from ..._play import Play
 from ..._runner import resolve_tools
+from ...errors import RunHeld
 from ...store import Event, RunRecord, Store, StoreIO, display_url, owner_id
 from ...tools._gates import ToolGates
 from ._clock import TemporalClock
