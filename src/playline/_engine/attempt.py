@@ -175,15 +175,8 @@ class Attempt:
         ledger: Ledger,
     ) -> None:
         self.services = services
-        self.run_id = record.run_id
+        self.record = record  # as claimed: the run's id, options and counters
         self.play = play
-        self.play_name = play.name
-        self.store = services.store
-        self.clock = services.clock
-        self.options = services.options
-        self.resuming = record.attempts > 1
-        # where the run was started: relative input paths (ctx.csv) are read from there
-        self.workdir: str | None = record.options.get("cwd")
         self.holder = holder
         self.drain = drain
         self.lineage = lineage
@@ -191,20 +184,7 @@ class Attempt:
         self.governor = Governor(play.limits, record.counters.get("run"))
         self.events = EventLog(services.store, self.run_id, self.clock, services.listeners)
         self.tasks = TaskSet()
-        self.executor = CallExecutor(
-            store=self.store,
-            clock=self.clock,
-            gates=services.gates,
-            governor=self.governor,
-            ledger=ledger,
-            events=self.events,
-            tools=services.tools,
-            run_id=self.run_id,
-            owner=holder,
-            drain=drain,
-            options=services.options,
-            planner=services.planner,
-        )
+        self.executor = self._executor()
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
         self.boundaries = Boundaries(
             run_id=self.run_id,
@@ -243,6 +223,53 @@ class Attempt:
             call_tool=self.call_tool,
             ctx=self.ctx,
         )
+
+    def _executor(self) -> CallExecutor:
+        services = self.services
+        return CallExecutor(
+            store=self.store,
+            clock=self.clock,
+            gates=services.gates,
+            governor=self.governor,
+            ledger=self.ledger,
+            events=self.events,
+            tools=services.tools,
+            run_id=self.run_id,
+            owner=self.holder,
+            drain=self.drain,
+            options=services.options,
+            planner=services.planner,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def play_name(self) -> str:
+        return self.play.name
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def options(self) -> RunOptions:
+        return self.services.options
+
+    @property
+    def resuming(self) -> bool:
+        return self.record.attempts > 1
+
+    @property
+    def workdir(self) -> str | None:
+        """Where the run was started: relative input paths (``ctx.csv``) are read from there."""
+        cwd = self.record.options.get("cwd")
+        return cwd if isinstance(cwd, str) else None
 
     # datasets
     def reused_row(self, record: RowRecord) -> None:
@@ -455,10 +482,49 @@ async def run_attempt(
     ``StoreError`` when the store cannot record; the play's own errors end the attempt
     ``failed`` and are returned, not raised.
     """
-    store, clock = services.store, services.clock
-    io = StoreIO(store)
-    now = clock.now()
-    claim = await io(
+    record = await _claim(services, run_id, holder=holder, max_credits=max_credits)
+    root = lineage is None
+    drain = drain or Drain()
+    if lineage is None:
+        lineage = Lineage.root(play, record.counters.get("tree"))
+    attempt = Attempt(
+        services,
+        record=record,
+        play=play,
+        holder=holder,
+        drain=drain,
+        lineage=lineage,
+        ledger=await _ledger(services, record, play, parent_ledger),
+    )
+    attempt.events.emit(
+        "run",
+        status="running",
+        data={"play": play.name, "resumed": attempt.resuming, "attempt": record.attempts},
+    )
+    # written at once: an attempt killed before the first timed flush is still on record
+    await attempt.events.flush()
+    supervising = _supervise(attempt) if root else None
+    with holding(holder), fewer_collections():
+        try:
+            output, error = await attempt.execute(record.input)
+        except asyncio.CancelledError:
+            # cancelled from outside (a parent play stopping): still record how it ended
+            await _end(attempt, record, None, Suspension(stop=drain.reason or STOPPED), root=root)
+            raise
+        finally:
+            if supervising is not None:
+                supervising.cancel()
+                await asyncio.gather(supervising, return_exceptions=True)
+        return await _end(attempt, record, output, error, root=root)
+
+
+async def _claim(
+    services: Services, run_id: str, *, holder: str, max_credits: float | None
+) -> RunRecord:
+    """The run, claimed for ``holder``; ``RunHeld`` when another live attempt holds it."""
+    store = services.store
+    now = services.clock.now()
+    claim = await StoreIO(store)(
         store.claim_run,
         run_id,
         holder=holder,
@@ -474,61 +540,43 @@ async def run_attempt(
     record = claim.record
     if claim.outcome is RunClaimOutcome.HELD:
         raise RunHeld(run_id, holder=record.holder, lease_until=record.lease_until or 0.0)
-    root = lineage is None
-    drain = drain or Drain()
-    if lineage is None:
-        lineage = Lineage.root(play, record.counters.get("tree"))
+    return record
+
+
+async def _ledger(
+    services: Services, record: RunRecord, play: Play, parent: Ledger | None
+) -> Ledger:
+    """The attempt's ledger: the run's budget, and on a resume what it spent and left in
+    doubt (calls an earlier attempt sent with no record of their end may have been charged)."""
+    store, clock, run_id = services.store, services.clock, record.run_id
+    io = StoreIO(store)
     budget = record.options.get("max_credits", play.max_credits)
     spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
-    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
-    if record.attempts > 1:  # calls an earlier attempt left in doubt may have been charged
-        doubtful = await io(store.doubtful_receipts, run_id, now=now)
+    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent)
+    if record.attempts > 1:
+        doubtful = await io(store.doubtful_receipts, run_id, now=clock.now())
         tools = services.tools
         ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
                       if tool in tools and tools[tool].cost.credits})  # fmt: skip
-    attempt = Attempt(
-        services,
-        record=record,
-        play=play,
-        holder=holder,
-        drain=drain,
-        lineage=lineage,
-        ledger=ledger,
+    return ledger
+
+
+def _supervise(attempt: Attempt) -> asyncio.Task[None]:
+    """The root attempt's supervisor: it renews the lease and reports stalls."""
+    options = attempt.options
+    supervisor = Supervisor(
+        store=attempt.store,
+        clock=attempt.clock,
+        holder=attempt.holder,
+        run_id=attempt.run_id,
+        drain=attempt.drain,
+        events=attempt.events,
+        progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
+        describe=attempt.describe,
+        stall_after=options.stall_after,
+        lease=options.lease,
     )
-    attempt.events.emit(
-        "run",
-        status="running",
-        data={"play": play.name, "resumed": attempt.resuming, "attempt": record.attempts},
-    )
-    # written at once: an attempt killed before the first timed flush is still on record
-    await attempt.events.flush()
-    supervising: asyncio.Task[None] | None = None
-    if root:
-        supervisor = Supervisor(
-            store=store,
-            clock=clock,
-            holder=holder,
-            run_id=run_id,
-            drain=drain,
-            events=attempt.events,
-            progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
-            describe=attempt.describe,
-            stall_after=services.options.stall_after,
-            lease=services.options.lease,
-        )
-        supervising = asyncio.get_running_loop().create_task(supervisor.run())
-    with holding(holder), fewer_collections():
-        try:
-            output, error = await attempt.execute(record.input)
-        except asyncio.CancelledError:
-            # cancelled from outside (a parent play stopping): still record how it ended
-            await _end(attempt, record, None, Suspension(stop=drain.reason or STOPPED), root=root)
-            raise
-        finally:
-            if supervising is not None:
-                supervising.cancel()
-                await asyncio.gather(supervising, return_exceptions=True)
-        return await _end(attempt, record, output, error, root=root)
+    return asyncio.get_running_loop().create_task(supervisor.run())
 
 
 async def _end(

@@ -128,18 +128,27 @@ class DatasetStats:
 class DatasetHost(Protocol):
     """What a dataset needs of its attempt."""
 
-    run_id: str
-    store: Store
-    clock: Clock
     events: EventLog
     dispatcher: Dispatcher
     executor: CallExecutor
     ctx: object  # the play's context, handed to resolvers that take it
-    options: RunOptions  # its row_window, retry_failed and cell_limit shape the rows
-    resuming: bool
     # why cells failed other than a tool's failure (a resolver's error): by "KeyError in
     # column 'email'", its count and the first message
     cell_errors: dict[str, tuple[int, str]]
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def options(self) -> RunOptions:
+        """Its row_window, retry_failed and cell_limit shape the rows."""
+        ...
+
+    @property
+    def resuming(self) -> bool: ...
 
     def stored_result(self, tool: str | None, data: Any) -> ToolResult: ...
 
