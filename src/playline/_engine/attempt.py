@@ -234,7 +234,6 @@ class Attempt:
             ledger=self.ledger,
             events=self.events,
             tools=services.tools,
-            run_id=self.run_id,
             owner=self.holder,
             drain=self.drain,
             options=services.options,

@@ -198,7 +198,6 @@ class CallExecutor:
         ledger: Ledger,
         events: EventLog,
         tools: Mapping[str, ToolSpec],
-        run_id: str,
         owner: str,
         drain: Drain,
         options: RunOptions,
@@ -211,16 +210,13 @@ class CallExecutor:
         self._ledger = ledger
         self._events = events
         self._tools = tools
-        self._run_id = run_id
         self._owner = owner
         self._drain = drain
         self._options = options  # its lease is renewed by the attempt's supervisor
         self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, options.lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
-        self._sending = _Count()  # requests between their claim and their record
-        self._polling = _Count()  # async jobs submitted and not yet recorded
-        self._grace_ends: float | None = None  # set at a stop: the jobs' last poll
+        self._unsettled = _Unsettled()  # what a stop waits for: requests sent, jobs polled
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
         self._tasks = TaskSet()  # the lanes' pumps, their waves, retries, waits and polls
         self.stats = CallStats()
@@ -390,7 +386,7 @@ class CallExecutor:
         others' slots nor their results."""
         mine = wave  # what this wave settles: after the claim, only the requests it sends
         try:
-            with self._sending():
+            with self._unsettled.sending():
                 ready = mine = await self._claim_wave(lane, held, wave)
                 if self._drain.stopping:  # since the pump let it out: nothing is sent
                     for request in ready:
@@ -580,7 +576,7 @@ class CallExecutor:
             Claim(
                 key=c.key,
                 tool=spec.id,
-                run_id=self._run_id,
+                run_id=self._events.run_id,
                 force=c.force,
                 resend=resend,
                 retry_in_doubt=self._options.retry_in_doubt,
@@ -662,7 +658,7 @@ class CallExecutor:
         assert jobs is not None
         failures = 0
         try:
-            with self._polling():
+            with self._unsettled.polling():
                 while not state.done:
                     await self._poll_wait(jobs.poll_interval)
                     try:
@@ -686,8 +682,9 @@ class CallExecutor:
 
     async def _poll_wait(self, seconds: float) -> None:
         """Wait before the next poll; past a stop's grace, the job is left to the resume."""
-        if self._grace_ends is not None:
-            left = self._grace_ends - self._clock.monotonic()
+        grace_ends = self._unsettled.grace_ends
+        if grace_ends is not None:
+            left = grace_ends - self._clock.monotonic()
             if left <= 0:
                 raise _PastGrace
             seconds = min(seconds, left)
@@ -911,10 +908,11 @@ class CallExecutor:
         """A stop: wait for every request already sent to be recorded, and for the async
         jobs submitted to end (for at most ``JOB_GRACE`` seconds: the rest are polled on
         resume, counted in doubt meanwhile)."""
-        await self._sending.idle()
-        if self._grace_ends is None:
-            self._grace_ends = self._clock.monotonic() + JOB_GRACE
-        await self._polling.idle()
+        unsettled = self._unsettled
+        await unsettled.sending.idle()
+        if unsettled.grace_ends is None:
+            unsettled.grace_ends = self._clock.monotonic() + JOB_GRACE
+        await unsettled.polling.idle()
 
     async def close(self) -> None:
         """The attempt ends: stop retrying, polling and waiting for receipts other workers
@@ -1035,6 +1033,15 @@ class _Count:
         while self.count:
             self._idle = asyncio.Event()
             await self._idle.wait()
+
+
+@dataclass(slots=True)
+class _Unsettled:
+    """What a stop waits for before the attempt ends."""
+
+    sending: _Count = field(default_factory=_Count)  # claimed, not yet recorded
+    polling: _Count = field(default_factory=_Count)  # async jobs not yet recorded
+    grace_ends: float | None = None  # set at a stop: the jobs' last poll
 
 
 _LIVE = Execution("live")
