@@ -303,7 +303,7 @@ async def arun(
                 target,
                 holder=owner_id(secrets.token_hex(6)),
                 drain=drain,
-                max_credits=max_credits,
+                max_credits=options.max_credits,
             )
         finally:
             if watching is not None:

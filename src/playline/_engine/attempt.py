@@ -86,7 +86,8 @@ class Services:
     context: Callable[[Attempt], object]  # the ``ctx`` a play sees (the facade's Context)
     listeners: Sequence[Listener] = ()
     org: str = "local"
-    options: RunOptions = field(default_factory=RunOptions)  # its budget: run_attempt's
+    # run_attempt takes a budget apart: a child play shares these options, not the budget
+    options: RunOptions = field(default_factory=RunOptions)
     planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
 
 
