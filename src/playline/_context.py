@@ -111,7 +111,7 @@ class Context:
                 f"ctx.waterfall({spec.id!r}, ...): the input must be a dict, not "
                 f"{type(input).__name__}."
             )
-        return self._rt.waterfall(spec, input)
+        return self._rt.waterfalls.run(spec, input)
 
     def waterfall_stats(self) -> dict[str, WaterfallStats]:
         """Per waterfall of this run so far (by id): rows, rows satisfied, credits, and per
@@ -121,7 +121,7 @@ class Context:
         .to_dict()`` or log it; each cell also keeps its own provenance in the store. Each row
         counts once: on a resume, the rows this attempt ran and those it reused as stored.
         """
-        return self._rt.waterfall_stats()
+        return self._rt.waterfalls.stats()
 
     async def step(self, key: str, fn: Callable[[], Any], *, stale_after: int | None = None) -> Any:
         """Run ``fn`` once; its JSON result is checkpointed and replayed on resume."""

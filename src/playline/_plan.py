@@ -27,7 +27,8 @@ from typing import Any
 
 from ._clock import SystemClock
 from ._context import Context
-from ._engine.attempt import DEFAULT_ROW_WINDOW, Services, open_run, run_attempt
+from ._engine.attempt import Services, open_run, run_attempt
+from ._engine.options import DEFAULT_ROW_WINDOW, RunOptions
 from ._engine.planning import PlanCount, Planner
 from ._play import Play, PlayFn, get_play
 from ._runner import resolve_tools
@@ -211,8 +212,8 @@ async def aplan(
 ) -> Plan:
     """``pl.plan`` in async code."""
     target = get_play(play)
-    if not isinstance(row_window, int) or row_window < 1:
-        raise PlayDefinitionError("row_window must be a whole number >= 1.")
+    # a sleep ends the plan (it would only wait), and a plan reports no stall
+    options = RunOptions(row_window=row_window, foreground_sleep=0.0, stall_after=None)
     with _readable(store) as real:
         table = resolve_tools(tools)
         history = await asyncio.to_thread(real.ledger_totals)
@@ -226,9 +227,7 @@ async def aplan(
             tools=table,
             gates=ToolGates(clock),  # a plan waits for no rate limit
             context=Context,
-            row_window=row_window,
-            foreground_sleep=0.0,  # a sleep ends the plan: it would only wait
-            stall_after=None,
+            options=options,
             planner=planner,
         )
         run_id = f"plan_{secrets.token_hex(8)}"

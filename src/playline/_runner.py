@@ -20,9 +20,6 @@ from typing import Any, Literal
 from ._clock import Clock, SystemClock
 from ._context import Context
 from ._engine.attempt import (
-    DEFAULT_FOREGROUND_SLEEP,
-    DEFAULT_ROW_WINDOW,
-    DEFAULT_STALL_AFTER,
     AttemptOutcome,
     RunStats,
     Services,
@@ -31,11 +28,17 @@ from ._engine.attempt import (
     open_run,
     run_attempt,
 )
-from ._engine.calls import DEFAULT_CELL_LIMIT
 from ._engine.drain import STOPPED, Drain
 from ._engine.events import Listener
-from ._engine.supervise import DEFAULT_LEASE
-from ._limits import is_amount
+from ._engine.options import (
+    DEFAULT_CELL_LIMIT,
+    DEFAULT_FOREGROUND_SLEEP,
+    DEFAULT_LEASE,
+    DEFAULT_ROW_WINDOW,
+    DEFAULT_STALL_AFTER,
+    RunOptions,
+    refresh_columns,
+)
 from ._play import Play, PlayFn, get_play
 from .errors import PlayDefinitionError
 from .store import Store, owner_id, use_store
@@ -232,29 +235,18 @@ async def arun(
     target = get_play(play)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
         raise PlayDefinitionError("run_id must be a non-empty string (or None for a new run).")
-    if not isinstance(row_window, int) or row_window < 1:
-        raise PlayDefinitionError("row_window must be a whole number >= 1.")
-    if not is_amount(foreground_sleep):
-        raise PlayDefinitionError("foreground_sleep must be a number of seconds >= 0.")
-    if not is_amount(lease, positive=True):
-        raise PlayDefinitionError("lease must be a number of seconds > 0.")
-    if stall_after is not None and not is_amount(stall_after, positive=True):
-        raise PlayDefinitionError(
-            f"stall_after={stall_after!r} must be a number of seconds > 0 (or None: no stall "
-            "report)."
-        )
-    if ledger not in ("paid", "all"):
-        raise PlayDefinitionError(f'ledger={ledger!r}: use "paid" (the default) or "all".')
-    if max_credits is not None and not is_amount(max_credits):
-        raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
-    for name, flag in (("retry_in_doubt", retry_in_doubt), ("retry_failed", retry_failed)):
-        if not isinstance(flag, bool):  # "no" or "false" would read as true
-            raise PlayDefinitionError(f"{name}={flag!r} must be True or False.")
-    if isinstance(cell_limit, bool) or not isinstance(cell_limit, int) or cell_limit < 1:
-        raise PlayDefinitionError(
-            f"cell_limit={cell_limit!r} must be a whole number of bytes >= 1, e.g. "
-            "cell_limit=20_000_000 for 20 MB."
-        )
+    options = RunOptions(
+        max_credits=max_credits,
+        row_window=row_window,
+        foreground_sleep=foreground_sleep,
+        retry_in_doubt=retry_in_doubt,
+        stall_after=stall_after,
+        lease=lease,
+        ledger=ledger,
+        cell_limit=cell_limit,
+        retry_failed=retry_failed,
+        refresh=tuple(refresh_columns(refresh)),
+    )
     if clock is not None and not all(
         callable(getattr(clock, name, None)) for name in ("now", "monotonic", "sleep")
     ):
@@ -267,7 +259,6 @@ async def arun(
             f"listeners={listeners!r} must be a list of functions, each called with every "
             "event: listeners=[print]."
         )
-    columns = _refresh_columns(refresh)
     clock = clock or _SYSTEM_CLOCK
     with _store_for_run(store, clock) as (opened, gates):
         services = Services(
@@ -277,28 +268,22 @@ async def arun(
             gates=gates,
             context=Context,
             listeners=listening,
-            row_window=row_window,
-            foreground_sleep=foreground_sleep,
-            retry_in_doubt=retry_in_doubt,
-            stall_after=stall_after,
-            lease=lease,
-            ledger_all=ledger == "all",
-            cell_limit=cell_limit,
-            retry_failed=retry_failed,
+            options=options,
         )
         run_id = run_id or _new_run_id(clock)
-        options: dict[str, Any] = {"cwd": os.getcwd()}
+        stored: dict[str, Any] = {"cwd": os.getcwd()}  # the run record's options
+        columns = list(options.refresh)
         if max_credits is not None:
-            options["max_credits"] = max_credits
+            stored["max_credits"] = max_credits
         if columns:
-            options["refresh"] = columns
+            stored["refresh"] = columns
         record = await open_run(
             services.store,
             clock,
             run_id=run_id,
             play=target,
             input=input,
-            options=options,
+            options=stored,
         )
         check_same_input(record, input)
         if columns and sorted(record.options.get("refresh") or ()) != columns:
@@ -318,7 +303,7 @@ async def arun(
                 target,
                 holder=owner_id(secrets.token_hex(6)),
                 drain=drain,
-                max_credits=max_credits,
+                max_credits=options.max_credits,
             )
         finally:
             if watching is not None:
@@ -336,19 +321,6 @@ def _store_for_run(store: str | Store | None, clock: Clock) -> Iterator[tuple[St
         gates = _gates(clock, opened)
         with gates.using(opened):
             yield opened, gates
-
-
-def _refresh_columns(refresh: Iterable[str] | None) -> list[str]:
-    if refresh is None:
-        return []
-    names = [refresh] if isinstance(refresh, str) else refresh
-    if isinstance(names, Iterable):
-        names = list(names)
-    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
-        raise PlayDefinitionError(
-            f'refresh={refresh!r}: give column names, e.g. refresh=["email"] or ["people.email"].'
-        )
-    return sorted({n.strip() for n in names})
 
 
 async def _watch(stop: asyncio.Event, drain: Drain) -> None:

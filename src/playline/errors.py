@@ -12,6 +12,7 @@ Every error Playline raises is a ``PlaylineError``; catch that to catch them all
      ├── ReceiptWaitTimeout       another worker holds a receipt longer than we may wait
      ├── EventTimeout             ctx.wait_for_event(key, timeout=...) ran out of time
      ├── RowFailed                a row failed in a dataset run with on_row_error="raise"
+     ├── RunHeld                  another live attempt holds the run; nothing was done
      └── StoreError               the store cannot be opened, read or written
 
 Errors carry their context (play, dataset, row key, column, tool) as attributes and their
@@ -29,6 +30,7 @@ __all__ = [
     "PlaylineError",
     "ReceiptWaitTimeout",
     "RowFailed",
+    "RunHeld",
     "SecretLeakError",
     "StoreError",
     "ToolError",
@@ -133,6 +135,20 @@ class RowFailed(PlaylineError):
             f"Dataset {dataset!r}, row {row_key!r}, column {column!r} failed: "
             f"{full_stop(str(error))} "
             'Use on_row_error="record" to record failed rows and let the others finish.'
+        )
+
+
+class RunHeld(PlaylineError):
+    """Another live attempt holds the run (``holder``, its lease renewed until ``lease_until``)."""
+
+    def __init__(self, run_id: str, *, holder: str | None, lease_until: float) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        self.lease_until = lease_until
+        super().__init__(
+            f"Run {run_id} is being run by another process ({holder}, lease renewed until "
+            f"{lease_until:.0f}). Wait for it to finish or stop it (playline runs shows it as "
+            "running); a holder that died is taken over once its lease runs out."
         )
 
 

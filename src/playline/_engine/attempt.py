@@ -11,21 +11,17 @@ cheap), and writes how the attempt ended. An attempt ends completed, failed, or 
 from __future__ import annotations
 
 import asyncio
-import difflib
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any
 
 from .._clock import Clock
-from .._json import dumps, without_numpy
+from .._json import dumps
 from .._play import Play
-from .._waterfall import Step, Waterfall, WaterfallStats
-from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, StoreError, full_stop
+from ..errors import PlayDefinitionError, PlaylineError, RunHeld, StoreError
 from ..store import (
     RowRecord,
     RunClaimOutcome,
-    RunEnd,
     RunRecord,
     RunStatus,
     Store,
@@ -36,30 +32,39 @@ from ..store._owners import holding
 from ..tools import Execution, ToolResult, ToolSpec
 from ..tools._gates import ToolGates
 from .boundaries import Boundaries
-from .calls import DEFAULT_CELL_LIMIT, CallExecutor, CallStats, ToolCall
+from .callmaking import CallMaker
+from .calls import CallExecutor, CallStats, ToolCall
 from .children import ChildPlays
 from .collector import fewer_collections
 from .datasets import DatasetStats
-from .deferred import Deferred
 from .dispatch import Dispatcher
 from .drain import BUDGET, EXITED, LEASE_LOST, STOPPED, Drain, escaped
-from .events import EventLog, Listener, error_text, preview
+from .events import EventLog, Listener, preview
 from .governance import Governor, Lineage
-from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .ledger import Ledger
+from .options import RunOptions
 from .planning import Planner
-from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
-from .scope import current_row, result_sink
-from .supervise import DEFAULT_LEASE, Supervisor
+from .supervise import Supervisor
 from .suspension import Suspension
 from .tallies import Tallies, stored_tallies
 from .taskgroups import TaskSet, first_error
-from .waterfalls import run_waterfall
+from .verdict import (
+    Facts,
+    RunStats,
+    Status,
+    StoredAs,
+    Verdict,
+    cell_causes,
+    failed,
+    json_or_error,
+    verdict,
+    write_end,
+)
+from .waterfalls import WaterfallRuns
 
 __all__ = [
     "Attempt",
     "AttemptOutcome",
-    "RunHeld",
     "RunStats",
     "Services",
     "Status",
@@ -68,19 +73,6 @@ __all__ = [
     "open_run",
     "run_attempt",
 ]
-
-DEFAULT_ROW_WINDOW = 1000
-DEFAULT_FOREGROUND_SLEEP = 5.0  # sleeps up to this long are waited out in the process
-DEFAULT_STALL_AFTER = 60.0
-
-Status = Literal["completed", "completed_with_errors", "failed", "suspended"]
-
-
-@runtime_checkable
-class StoredAs(Protocol):
-    """A play output stored by reference (a ``Dataset``: its rows are in the store)."""
-
-    def to_ref(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,49 +85,10 @@ class Services:
     gates: ToolGates
     context: Callable[[Attempt], object]  # the ``ctx`` a play sees (the facade's Context)
     listeners: Sequence[Listener] = ()
-    row_window: int = DEFAULT_ROW_WINDOW
-    foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP
     org: str = "local"
-    retry_in_doubt: bool = False
-    stall_after: float | None = DEFAULT_STALL_AFTER
-    lease: float = DEFAULT_LEASE  # how long a claim outlives a holder that stopped renewing
-    ledger_all: bool = False  # a ledger row for every live call, free ones too
-    cell_limit: int = DEFAULT_CELL_LIMIT  # bytes of one stored cell value or tool result
-    retry_failed: bool = False  # a resume restarts failed rows at their failed cell
+    # run_attempt takes a budget apart: a child play shares these options, not the budget
+    options: RunOptions = field(default_factory=RunOptions)
     planner: Planner | None = None  # a plan: calls are counted, not sent (planning.py)
-
-
-@dataclass(kw_only=True)
-class RunStats(DatasetStats):
-    """A run's counts: its datasets' rows, its tool calls, its credits, its failures."""
-
-    tool_calls_live: int = 0
-    tool_calls_cached: int = 0
-    tool_calls_in_flight: int = 0
-    tool_calls_failed: int = 0
-    tool_calls_not_sent: int = 0  # refused by the budget before they were sent
-    tool_requests: int = 0
-    dispatch_passes: int = 0
-    credits: float = 0.0
-    # the worst case of the calls that may have been charged with no record of it (in doubt:
-    # a timeout, a job not polled to its end, an answer the store could not keep)
-    credits_in_doubt: float = 0.0
-    errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
-    # cells the play's own code failed, by cause and first message:
-    # {"KeyError in column 'domain': 'emial'": 3}
-    cell_errors: dict[str, int] = field(default_factory=dict)
-    # per tool id, its calls: live, cached, in_flight, failed, not_sent
-    tools: dict[str, dict[str, int]] = field(default_factory=dict)
-    # per waterfall, its rows and its steps' tallies over the run, each row counted once as it
-    # is stored (tallies.py): the store's history of hit rates and costs that
-    # Waterfall(order="cheapest") learns from
-    waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,19 +103,6 @@ class AttemptOutcome:
     error: str | None = None
     exception: BaseException | None = None
     waiting: dict[str, Any] | None = None
-
-
-class RunHeld(PlaylineError):
-    """Another live attempt holds the run; nothing was done."""
-
-    def __init__(self, record: RunRecord) -> None:
-        self.holder = record.holder
-        super().__init__(
-            f"Run {record.run_id} is being run by another process ({record.holder}, lease "
-            f"renewed until {record.lease_until:.0f}). Wait for it to finish or stop it "
-            "(playline runs shows it as running); a holder that died is taken over once its "
-            "lease runs out."
-        )
 
 
 async def open_run(
@@ -185,7 +125,7 @@ async def open_run(
             run_id=run_id,
             play=play.name,
             status=RunStatus.RUNNING,
-            input=_json_or_error(input, "The play input"),
+            input=json_or_error(input, "The play input"),
             created_at=now,
             updated_at=now,
             parent_run_id=parent_run_id,
@@ -236,20 +176,8 @@ class Attempt:
         ledger: Ledger,
     ) -> None:
         self.services = services
-        self.run_id = record.run_id
+        self.record = record  # as claimed: the run's id, options and counters
         self.play = play
-        self.play_name = play.name
-        self.store = services.store
-        self.clock = services.clock
-        self.row_window = services.row_window
-        self.resuming = record.attempts > 1
-        self.retry_failed = services.retry_failed
-        self.cell_limit = services.cell_limit
-        # where the run was started: relative input paths (ctx.csv) are read from there
-        self.workdir: str | None = record.options.get("cwd")
-        # refreshed columns: their calls buy again what was bought before the run started
-        self.refresh = frozenset(record.options.get("refresh") or ())
-        self._fresh_since = record.created_at
         self.holder = holder
         self.drain = drain
         self.lineage = lineage
@@ -257,29 +185,13 @@ class Attempt:
         self.governor = Governor(play.limits, record.counters.get("run"))
         self.events = EventLog(services.store, self.run_id, self.clock, services.listeners)
         self.tasks = TaskSet()
-        self.executor = CallExecutor(
-            store=self.store,
-            clock=self.clock,
-            gates=services.gates,
-            governor=self.governor,
-            ledger=ledger,
-            events=self.events,
-            tools=services.tools,
-            run_id=self.run_id,
-            owner=holder,
-            drain=drain,
-            lease=services.lease,
-            retry_in_doubt=services.retry_in_doubt,
-            ledger_all=services.ledger_all,
-            cell_limit=services.cell_limit,
-            planner=services.planner,
-        )
+        self.executor = self._executor()
         self.dispatcher = Dispatcher(self.executor, self.tasks.spawn, self.clock)
         self.boundaries = Boundaries(
             run_id=self.run_id,
             store=self.store,
             clock=self.clock,
-            foreground_sleep=services.foreground_sleep,
+            foreground_sleep=services.options.foreground_sleep,
         )
         self.children = ChildPlays(
             run_id=self.run_id,
@@ -294,22 +206,76 @@ class Attempt:
         self.datasets: dict[str, DatasetStats | None] = {}
         self._columns: dict[str, None] = {}  # the columns of those datasets, bare and dotted
         self.cell_errors: dict[str, tuple[int, str]] = {}
-        # waterfall tallies (tallies.py): every waterfall this attempt ran, those of them no
-        # stored row keeps (outside a dataset, in a hidden column), and the stored rows it
-        # reused (completed in an earlier attempt)
-        self.waterfalls = Tallies()
-        self._unstored = Tallies()
-        self._reused = Tallies()
-        self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
-        self._history: asyncio.Task[tuple[History, History]] | None = None
-        self._auth_scopes: dict[str, str] = {}
+        self.calls = CallMaker(
+            tools=services.tools,
+            org=services.org,
+            clock=self.clock,
+            governor=self.governor,
+            refuse=self.executor.refused_input,
+            # refreshed columns: their calls buy again what was bought before the run started
+            refresh=frozenset(record.options.get("refresh") or ()),
+            fresh_since=record.created_at,
+        )
         self.ctx = services.context(self)
+        self.waterfalls = WaterfallRuns(
+            store=self.store,
+            run_id=self.run_id,
+            events=self.events,
+            call_tool=self.call_tool,
+            ctx=self.ctx,
+        )
+
+    def _executor(self) -> CallExecutor:
+        services = self.services
+        return CallExecutor(
+            store=self.store,
+            clock=self.clock,
+            gates=services.gates,
+            governor=self.governor,
+            ledger=self.ledger,
+            events=self.events,
+            tools=services.tools,
+            owner=self.holder,
+            drain=self.drain,
+            options=services.options,
+            planner=services.planner,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def play_name(self) -> str:
+        return self.play.name
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def options(self) -> RunOptions:
+        return self.services.options
+
+    @property
+    def resuming(self) -> bool:
+        return self.record.attempts > 1
+
+    @property
+    def workdir(self) -> str | None:
+        """Where the run was started: relative input paths (``ctx.csv``) are read from there."""
+        cwd = self.record.options.get("cwd")
+        return cwd if isinstance(cwd, str) else None
 
     # datasets
     def reused_row(self, record: RowRecord) -> None:
         """A row completed in an earlier attempt, reused as stored: its waterfalls count in
         ``ctx.waterfall_stats()`` as they are stored."""
-        self._reused.add_rows((record,))
+        self.waterfalls.reused_row(record)
 
     def claim_dataset_name(self, name: str, columns: Sequence[str] = ()) -> None:
         if name in self.datasets:
@@ -328,23 +294,11 @@ class Attempt:
         return {
             name: f"warning: refresh {name!r} (--refresh): the run has no column {name!r} "
             f"(its columns: {columns}); nothing was bought again for it."
-            for name in sorted(self.refresh)
+            for name in sorted(self.calls.refresh)
             if name not in self._columns
         }
 
     # tools
-    def tool_spec(self, tool: str) -> ToolSpec:
-        spec = self.services.tools.get(tool)
-        if spec is None:
-            close = difflib.get_close_matches(tool, list(self.services.tools), n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise PlayDefinitionError(
-                f"Unknown tool {tool!r}.{hint} Define it with @pl.tool({tool!r}), pass it in "
-                "tools=[...], or connect the gateway that serves it (pl.Gateway or "
-                "PLAYLINE_GATEWAY_URL)."
-            )
-        return spec
-
     def stored_result(self, tool: str | None, data: Any) -> ToolResult:
         """A tool result kept in a stored row, back as the resolver returned it (a retried
         row goes on from it): from the store, at no cost."""
@@ -356,13 +310,6 @@ class Attempt:
             outputs=spec.outputs if spec else None,
             lists=spec.lists if spec else None,
         )
-
-    def _auth(self, spec: ToolSpec) -> str:
-        scope = self._auth_scopes.get(spec.id)
-        if scope is None:
-            scope = auth_scope(self.services.org, spec.auth_scope, spec.id)
-            self._auth_scopes[spec.id] = scope
-        return scope
 
     def call_tool(
         self,
@@ -379,189 +326,15 @@ class Attempt:
         resolver makes (``asyncio.gather``) go out in the same pass; the one call a group's
         resolver returns as its value is looked up with the group's first (``datasets.py``).
         """
-        if not isinstance(tool, str) or not tool:
-            raise PlayDefinitionError(
-                "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
-            )
-        if type(input) is not dict and not isinstance(input, Mapping):
-            raise PlayDefinitionError(
-                f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
-            )
-        given: object = force  # what a play passes, whatever the annotation says
-        if given is not False and given is not True:  # the common cases, checked first
-            force = _force(tool, given)
-        if label is not None:
-            label = _label(tool, label)
-        spec = self.tool_spec(tool)
-        stale = None if stale_after is None else validate_stale_after(stale_after)
-        self.governor.spend("tool_calls")
-        payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
-        try:
-            key = receipt_key(
-                org=self.services.org,
-                tool=spec.id,
-                input=payload,
-                auth=self._auth(spec),
-                version=spec.version,
-                bucket="" if stale is None else stale_bucket(stale, self.clock.now()),
-            )
-        except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
-            raise self.executor.refused_input(spec, exc) from None
-        scope = current_row.get()
-        call = ToolCall(
-            spec=spec,
-            input=payload,
-            key=key,
-            future=asyncio.get_running_loop().create_future(),
-            label=label,
-            force=force,
-            scope=scope,
-            column=None if scope is None else scope.column,
-            sink=result_sink.get(),
-            fresh_since=self._refreshed(scope),
-        )
+        call = self.calls.make(tool, input, label=label, force=force, stale_after=stale_after)
+        scope = call.scope
         if scope is None:
             return self._direct(call)
         return self.dispatcher.submit(call, scope)
 
-    def _refreshed(self, scope: Any) -> float | None:
-        """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
-        run: receipts older than the run are stale for it."""
-        if not self.refresh or scope is None:
-            return None
-        column = scope.column
-        if column in self.refresh or f"{scope.dataset}.{column}" in self.refresh:
-            return self._fresh_since
-        return None
-
     async def _direct(self, call: ToolCall) -> ToolResult:
         await self.executor.execute(call.spec, [call])
         return await call.future
-
-    # waterfalls
-    def waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
-        """The waterfall for one input, run when awaited. Its coroutine is made only then: a
-        row the run stopped before it ran (a store that failed, a stop) leaves nothing that
-        was never awaited, where a coroutine made here warned about each such row."""
-        return Deferred(self._waterfall, spec, input)
-
-    async def _waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
-        steps = self._orders.get(spec)
-        if steps is None:
-            return await self._ordered_waterfall(spec, input)
-        return await self._run_waterfall(spec, input, steps)
-
-    def _run_waterfall(
-        self, spec: Waterfall, input: Mapping[str, Any], steps: tuple[Step, ...]
-    ) -> Awaitable[Any]:
-        return run_waterfall(
-            spec,
-            input,
-            ctx=self.ctx,
-            call_tool=self.call_tool,
-            count=self._count_waterfall,
-            order=steps,
-        )
-
-    def _count_waterfall(self, provenance: dict[str, Any]) -> None:
-        """A waterfall ran: count it for this attempt, and apart when no stored row will keep
-        its provenance (outside a dataset, or a hidden column's cell that does not fail)."""
-        self.waterfalls.add(provenance)
-        row = current_row.get()
-        if row is None:
-            self._unstored.add(provenance)
-        elif row.column is not None and row.column.startswith("_"):
-            fails = provenance["winner"] is None and any(
-                step.get("status") == "failed" for step in provenance["steps"].values()
-            )
-            if not fails:  # a failed hidden cell is stored
-                self._unstored.add(provenance)
-
-    async def _ordered_waterfall(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
-        """The first rows of a waterfall wait for the store's history (one read per attempt),
-        which decides the order of ``order="cheapest"`` and the suggested one."""
-        (history, runs), _ = await self.waterfall_history()
-        steps = self._orders.get(spec)
-        if steps is None:
-            steps = tuple(spec.steps)
-            if spec.order == "cheapest":
-                advice = advise_order(
-                    [s.id for s in spec.steps], history.get(spec.id, {}), runs=runs[spec.id]
-                )
-                if advice.order is not None:
-                    by_id = {s.id: s for s in spec.steps}
-                    steps = tuple(by_id[sid] for sid in advice.order)
-                    self.events.log(
-                        f"Waterfall {spec.id!r} runs its steps cheapest first "
-                        f"({', '.join(advice.order)}): {advice.note}, from {runs[spec.id]} "
-                        "earlier run(s)."
-                    )
-                else:
-                    self.events.log(
-                        f"Waterfall {spec.id!r} runs its steps as declared: {advice.note}."
-                    )
-            self._orders[spec] = steps
-        return await self._run_waterfall(spec, input, steps)
-
-    async def waterfall_history(self) -> tuple[History, History]:
-        """The store's history: of its newest runs, and of those other than this one."""
-        if self._history is None:
-            self._history = asyncio.get_running_loop().create_task(self._read_history())
-        return await asyncio.shield(self._history)
-
-    async def _read_history(self) -> tuple[History, History]:
-        try:
-            runs = await StoreIO(self.store)(self.store.list_runs, limit=HISTORY_RUNS)
-        except PlaylineError as exc:  # no history: the waterfalls run as declared
-            self.events.log(f"Could not read the store's waterfall history: {exc}")
-            runs = []
-        others = [run for run in runs if run.run_id != self.run_id]
-        return step_history(runs), step_history(others)
-
-    def waterfall_stats(self) -> dict[str, WaterfallStats]:
-        """The run's waterfall tallies as this attempt knows them (the rows it ran and those
-        it reused), each with the step order the store's history and this run suggest (the
-        history is read when the waterfall first runs)."""
-        return self.advised(self.known_tallies())
-
-    def known_tallies(self) -> Tallies:
-        """The rows this attempt ran and those it reused as stored, each once."""
-        return Tallies().merge(self._reused, self.waterfalls)
-
-    def unstored_tallies(self) -> Tallies:
-        """What this attempt ran that no stored row keeps (outside a dataset, hidden columns)."""
-        return self._unstored
-
-    async def read_history(self) -> None:
-        """Read the store's history (for the suggested orders) unless it was read already."""
-        task = self._history
-        if task is None or not task.done():
-            await self.waterfall_history()
-
-    def advised(self, tallies: Tallies) -> dict[str, WaterfallStats]:
-        """The run's ``tallies``, each with the step order that the history of the store's
-        other runs and these tallies suggest."""
-        task = self._history
-        known: History = ({}, Counter())
-        if task is not None and task.done() and not task.cancelled() and not task.exception():
-            known = task.result()[1]
-        stats = {}
-        for wid, tally in tallies.by_id.items():
-            snap = tally.snapshot()
-            earlier = known[0].get(wid, {})
-            steps = {}
-            for step in snap.steps:
-                before = earlier.get(step.id) or StepRecord(id=step.id)
-                steps[step.id] = StepRecord(
-                    id=step.id,
-                    attempts=before.attempts + step.attempts,
-                    hits=before.hits + step.hits,
-                    credits=before.credits + step.credits,
-                    cached=before.cached + step.cached,
-                )
-            advice = advise_order(list(steps), steps, runs=known[1][wid] + 1)
-            stats[wid] = replace(snap, suggested_order=advice.order, order_note=advice.note)
-        return stats
 
     # child plays
     async def run_play(self, key: str, play: Play, input: Any) -> Any:
@@ -668,9 +441,9 @@ class Attempt:
             credits=round(self.ledger.spent, 6),
             credits_in_doubt=round(self.ledger.in_doubt, 6),
             errors=dict(calls.errors),
-            cell_errors=_cell_causes(self.cell_errors),
+            cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
-            waterfalls=self.known_tallies().records(),
+            waterfalls=self.waterfalls.known().records(),
         )
 
     def describe(self) -> str:
@@ -706,37 +479,11 @@ async def run_attempt(
     ``StoreError`` when the store cannot record; the play's own errors end the attempt
     ``failed`` and are returned, not raised.
     """
-    store, clock = services.store, services.clock
-    io = StoreIO(store)
-    now = clock.now()
-    claim = await io(
-        store.claim_run,
-        run_id,
-        holder=holder,
-        lease_until=now + services.lease,
-        now=now,
-        # a budget given now (raised to go on after a budget stop) stands from now on
-        options=None if max_credits is None else {"max_credits": max_credits},
-    )
-    if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
-        raise StoreError(
-            f"Run {run_id} is not in the store {display_url(store.url)}: open it first."
-        )
-    record = claim.record
-    if claim.outcome is RunClaimOutcome.HELD:
-        raise RunHeld(record)
+    record = await _claim(services, run_id, holder=holder, max_credits=max_credits)
     root = lineage is None
     drain = drain or Drain()
     if lineage is None:
         lineage = Lineage.root(play, record.counters.get("tree"))
-    budget = record.options.get("max_credits", play.max_credits)
-    spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
-    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent_ledger)
-    if record.attempts > 1:  # calls an earlier attempt left in doubt may have been charged
-        doubtful = await io(store.doubtful_receipts, run_id, now=now)
-        tools = services.tools
-        ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
-                      if tool in tools and tools[tool].cost.credits})  # fmt: skip
     attempt = Attempt(
         services,
         record=record,
@@ -744,7 +491,7 @@ async def run_attempt(
         holder=holder,
         drain=drain,
         lineage=lineage,
-        ledger=ledger,
+        ledger=await _ledger(services, record, play, parent_ledger),
     )
     attempt.events.emit(
         "run",
@@ -753,21 +500,7 @@ async def run_attempt(
     )
     # written at once: an attempt killed before the first timed flush is still on record
     await attempt.events.flush()
-    supervising: asyncio.Task[None] | None = None
-    if root:
-        supervisor = Supervisor(
-            store=store,
-            clock=clock,
-            holder=holder,
-            run_id=run_id,
-            drain=drain,
-            events=attempt.events,
-            progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
-            describe=attempt.describe,
-            stall_after=services.stall_after,
-            lease=services.lease,
-        )
-        supervising = asyncio.get_running_loop().create_task(supervisor.run())
+    supervising = _supervise(attempt) if root else None
     with holding(holder), fewer_collections():
         try:
             output, error = await attempt.execute(record.input)
@@ -782,6 +515,67 @@ async def run_attempt(
         return await _end(attempt, record, output, error, root=root)
 
 
+async def _claim(
+    services: Services, run_id: str, *, holder: str, max_credits: float | None
+) -> RunRecord:
+    """The run, claimed for ``holder``; ``RunHeld`` when another live attempt holds it."""
+    store = services.store
+    now = services.clock.now()
+    claim = await StoreIO(store)(
+        store.claim_run,
+        run_id,
+        holder=holder,
+        lease_until=now + services.options.lease,
+        now=now,
+        # a budget given now (raised to go on after a budget stop) stands from now on
+        options=None if max_credits is None else {"max_credits": max_credits},
+    )
+    if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
+        raise StoreError(
+            f"Run {run_id} is not in the store {display_url(store.url)}: open it first."
+        )
+    record = claim.record
+    if claim.outcome is RunClaimOutcome.HELD:
+        raise RunHeld(run_id, holder=record.holder, lease_until=record.lease_until or 0.0)
+    return record
+
+
+async def _ledger(
+    services: Services, record: RunRecord, play: Play, parent: Ledger | None
+) -> Ledger:
+    """The attempt's ledger: the run's budget, and on a resume what it spent and left in
+    doubt (calls an earlier attempt sent with no record of their end may have been charged)."""
+    store, clock, run_id = services.store, services.clock, record.run_id
+    io = StoreIO(store)
+    budget = record.options.get("max_credits", play.max_credits)
+    spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
+    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent)
+    if record.attempts > 1:
+        doubtful = await io(store.doubtful_receipts, run_id, now=clock.now())
+        tools = services.tools
+        ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
+                      if tool in tools and tools[tool].cost.credits})  # fmt: skip
+    return ledger
+
+
+def _supervise(attempt: Attempt) -> asyncio.Task[None]:
+    """The root attempt's supervisor: it renews the lease and reports stalls."""
+    options = attempt.options
+    supervisor = Supervisor(
+        store=attempt.store,
+        clock=attempt.clock,
+        holder=attempt.holder,
+        run_id=attempt.run_id,
+        drain=attempt.drain,
+        events=attempt.events,
+        progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
+        describe=attempt.describe,
+        stall_after=options.stall_after,
+        lease=options.lease,
+    )
+    return asyncio.get_running_loop().create_task(supervisor.run())
+
+
 async def _end(
     attempt: Attempt, record: RunRecord, output: Any, error: BaseException | None, *, root: bool
 ) -> AttemptOutcome:
@@ -789,95 +583,59 @@ async def _end(
     stats.credits = await _recorded_credits(attempt, stats.credits)
     tallies = await _run_tallies(attempt)
     stats.waterfalls = tallies.records()
-    suspension = error if isinstance(error, Suspension) else None
-    returned = error is None  # the play returned: its output is kept whatever the verdict
-    status: Status
-    stored: Any = None
-    if suspension is not None:
-        status, error = "suspended", None
-    elif error is not None:
-        status = "failed"
-    else:
-        status = "completed_with_errors" if stats.rows_failed else "completed"
-        try:
-            stored = _stored_output(output)
-        except PlaylineError as exc:
-            error, status, returned = exc, "failed", False
-        else:
-            error = _all_failed(stats, attempt.executor.stats, attempt.cell_errors, attempt.run_id)
-            if error is not None:
-                status = "failed"
-    message = error_text(error)
-    if error is not None and not isinstance(error, Exception):  # sys.exit() in the play's code
-        message = (
-            f"{message} (raised by the play's code, which fails the run: a play ends by "
-            "returning, and a column fails its cell by raising an Exception)"
-        )
-    if isinstance(error, BudgetExceeded) and stats.rows_pending:
-        message = (
-            f"{message} The cap left {stats.rows_pending} rows unenriched; the rows paid for "
-            "are kept."
-        )
-    waiting = suspension.waiting() if suspension else None
-    events = attempt.events
-    if tallies:  # the step order the history suggests needs it read
-        await attempt.read_history()
-    for name, warning in attempt.refresh_warnings().items():
-        events.log(warning, refresh=name)
-    try:
-        for tally in attempt.advised(tallies).values():  # the step trace: the run's, so far
-            events.emit("waterfall", status="run", data=tally.to_dict())
-        ended = {**stats.to_dict(), "waiting": waiting}
-        events.emit("run", status=status, error=message, data=ended)
-    except PlayDefinitionError as exc:  # the end holds a secret: it is told to nobody
-        status, message = "failed", error_text(exc)
-        events.emit("run", status=status, error=message)
-    try:
-        await events.flush()
-    except PlaylineError as exc:  # the log could not be written: the end still is
-        if status != "failed":
-            status, message = "failed", error_text(exc)
+    facts = Facts(
+        run_id=attempt.run_id,
+        output=output,
+        error=error,
+        stats=stats,
+        calls=attempt.executor.stats,
+        cell_errors=attempt.cell_errors,
+    )
+    ended = await _tell_end(attempt, verdict(facts), stats, tallies)
     counters = {"run": dict(attempt.governor.counts)}
     if root:
         counters["tree"] = dict(attempt.lineage.tree.counts)
-    end = RunEnd(
-        status=RunStatus(status),
-        output=stored,
-        error=message,
-        stats=stats.to_dict(),
-        waiting=waiting,
-        counters=counters,
-    )
-    if attempt.drain.reason != LEASE_LOST:
-        io = StoreIO(attempt.store)
-        try:
-            await io(
-                attempt.store.end_attempt,
-                attempt.run_id,
-                holder=attempt.holder,
-                end=end,
-                now=attempt.clock.now(),
-            )
-        except PlayDefinitionError as exc:  # something of the end cannot be stored
-            status, message = "failed", error_text(exc)
-            end = RunEnd(status=RunStatus.FAILED, error=message, counters=counters)
-            await io(
-                attempt.store.end_attempt,
-                attempt.run_id,
-                holder=attempt.holder,
-                end=end,
-                now=attempt.clock.now(),
-            )
+    if attempt.drain.reason != LEASE_LOST:  # the run is another attempt's now
+        ended = await write_end(
+            attempt.store, attempt.run_id, ended, holder=attempt.holder, stats=stats,
+            counters=counters, now=attempt.clock.now(),
+        )  # fmt: skip
     return AttemptOutcome(
         run_id=attempt.run_id,
-        status=status,
-        output=output if returned else None,
-        stored=stored,
+        status=ended.status,
+        output=output if ended.returned else None,
+        stored=ended.stored,
         stats=stats,
-        error=message,
-        exception=error,
-        waiting=waiting,
+        error=ended.message,
+        exception=ended.error,
+        waiting=ended.waiting,
     )
+
+
+async def _tell_end(attempt: Attempt, ended: Verdict, stats: RunStats, tallies: Tallies) -> Verdict:
+    """Log the end, with the waterfalls' step traces: an end that cannot be told (it holds
+    a secret, the log cannot be written) fails the attempt, saying why."""
+    events = attempt.events
+    if tallies:  # the step order the history suggests needs it read
+        await attempt.waterfalls.read_history()
+    for name, warning in attempt.refresh_warnings().items():
+        events.log(warning, refresh=name)
+    try:
+        for tally in attempt.waterfalls.advised(
+            tallies
+        ).values():  # the step trace: the run's, so far
+            events.emit("waterfall", status="run", data=tally.to_dict())
+        data = {**stats.to_dict(), "waiting": ended.waiting}
+        events.emit("run", status=ended.status, error=ended.message, data=data)
+    except PlayDefinitionError as exc:  # the end holds a secret: it is told to nobody
+        ended = failed(ended, exc)
+        events.emit("run", status=ended.status, error=ended.message)
+    try:
+        await events.flush()
+    except PlaylineError as exc:  # the log could not be written: the end still is
+        if ended.status != "failed":
+            ended = failed(ended, exc)
+    return ended
 
 
 async def _run_tallies(attempt: Attempt) -> Tallies:
@@ -886,13 +644,13 @@ async def _run_tallies(attempt: Attempt) -> Tallies:
     stored (whichever attempt wrote it: a killed one's too, which never reported), and what
     this attempt ran that no row keeps; what the attempt counted when the store cannot say."""
     if not attempt.resuming:
-        return attempt.known_tallies()
+        return attempt.waterfalls.known()
     try:
         stored = await StoreIO(attempt.store)(stored_tallies, attempt.store, attempt.run_id)
     except PlaylineError as exc:
         attempt.events.log(f"Could not read the run's rows for its waterfall tallies: {exc}")
-        return attempt.known_tallies()
-    return stored.merge(attempt.unstored_tallies())
+        return attempt.waterfalls.known()
+    return stored.merge(attempt.waterfalls.unstored)
 
 
 async def _recorded_credits(attempt: Attempt, counted: float) -> float:
@@ -905,76 +663,3 @@ async def _recorded_credits(attempt: Attempt, counted: float) -> float:
     except PlaylineError:
         return counted
     return round(spent, 6)
-
-
-def _all_failed(
-    stats: RunStats, calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str
-) -> PlaylineError | None:
-    """The run failed as a whole although every row ended: all of them failed, or a tool
-    was refused for every input (a wrong token, an unknown tool)."""
-    for tool, counts in calls.by_tool.items():
-        refused = counts.get("refused", 0)
-        if refused and refused == counts.get("failed", 0) and not counts.get("live"):
-            cause = _top_cause(calls, {}, run_id)
-            fix = (
-                "the tool id is unknown to its gateway: check the id and the gateway URL"
-                if "unknown_tool" in cause
-                else "check the token (PLAYLINE_GATEWAY_TOKEN or pl.Gateway(token=...))"
-            )
-            return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
-    if stats.rows and stats.rows_failed == stats.rows:
-        cause = _top_cause(calls, cell_errors, run_id)
-        return PlaylineError(f"All {stats.rows} rows failed: {full_stop(cause)}")
-    return None
-
-
-def _top_cause(calls: CallStats, cell_errors: dict[str, tuple[int, str]], run_id: str) -> str:
-    """The most frequent cause of failed cells: a tool's failure, counted in calls (``40
-    calls failed with 503 from ...``: a row may make several), or a resolver's error with its
-    first message, counted in cells (``3 x KeyError in column 'email': 'emial'``)."""
-    causes = [
-        (count, f"{count} call{'s' if count != 1 else ''} failed with {cause}")
-        for cause, count in calls.errors.items()
-    ]
-    causes += [(count, f"{count} x {cause}") for cause, count in _cell_causes(cell_errors).items()]
-    if not causes:
-        return f"see the failed cells (playline show {run_id} --rows 20)"
-    return max(causes, key=lambda item: item[0])[1]
-
-
-def _cell_causes(cell_errors: dict[str, tuple[int, str]]) -> dict[str, int]:
-    """Cells a resolver's error failed, by cause with its first message."""
-    return {f"{cause}: {first}": count for cause, (count, first) in cell_errors.items()}
-
-
-def _json_or_error(value: Any, what: str) -> Any:
-    dumps(value, what=what)
-    return value
-
-
-def _stored_output(output: Any) -> Any:
-    if isinstance(output, StoredAs):
-        return output.to_ref()
-    return _json_or_error(output, "The play's return value")
-
-
-def _force(tool: str, force: Any) -> bool:
-    kind = type(force)
-    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
-        return bool(force)  # numpy's, as a pandas row holds it
-    raise PlayDefinitionError(
-        f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
-        "False (the default: a receipt answers it)."
-    )
-
-
-def _label(tool: str, label: Any) -> str:
-    named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
-    if isinstance(named, int | float) and not isinstance(named, bool):
-        return str(named)
-    if not isinstance(named, str):
-        raise PlayDefinitionError(
-            f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
-            f"text or a number, not {label!r}."
-        )
-    return named

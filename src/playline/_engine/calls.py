@@ -32,6 +32,7 @@ as stale and buys it again (``force``), once per run; with a ``Planner`` (``plan
 from __future__ import annotations
 
 import asyncio
+import itertools
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -74,6 +75,7 @@ from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
 from .lifecycle import ENDS, CallState, move
+from .options import DEFAULT_CELL_LIMIT, RunOptions
 from .planning import Planner
 from .scope import RowScope
 from .taskgroups import TaskSet
@@ -89,7 +91,6 @@ __all__ = [
 ]
 
 MAX_POLL_FAILURES = 6  # transient errors in a row while polling an async job
-DEFAULT_CELL_LIMIT = 5_000_000  # bytes of one stored result or cell value
 _RECEIPT_POLL_MAX = 1.0  # seconds between looks at a receipt another worker holds
 JOB_GRACE = 30.0  # seconds a stop lets submitted async jobs finish
 
@@ -196,17 +197,11 @@ class CallExecutor:
         ledger: Ledger,
         events: EventLog,
         tools: Mapping[str, ToolSpec],
-        run_id: str,
         owner: str,
         drain: Drain,
-        lease: float,
-        receipt_wait: float = 600.0,
-        retry_in_doubt: bool = False,
-        ledger_all: bool = False,
-        cell_limit: int = DEFAULT_CELL_LIMIT,
+        options: RunOptions,
         planner: Planner | None = None,
     ) -> None:
-        self._store = store
         self._io = StoreIO(store)
         self._clock = clock
         self._gates = gates
@@ -214,25 +209,18 @@ class CallExecutor:
         self._ledger = ledger
         self._events = events
         self._tools = tools
-        self._run_id = run_id
         self._owner = owner
         self._drain = drain
-        self._lease = lease  # renewed by the attempt's supervisor while the call runs
-        self._receipt_wait = receipt_wait
-        self._retry_in_doubt = retry_in_doubt
-        self._ledger_all = ledger_all
-        self._cell_limit = cell_limit
+        self._options = options  # its lease is renewed by the attempt's supervisor
         self._planner = planner
-        self._committer = GroupCommit(store, owner, clock.now, lease)
+        self._committer = GroupCommit(store, owner, clock.now, options.lease)
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
-        self._sending = _Count()  # requests between their claim and their record
-        self._polling = _Count()  # async jobs submitted and not yet recorded
-        self._grace_ends: float | None = None  # set at a stop: the jobs' last poll
+        self._unsettled = _Unsettled()  # what a stop waits for: requests sent, jobs polled
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
         self._tasks = TaskSet()  # the lanes' pumps, their waves, retries, waits and polls
         self.stats = CallStats()
-        self._request_prefix = f"{secrets.token_hex(4)}-"  # requests: prefix-1, prefix-2, ...
-        self._requests = 0
+        # requests are named prefix-1, prefix-2, ...
+        self._request_names = map(f"{secrets.token_hex(4)}-{{}}".format, itertools.count(1))
         self.progress = 0  # calls settled: the watchdog's sign of life
         # Whether receipts answered calls lately. While none do (a first run), calls skip
         # the lookup: their claims find the receipts there are.
@@ -309,7 +297,7 @@ class CallExecutor:
                 self.settle(call, ANSWERED, _cached(call.spec, answer.result))
 
     async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
-        found = await self._io(self._store.find_answers, keys)
+        found = await self._io(self._io.store.find_answers, keys)
         self.answers_likely = bool(found)
         return found
 
@@ -403,7 +391,7 @@ class CallExecutor:
         others' slots nor their results."""
         mine = wave  # what this wave settles: after the claim, only the requests it sends
         try:
-            with self._sending():
+            with self._unsettled.sending():
                 ready = mine = await self._claim_wave(lane, held, wave)
                 if self._drain.stopping:  # since the pump let it out: nothing is sent
                     for request in ready:
@@ -562,7 +550,9 @@ class CallExecutor:
         Over budget with nothing in flight, the rest fail and the attempt stops."""
         kept: list[_Request] = []
         deferred: list[_Request] = []
-        resolve = self._ledger.in_doubt and spec.in_doubt == "resend" and not self._retry_in_doubt
+        resolve = (
+            self._ledger.in_doubt and spec.in_doubt == "resend" and not self._options.retry_in_doubt
+        )
         for number, request in enumerate(requests):
             calls = request.calls
             if resolve:  # sent again with its key: not paid twice, reserved below
@@ -585,17 +575,16 @@ class CallExecutor:
         return kept, deferred
 
     def _claim_of(self, spec: ToolSpec, request: _Request) -> list[Claim]:
-        self._requests += 1
-        name = f"{self._request_prefix}{self._requests}"
+        name = next(self._request_names)
         resend = spec.in_doubt == "resend"
         return [
             Claim(
                 key=c.key,
                 tool=spec.id,
-                run_id=self._run_id,
+                run_id=self._events.run_id,
                 force=c.force,
                 resend=resend,
-                retry_in_doubt=self._retry_in_doubt,
+                retry_in_doubt=self._options.retry_in_doubt,
                 request=name,
             )
             for c in request.calls
@@ -629,13 +618,15 @@ class CallExecutor:
         (back to the lane). A store that announces changes (PostgreSQL) wakes the wait once
         the receipt is finished; it is looked at anyway, with backoff, for a holder that died."""
         try:
-            deadline = self._clock.monotonic() + self._receipt_wait
+            deadline = self._clock.monotonic() + self._options.receipt_wait
             delay = 0.05
-            with watch(self._store.changes(), RECEIPTS, call.key) as finished:
+            with watch(self._io.store.changes(), RECEIPTS, call.key) as finished:
                 while self._clock.monotonic() < deadline:
                     await finished.wait(self._clock, delay)
                     delay = min(delay * 2, _RECEIPT_POLL_MAX)
-                    receipt = (await self._io(self._store.find_receipts, [call.key])).get(call.key)
+                    receipt = (await self._io(self._io.store.find_receipts, [call.key])).get(
+                        call.key
+                    )
                     if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
                         assert receipt.result is not None
                         self.settle(call, ANSWERED, _cached(spec, receipt.result))
@@ -644,7 +635,7 @@ class CallExecutor:
                         move(call, LOOKED_UP)  # failed, released, or its holder is gone
                         self._enqueue(spec, [_Request([call])], first=True)
                         return
-            self.settle(call, FAILED, error=_wait_timeout(spec, self._receipt_wait))
+            self.settle(call, FAILED, error=_wait_timeout(spec, self._options.receipt_wait))
         except BaseException as exc:
             self._abandon(spec, [_Request([call])], exc)
             if not isinstance(exc, Exception):
@@ -661,7 +652,7 @@ class CallExecutor:
         state = await jobs.submit(target, call.input, call.idempotency_key)
         if not state.done:
             call.job = dumps(state.job, what=f"The job of tool {spec.id}")
-            await self._io(self._store.save_jobs, [(call.key, call.job)], owner=self._owner)
+            await self._io(self._io.store.save_jobs, [(call.key, call.job)], owner=self._owner)
         return state
 
     async def _poll(self, lane: _Lane, request: _Request, state: JobState) -> None:
@@ -672,7 +663,7 @@ class CallExecutor:
         assert jobs is not None
         failures = 0
         try:
-            with self._polling():
+            with self._unsettled.polling():
                 while not state.done:
                     await self._poll_wait(jobs.poll_interval)
                     try:
@@ -696,8 +687,9 @@ class CallExecutor:
 
     async def _poll_wait(self, seconds: float) -> None:
         """Wait before the next poll; past a stop's grace, the job is left to the resume."""
-        if self._grace_ends is not None:
-            left = self._grace_ends - self._clock.monotonic()
+        grace_ends = self._unsettled.grace_ends
+        if grace_ends is not None:
+            left = grace_ends - self._clock.monotonic()
             if left <= 0:
                 raise _PastGrace
             seconds = min(seconds, left)
@@ -752,8 +744,8 @@ class CallExecutor:
         a row never goes on with a result the store does not hold."""
         if not requests:
             return
-        record = _Record(spec, self._target(spec).in_doubt != "resend", self._cell_limit)
-        ledgered = bool(spec.cost.credits) or self._ledger_all
+        record = _Record(spec, self._target(spec).in_doubt != "resend", self._options.cell_limit)
+        ledgered = bool(spec.cost.credits) or self._options.ledger_all
         for request in requests:
             for call, raw in zip(request.calls, request.answers, strict=True):
                 result = record.result(call, raw)
@@ -830,7 +822,7 @@ class CallExecutor:
             self.settle(call, STOPPED, error=error or asyncio.CancelledError())
         if request.claimed:
             keys = [c.key for c in request.calls]
-            await asyncio.shield(self._io(self._store.release_receipts, keys, owner=self._owner))
+            await asyncio.shield(self._io(self._io.store.release_receipts, keys, owner=self._owner))
 
     # ... -> settled
     def settle(
@@ -922,10 +914,11 @@ class CallExecutor:
         """A stop: wait for every request already sent to be recorded, and for the async
         jobs submitted to end (for at most ``JOB_GRACE`` seconds: the rest are polled on
         resume, counted in doubt meanwhile)."""
-        await self._sending.idle()
-        if self._grace_ends is None:
-            self._grace_ends = self._clock.monotonic() + JOB_GRACE
-        await self._polling.idle()
+        unsettled = self._unsettled
+        await unsettled.sending.idle()
+        if unsettled.grace_ends is None:
+            unsettled.grace_ends = self._clock.monotonic() + JOB_GRACE
+        await unsettled.polling.idle()
 
     async def close(self) -> None:
         """The attempt ends: stop retrying, polling and waiting for receipts other workers
@@ -1047,6 +1040,15 @@ class _Count:
         while self.count:
             self._idle = asyncio.Event()
             await self._idle.wait()
+
+
+@dataclass(slots=True)
+class _Unsettled:
+    """What a stop waits for before the attempt ends."""
+
+    sending: _Count = field(default_factory=_Count)  # claimed, not yet recorded
+    polling: _Count = field(default_factory=_Count)  # async jobs not yet recorded
+    grace_ends: float | None = None  # set at a stop: the jobs' last poll
 
 
 _LIVE = Execution("live")

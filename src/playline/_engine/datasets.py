@@ -54,6 +54,7 @@ from ..tools import ToolResult
 from .calls import CallExecutor, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
+from .options import RunOptions
 from .rows import KeySpec, as_row, row_key_function
 from .scope import RowScope, current_row
 from .suspension import Suspension
@@ -117,20 +118,27 @@ class DatasetStats:
 class DatasetHost(Protocol):
     """What a dataset needs of its attempt."""
 
-    run_id: str
-    store: Store
-    clock: Clock
     events: EventLog
     dispatcher: Dispatcher
     executor: CallExecutor
     ctx: object  # the play's context, handed to resolvers that take it
-    row_window: int
-    resuming: bool
-    retry_failed: bool  # failed rows restart at their failed cell, the others kept
-    cell_limit: int  # bytes of one stored cell value
     # why cells failed other than a tool's failure (a resolver's error): by "KeyError in
     # column 'email'", its count and the first message
     cell_errors: dict[str, tuple[int, str]]
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def options(self) -> RunOptions:
+        """Its row_window, retry_failed and cell_limit shape the rows."""
+        ...
+
+    @property
+    def resuming(self) -> bool: ...
 
     def stored_result(self, tool: str | None, data: Any) -> ToolResult: ...
 
@@ -237,7 +245,7 @@ class DatasetRun:
             async with unwrapped(), asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
                 seen: set[str] = set()
-                for chunk in _chunks(_keyed(items, self.key_of), rt.row_window):
+                for chunk in _chunks(_keyed(items, self.key_of), rt.options.row_window):
                     if self._over_budget():  # the rest wait for a resume
                         self._pending += len(chunk)
                         continue
@@ -282,12 +290,12 @@ class DatasetRun:
             if self._over_budget():
                 self._pending += len(todo)
                 break
-            room = rt.row_window - self._active
+            room = rt.options.row_window - self._active
             if room <= 0:
                 rt.dispatcher.exit_row()
                 # refill in bulk: rows admitted together queue their calls
                 # together, so the next pass is big, not one call per row
-                await self._until(lambda: self._active <= rt.row_window // 2)
+                await self._until(lambda: self._active <= rt.options.row_window // 2)
                 rt.dispatcher.enter_row()
                 self._check_fatal()  # _until returns at once after a fatal error
                 continue
@@ -315,7 +323,7 @@ class DatasetRun:
             elif "\x00" in key:
                 self._refuse_row(index, key, *_NUL_KEY)
             else:
-                if self.rt.retry_failed and key in done and done[key].status == "failed":
+                if self.rt.options.retry_failed and key in done and done[key].status == "failed":
                     self._restart[key] = done[key]
                 todo.append((index, key, values))
         return todo
@@ -697,7 +705,7 @@ class DatasetRun:
         Rows whose cells are the same metadata dicts (``_set`` shares them within a pass)
         have them read once: completed, their cells are encoded once and the rows go to the
         store as one ``RowPage``, reported with others."""
-        now, limit, hidden = self.rt.clock.now(), self.rt.cell_limit, self._hidden
+        now, limit, hidden = self.rt.clock.now(), self.rt.options.cell_limit, self._hidden
         # by the ids of a row's cells' dicts: alive with the rows, so the ids are theirs; a
         # dict is set under one column only (see _set), so the ids say the names too
         pages: dict[tuple[int, ...], _Page] = {}
@@ -802,7 +810,7 @@ class DatasetRun:
                 if k not in hidden
             }
         encoded = _encoded(values)
-        if encoded is None or len(encoded) > self.rt.cell_limit:
+        if encoded is None or len(encoded) > self.rt.options.cell_limit:
             self._fail_unstorable(values, cells)
             encoded = None
         return values, cells, encoded
@@ -847,8 +855,8 @@ class DatasetRun:
         for name, value in list(values.items()):
             try:
                 size = len(dumps({name: value}, what=f"Column {name!r}", ordered=True))
-                if size > self.rt.cell_limit:
-                    why = f"Column {name!r}: {too_large(size, self.rt.cell_limit)}."
+                if size > self.rt.options.cell_limit:
+                    why = f"Column {name!r}: {too_large(size, self.rt.options.cell_limit)}."
                 else:
                     continue
             except SecretLeakError:

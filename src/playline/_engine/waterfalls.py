@@ -17,17 +17,24 @@ tallies are folded from these provenances, each row once (``tallies.py``).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._waterfall import Step, StepStatus, ToolStep, Waterfall
-from ..errors import PlayDefinitionError, ToolError
+from .._waterfall import Step, StepStatus, ToolStep, Waterfall, WaterfallStats
+from ..errors import PlayDefinitionError, PlaylineError, ToolError
+from ..store import RowRecord, Store, StoreIO
 from ..tools import ToolResult, dotted, is_value
+from .deferred import Deferred
+from .events import EventLog
+from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
 from .scope import current_row, result_sink
+from .tallies import Tallies
 
-__all__ = ["extract", "run_waterfall"]
+__all__ = ["WaterfallRuns", "extract", "run_waterfall"]
 
 CallTool = Callable[..., Awaitable[ToolResult]]
 Count = Callable[[dict[str, Any]], None]
@@ -215,3 +222,145 @@ async def _run_step(
     if outcome.provider is None and outcome.results:
         outcome.provider = outcome.results[0].tool
     return outcome
+
+
+class WaterfallRuns:
+    """The waterfalls of one attempt: their step orders, the store's history, their tallies.
+
+    ``call_tool`` is the attempt's; ``ctx`` the play's context (code steps receive it). The
+    history of the store's newest runs is read once, when a waterfall first runs; it decides
+    the order of ``order="cheapest"`` and the order each waterfall's stats suggest.
+    """
+
+    def __init__(
+        self, *, store: Store, run_id: str, events: EventLog, call_tool: CallTool, ctx: object
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._events = events
+        self._call_tool = call_tool
+        self._ctx = ctx
+        # tallies (tallies.py): every waterfall this attempt ran, those of them no stored row
+        # keeps (outside a dataset, in a hidden column), and the stored rows it reused
+        # (completed in an earlier attempt)
+        self.ran = Tallies()
+        self.unstored = Tallies()
+        self._reused = Tallies()
+        self._orders: dict[Waterfall, tuple[Step, ...]] = {}  # the steps in the order run
+        self._history: asyncio.Task[tuple[History, History]] | None = None
+
+    def reused_row(self, record: RowRecord) -> None:
+        """A row completed in an earlier attempt, reused as stored: its waterfalls count in
+        ``ctx.waterfall_stats()`` as they are stored."""
+        self._reused.add_rows((record,))
+
+    def run(self, spec: Waterfall, input: Mapping[str, Any]) -> Awaitable[Any]:
+        """The waterfall for one input, run when awaited. Its coroutine is made only then: a
+        row the run stopped before it ran (a store that failed, a stop) leaves nothing that
+        was never awaited."""
+        return Deferred(self._run, spec, input)
+
+    async def _run(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
+        steps = self._orders.get(spec)
+        if steps is None:
+            steps = await self._order(spec)
+        return await run_waterfall(
+            spec, input, ctx=self._ctx, call_tool=self._call_tool, count=self._count, order=steps
+        )
+
+    def _count(self, provenance: dict[str, Any]) -> None:
+        """A waterfall ran: count it for this attempt, and apart when no stored row will keep
+        its provenance (outside a dataset, or a hidden column's cell that does not fail)."""
+        self.ran.add(provenance)
+        row = current_row.get()
+        if row is None:
+            self.unstored.add(provenance)
+        elif row.column is not None and row.column.startswith("_"):
+            fails = provenance["winner"] is None and any(
+                step.get("status") == "failed" for step in provenance["steps"].values()
+            )
+            if not fails:  # a failed hidden cell is stored
+                self.unstored.add(provenance)
+
+    async def _order(self, spec: Waterfall) -> tuple[Step, ...]:
+        """The first rows of a waterfall wait for the store's history (one read per attempt),
+        which decides the order of ``order="cheapest"``."""
+        history, runs = (await self.history())[0]
+        steps = self._orders.get(spec)
+        if steps is not None:  # another row ordered it meanwhile
+            return steps
+        steps = tuple(spec.steps)
+        if spec.order == "cheapest":
+            ids = [s.id for s in spec.steps]
+            advice = advise_order(ids, history.get(spec.id, {}), runs=runs[spec.id])
+            if advice.order is not None:
+                by_id = {s.id: s for s in spec.steps}
+                steps = tuple(by_id[sid] for sid in advice.order)
+                self._events.log(
+                    f"Waterfall {spec.id!r} runs its steps cheapest first "
+                    f"({', '.join(advice.order)}): {advice.note}, from {runs[spec.id]} "
+                    "earlier run(s)."
+                )
+            else:
+                self._events.log(
+                    f"Waterfall {spec.id!r} runs its steps as declared: {advice.note}."
+                )
+        self._orders[spec] = steps
+        return steps
+
+    async def history(self) -> tuple[History, History]:
+        """The store's history: of its newest runs, and of those other than this one."""
+        if self._history is None:
+            self._history = asyncio.get_running_loop().create_task(self._read_history())
+        return await asyncio.shield(self._history)
+
+    async def _read_history(self) -> tuple[History, History]:
+        try:
+            runs = await StoreIO(self._store)(self._store.list_runs, limit=HISTORY_RUNS)
+        except PlaylineError as exc:  # no history: the waterfalls run as declared
+            self._events.log(f"Could not read the store's waterfall history: {exc}")
+            runs = []
+        others = [run for run in runs if run.run_id != self._run_id]
+        return step_history(runs), step_history(others)
+
+    async def read_history(self) -> None:
+        """Read the store's history (for the suggested orders) unless it was read already."""
+        task = self._history
+        if task is None or not task.done():
+            await self.history()
+
+    def stats(self) -> dict[str, WaterfallStats]:
+        """The run's waterfall tallies as this attempt knows them (the rows it ran and those
+        it reused), each with the step order the store's history and this run suggest (the
+        history is read when the waterfall first runs)."""
+        return self.advised(self.known())
+
+    def known(self) -> Tallies:
+        """The rows this attempt ran and those it reused as stored, each once."""
+        return Tallies().merge(self._reused, self.ran)
+
+    def advised(self, tallies: Tallies) -> dict[str, WaterfallStats]:
+        """The run's ``tallies``, each with the step order that the history of the store's
+        other runs and these tallies suggest."""
+        task = self._history
+        known: History = ({}, Counter())
+        if task is not None and task.done() and not task.cancelled() and not task.exception():
+            known = task.result()[1]
+        return {wid: _advised(tally.snapshot(), known, wid) for wid, tally in tallies.by_id.items()}
+
+
+def _advised(snap: WaterfallStats, known: History, wid: str) -> WaterfallStats:
+    """``snap`` with the order its steps' tallies, added to the store's history, suggest."""
+    earlier = known[0].get(wid, {})
+    steps = {}
+    for step in snap.steps:
+        before = earlier.get(step.id) or StepRecord(id=step.id)
+        steps[step.id] = StepRecord(
+            id=step.id,
+            attempts=before.attempts + step.attempts,
+            hits=before.hits + step.hits,
+            credits=before.credits + step.credits,
+            cached=before.cached + step.cached,
+        )
+    advice = advise_order(list(steps), steps, runs=known[1][wid] + 1)
+    return replace(snap, suggested_order=advice.order, order_note=advice.note)

@@ -31,18 +31,17 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ..._context import Context
-from ..._engine.attempt import (
+from ..._engine.attempt import AttemptOutcome, Services, run_attempt
+from ..._engine.drain import LEASE_LOST, STOPPED, YIELD, Drain
+from ..._engine.options import (
     DEFAULT_FOREGROUND_SLEEP,
     DEFAULT_ROW_WINDOW,
     DEFAULT_STALL_AFTER,
-    AttemptOutcome,
-    RunHeld,
-    Services,
-    run_attempt,
+    RunOptions,
 )
-from ..._engine.drain import LEASE_LOST, STOPPED, YIELD, Drain
 from ..._play import Play
 from ..._runner import resolve_tools
+from ...errors import RunHeld
 from ...store import Event, RunRecord, Store, StoreIO, display_url, owner_id
 from ...tools._gates import ToolGates
 from ._clock import TemporalClock
@@ -195,11 +194,13 @@ class AttemptActivity:
             gates=self._gates,
             context=Context,
             listeners=[heartbeats],
-            row_window=self._settings.row_window,
-            foreground_sleep=self._settings.foreground_sleep,
-            retry_in_doubt=self._settings.retry_in_doubt,
-            stall_after=self._settings.stall_after,
-            lease=self._settings.lease,
+            options=RunOptions(
+                row_window=self._settings.row_window,
+                foreground_sleep=self._settings.foreground_sleep,
+                retry_in_doubt=self._settings.retry_in_doubt,
+                stall_after=self._settings.stall_after,
+                lease=self._settings.lease,
+            ),
         )
         await self._io(
             self._store.append_events,

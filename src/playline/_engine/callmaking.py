@@ -1,0 +1,166 @@
+"""Making a tool call from what a play passes to ``ctx.tool``: checked, keyed, scoped.
+
+``CallMaker.make`` refuses what cannot be a call (no tool id, an input that is not a dict,
+a ``force`` or ``key`` of the wrong kind, an unknown tool), spends the play's ``tool_calls``
+limit, and builds the ``ToolCall`` with its receipt key (org, tool, input, auth scope,
+version, staleness bucket) and its row's scope. Where the call goes then is the attempt's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._clock import Clock
+from .._json import without_numpy
+from ..errors import PlayDefinitionError
+from ..tools import ToolSpec
+from .calls import ToolCall
+from .governance import Governor
+from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
+from .scope import RowScope, current_row, result_sink
+
+__all__ = ["CallMaker", "tool_spec"]
+
+Refuse = Callable[[ToolSpec, PlayDefinitionError], BaseException]
+
+
+class CallMaker:
+    """Checks and builds the tool calls of one attempt.
+
+    ``refuse`` turns an input that cannot be keyed (not JSON) into the error its cell fails
+    with; ``refresh`` names the columns bought again in this run (``--refresh``), whose calls
+    take receipts completed before ``fresh_since`` (the run's start) as stale.
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Mapping[str, ToolSpec],
+        org: str,
+        clock: Clock,
+        governor: Governor,
+        refuse: Refuse,
+        refresh: frozenset[str] = frozenset(),
+        fresh_since: float = 0.0,
+    ) -> None:
+        self._tools = tools
+        self._org = org
+        self._clock = clock
+        self._governor = governor
+        self._refuse = refuse
+        self.refresh = refresh
+        self._fresh_since = fresh_since
+        self._auth_scopes: dict[str, str] = {}
+
+    def make(
+        self,
+        tool: str,
+        input: Mapping[str, Any],
+        *,
+        label: str | None = None,
+        force: bool = False,
+        stale_after: int | None = None,
+    ) -> ToolCall:
+        """The call ``ctx.tool(tool, input, ...)`` asks for, in the current row's scope."""
+        force, label = check_call(tool, input, force, label)
+        spec = tool_spec(self._tools, tool)
+        stale = None if stale_after is None else validate_stale_after(stale_after)
+        self._governor.spend("tool_calls")
+        payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
+        try:
+            key = receipt_key(
+                org=self._org,
+                tool=spec.id,
+                input=payload,
+                auth=self._auth(spec),
+                version=spec.version,
+                bucket="" if stale is None else stale_bucket(stale, self._clock.now()),
+            )
+        except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
+            raise self._refuse(spec, exc) from None
+        scope = current_row.get()
+        return ToolCall(
+            spec=spec,
+            input=payload,
+            key=key,
+            future=asyncio.get_running_loop().create_future(),
+            label=label,
+            force=force,
+            scope=scope,
+            column=None if scope is None else scope.column,
+            sink=result_sink.get(),
+            fresh_since=self._refreshed(scope),
+        )
+
+    def _auth(self, spec: ToolSpec) -> str:
+        scope = self._auth_scopes.get(spec.id)
+        if scope is None:
+            scope = auth_scope(self._org, spec.auth_scope, spec.id)
+            self._auth_scopes[spec.id] = scope
+        return scope
+
+    def _refreshed(self, scope: RowScope | None) -> float | None:
+        """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
+        run: receipts older than the run are stale for it."""
+        if not self.refresh or scope is None:
+            return None
+        column = scope.column
+        if column in self.refresh or f"{scope.dataset}.{column}" in self.refresh:
+            return self._fresh_since
+        return None
+
+
+def check_call(
+    tool: object, input: object, force: object, label: object
+) -> tuple[bool, str | None]:
+    """``force`` and ``label`` as a call takes them, once ``tool`` and ``input`` can be one."""
+    if not isinstance(tool, str) or not tool:
+        raise PlayDefinitionError(
+            "ctx.tool needs a tool id, e.g. ctx.tool('sim.email.alpha', {...})."
+        )
+    if type(input) is not dict and not isinstance(input, Mapping):
+        raise PlayDefinitionError(
+            f"ctx.tool({tool!r}, ...): the input must be a dict, not {type(input).__name__}."
+        )
+    if force is not False and force is not True:  # the common cases, checked first
+        force = _force(tool, force)
+    return bool(force), None if label is None else _label(tool, label)
+
+
+def tool_spec(tools: Mapping[str, ToolSpec], tool: str) -> ToolSpec:
+    """The tool ``tool`` names; an unknown one is refused with the closest names."""
+    spec = tools.get(tool)
+    if spec is None:
+        close = difflib.get_close_matches(tool, list(tools), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise PlayDefinitionError(
+            f"Unknown tool {tool!r}.{hint} Define it with @pl.tool({tool!r}), pass it in "
+            "tools=[...], or connect the gateway that serves it (pl.Gateway or "
+            "PLAYLINE_GATEWAY_URL)."
+        )
+    return spec
+
+
+def _force(tool: str, force: object) -> bool:
+    kind = type(force)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):
+        return bool(force)  # numpy's, as a pandas row holds it
+    raise PlayDefinitionError(
+        f"ctx.tool({tool!r}, ..., force={force!r}): force is True (buy it again) or "
+        "False (the default: a receipt answers it)."
+    )
+
+
+def _label(tool: str, label: object) -> str:
+    named: object = without_numpy(label)  # a row's id may come as a number (NumPy's too)
+    if isinstance(named, int | float) and not isinstance(named, bool):
+        return str(named)
+    if not isinstance(named, str):
+        raise PlayDefinitionError(
+            f"ctx.tool({tool!r}, ...): key= (or description=) names the call: give a "
+            f"text or a number, not {label!r}."
+        )
+    return named
