@@ -7,7 +7,13 @@ check`; this test keeps the whole graph free of cycles, which no contract says b
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
 import grimp
+
+import playline
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -55,3 +61,55 @@ def test_no_module_of_playline_takes_part_in_an_import_cycle() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The engine's size rules (STYLE.md): a function a reader can hold at once, a class that
+# does one thing. Each exception is named with its size; the list only shrinks.
+_ENGINE = Path(playline.__file__).parent / "_engine"
+_LONG_FUNCTIONS: dict[str, int] = {}
+_BIG_CLASSES: dict[str, int] = {"datasets.py:DatasetRun": 25}
+
+
+def _engine_trees() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(_ENGINE.glob("*.py")):
+        yield path.name, ast.parse(path.read_text())
+
+
+def test_no_engine_function_is_over_60_lines() -> None:
+    long = {
+        f"{name}:{node.name}": node.end_lineno - node.lineno + 1
+        for name, tree in _engine_trees()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 60
+    }
+    assert long == _LONG_FUNCTIONS
+
+
+def _attributes(cls: ast.ClassDef) -> set[str]:
+    """Fields declared in the class body and attributes set on ``self`` in its methods."""
+    fields = {
+        stmt.target.id
+        for stmt in cls.body
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+    }
+    assigned = {
+        node.attr
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+    return fields | assigned
+
+
+def test_no_engine_class_has_over_20_attributes() -> None:
+    big = {
+        f"{name}:{node.name}": len(_attributes(node))
+        for name, tree in _engine_trees()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and len(_attributes(node)) > 20
+    }
+    assert big == _BIG_CLASSES
