@@ -159,16 +159,12 @@ class DatasetRun:
         on_row_error: OnRowError,
     ) -> None:
         self.rt = host
-        self._io = StoreIO(host.store)
-        self._writing: asyncio.Task[None] | None = None
-        self._write_error: BaseException | None = None
+        self._writer = _RowWriter(StoreIO(host.store), self._abort)
         self.name = name
         self.columns = columns
         self.on_row_error = on_row_error
         self.key_of = row_key_function(name, key, [c.name for c in columns])
         self.stats = DatasetStats()
-        self._writes: list[RowRecord | RowPage] = []  # the finished rows not written yet
-        self._unwritten = 0  # how many rows they are
         self._active = 0  # rows started and not finished
         self._wakeup: asyncio.Future[None] | None = None
         self._fatal: BaseException | None = None
@@ -179,7 +175,6 @@ class DatasetRun:
         self._pending = 0  # rows stopped by it, left for a resume
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
         self._done_timer: asyncio.TimerHandle | None = None
-        self._write_timer: asyncio.TimerHandle | None = None
         self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
         # rows whose calls settled, to go on together (_go_on), in the dataset's own context
         self._arrivals: list[tuple[RowScope, int, asyncio.Future[Any]]] = []
@@ -281,7 +276,9 @@ class DatasetRun:
                 fresh.append(row)
         self.stats.rows_duplicate += len(chunk) - len(fresh)
         done = (
-            await self._io(rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh])
+            await self._writer.io(
+                rt.store.load_rows, rt.run_id, self.name, [k for _, k, _ in fresh]
+            )
             if rt.resuming
             else {}
         )
@@ -335,9 +332,7 @@ class DatasetRun:
         without this a million rows would be computed before the first one is written: memory
         would hold them all and the writes would not overlap the work.
         """
-        writing = self._writing
-        if self._unwritten >= _WRITE_BACKLOG and writing is not None and not writing.done():
-            await asyncio.shield(writing)
+        await self._writer.keep_up()
         await self.rt.events.keep_up()
 
     def _over_budget(self) -> bool:
@@ -734,9 +729,9 @@ class DatasetRun:
                     cells_json=page.cells_json,
                     updated_at=now,
                 )
-                self._writes.append(rows_page)
+                self._writer.rows.append(rows_page)
             rows_page.add(row.row_key, row.index, encoded)
-            self._unwritten += 1
+            self._writer.unwritten += 1
             unreported = row.unreported
             if unreported != page.names:
                 page.names = list(unreported)
@@ -817,15 +812,12 @@ class DatasetRun:
 
     def _buffer(self, row: RowRecord) -> None:
         """Buffer a finished row for the store."""
-        self._writes.append(row)
-        self._unwritten += 1
+        self._writer.rows.append(row)
+        self._writer.unwritten += 1
 
     def _finished(self, count: int) -> None:
         """``count`` rows were recorded: start a write when enough wait, free their places."""
-        if self._unwritten >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
-            self._writing = asyncio.get_running_loop().create_task(self._write())
-        elif self._write_timer is None:
-            self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
+        self._writer.finished()
         self._active -= count
         self.rt.dispatcher.exit_rows(count)
         self._wake()
@@ -880,36 +872,67 @@ class DatasetRun:
         count, first = self.rt.cell_errors.get(cause, (0, first))
         self.rt.cell_errors[cause] = (count + 1, first)
 
-    def _write_due(self) -> None:
+    async def _flush(self) -> None:
+        await self._writer.flush()
+
+
+class _RowWriter:
+    """A dataset's finished rows on their way to the store: written a thousand or more in
+    a transaction, off the event loop, and within about ``WRITE_AFTER`` however few."""
+
+    def __init__(self, io: StoreIO, abort: Callable[[BaseException], None]) -> None:
+        self.io = io
+        self._abort = abort  # a failed write ends the dataset's rows
+        self.rows: list[RowRecord | RowPage] = []  # the finished rows not written yet
+        self.unwritten = 0  # how many rows they are
+        self._writing: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._error: BaseException | None = None
+
+    def finished(self) -> None:
+        """Rows were buffered: start a write when enough wait, else one a while later."""
+        if self.unwritten >= _WRITE_EVERY and (self._writing is None or self._writing.done()):
+            self._writing = asyncio.get_running_loop().create_task(self._write())
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._due)
+
+    async def keep_up(self) -> None:
+        """Wait for the write under way when too many rows wait for the next."""
+        writing = self._writing
+        if self.unwritten >= _WRITE_BACKLOG and writing is not None and not writing.done():
+            await asyncio.shield(writing)
+
+    def _due(self) -> None:
         """The rows finished a while ago are written, however few: a slow run's finished rows
         reach the store (and a live grid opened now) within about ``WRITE_AFTER``."""
-        self._write_timer = None
+        self._timer = None
         if self._writing is None or self._writing.done():
             self._writing = asyncio.get_running_loop().create_task(self._write(rest=True))
-        elif self._unwritten:  # a write is under way: these go in the next one
-            self._write_timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._write_due)
+        elif self.unwritten:  # a write is under way: these go in the next one
+            self._timer = asyncio.get_running_loop().call_later(WRITE_AFTER, self._due)
 
     async def _write(self, *, rest: bool = False) -> None:
-        """Write the finished rows buffered, a thousand or more in a transaction (``rest``:
-        whatever is left), off the event loop."""
-        while self._unwritten >= (1 if rest else _WRITE_EVERY):
-            rows, self._writes, self._unwritten = self._writes, [], 0
+        """Write the rows buffered, a thousand or more in a transaction (``rest``: whatever
+        is left)."""
+        while self.unwritten >= (1 if rest else _WRITE_EVERY):
+            rows, self.rows, self.unwritten = self.rows, [], 0
             try:
-                await self._io(self.rt.store.save_rows, rows)
+                await self.io(self.io.store.save_rows, rows)
             except Exception as exc:  # raised at the dataset's end: the run fails with it
-                self._write_error = self._write_error or exc
+                self._error = self._error or exc
                 self._abort(exc)
                 return
 
-    async def _flush(self) -> None:
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-            self._write_timer = None
+    async def flush(self) -> None:
+        """Write what is left; a failed write is raised here."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._writing is not None:
             await asyncio.shield(self._writing)
         await self._write(rest=True)
-        if self._write_error is not None:
-            raise self._write_error
+        if self._error is not None:
+            raise self._error
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})  # never awaitable
