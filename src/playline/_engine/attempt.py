@@ -323,8 +323,7 @@ class Attempt:
         """Queue (inside a column) or prepare (outside) a tool call; await the result.
 
         Inside a column the call joins the dispatcher's queue at once, so several calls a
-        resolver makes (``asyncio.gather``) go out in the same pass; the one call a group's
-        resolver returns as its value is looked up with the group's first (``datasets.py``).
+        resolver makes (``asyncio.gather``) go out in the same pass.
         """
         call = self.calls.make(tool, input, label=label, force=force, stale_after=stale_after)
         scope = call.scope

@@ -224,7 +224,7 @@ class CallExecutor:
         self.progress = 0  # calls settled: the watchdog's sign of life
         # Whether receipts answered calls lately. While none do (a first run), calls skip
         # the lookup: their claims find the receipts there are.
-        self.answers_likely = True
+        self._answers_likely = True
 
     def gate_of(self, spec: ToolSpec) -> RateGate:
         return self._gates[self._target(spec)]
@@ -284,8 +284,11 @@ class CallExecutor:
     async def _look_up(self, calls: list[ToolCall]) -> None:
         """Answer the calls that completed receipts answer (one lookup). A refreshed call
         whose receipt is older than its refresh is bought again (``force``)."""
-        asked = [c for c in calls if not c.force and (self.answers_likely or c.fresh_since)]
-        found = await self.find_answers([c.key for c in asked]) if asked else {}
+        asked = [c for c in calls if not c.force and (self._answers_likely or c.fresh_since)]
+        found: dict[str, Answer] = {}
+        if asked:
+            found = await self._io(self._io.store.find_answers, [c.key for c in asked])
+            self._answers_likely = bool(found)
         for call in calls:
             answer = None if call.force else found.get(call.key)
             if answer is None:
@@ -295,11 +298,6 @@ class CallExecutor:
                 move(call, LOOKED_UP)
             else:
                 self.settle(call, ANSWERED, _cached(call.spec, answer.result))
-
-    async def find_answers(self, keys: Sequence[str]) -> dict[str, Answer]:
-        found = await self._io(self._io.store.find_answers, keys)
-        self.answers_likely = bool(found)
-        return found
 
     # the lanes: one per tool, its requests sent in waves
     def _enqueue(
@@ -604,7 +602,7 @@ class CallExecutor:
             return True
         if outcome is ClaimOutcome.COMPLETED:
             assert receipt.result is not None
-            self.answers_likely = True  # a receipt the lookups did not find
+            self._answers_likely = True  # a receipt the lookups did not find
             self.settle(call, ANSWERED, _cached(spec, receipt.result))
         elif outcome is ClaimOutcome.HELD:
             move(call, HELD)
