@@ -188,7 +188,8 @@ def test_single_calls_can_be_sent_in_bulk_via_another_tool(registry):
     result = run_dataset(rows_of(120), {"out": resolve}, tools=[registry])
 
     assert single_calls == []
-    assert [len(c) for c in bulk_calls] == [50, 50, 20]
+    # Waves of a sync tool run in threads side by side, so the order they reach it varies.
+    assert sorted((len(c) for c in bulk_calls), reverse=True) == [50, 50, 20]
     assert all(row["out"] == {"tool": "t.one", "double": 2 * row["x"]} for row in result.output)
 
 
