@@ -34,6 +34,10 @@ class CallState(Enum):
     STOPPED = "stopped"  # the attempt stopped before it was answered
     SETTLED = "settled"  # its future is resolved
 
+    # Members are singletons: hashed by identity in C, not by name in Python (Enum's own
+    # ``__hash__``), as every move looks its states up twice.
+    __hash__ = object.__hash__
+
 
 _S = CallState
 _ABORTS = frozenset({_S.FAILED, _S.STOPPED})  # any live state may fail or stop

@@ -38,7 +38,7 @@ from .._clock import Clock
 from ..store import owner_id
 from ..store._owners import keep_alive
 from ._breaker import Breaker
-from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key, shares_gate
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key, shares_gate
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._shared_gates import SharedToolGate
 from ._slots import Slots
@@ -164,7 +164,9 @@ class ToolGate:
         self.ceiling = rate.per_second * PACE if rate.per_second else None
         self.min_rate = min_rate
         self.limiter = (
-            RateLimiter(clock, self.ceiling, rate.burst) if self.ceiling is not None else None
+            RateLimiter(clock, self.ceiling, gate_burst(spec, self.ceiling))
+            if self.ceiling is not None
+            else None
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)

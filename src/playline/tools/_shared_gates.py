@@ -36,7 +36,7 @@ from .._clock import Clock
 from ..errors import PlaylineError
 from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
 from ._breaker import Breaker
-from ._declared import DEFAULT_CONCURRENCY, PACE, gate_key
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._slots import Slots
 from ._spec import ToolSpec
@@ -72,7 +72,7 @@ class SharedToolGate:
         ceiling = rate.per_second * PACE if rate.per_second else 0.0
         self._config = GateConfig(
             ceiling=ceiling,
-            burst=(rate.burst or max(1, int(ceiling))) if ceiling else 1,
+            burst=gate_burst(spec, ceiling) if ceiling else 1,
             # a provider's cap is its account's; a local function's is this process's
             cap=(rate.concurrency or 0) if spec.auth_scope != "local" else 0,
         )
