@@ -53,7 +53,10 @@ class ToolError(PlaylineError):
     """A tool call failed.
 
     ``status`` is the HTTP status for remote tools (None for local ones), ``code`` and
-    ``request_id`` are the provider's when it gave them.
+    ``request_id`` are the provider's when it gave them. ``outcome`` is what the provider
+    meant, when a declaration says it (``pl.HttpTool``'s outcome rules: ``rate_limited``,
+    ``blocked``, ``quota_exhausted``, ``insufficient_credits``, ``retryable``, ``fatal``):
+    a provider that answers 403 for "too fast" is rate limited, whatever its status.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class ToolError(PlaylineError):
         request_id: str | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        outcome: str | None = None,
     ) -> None:
         self.tool = tool
         self.retry_after = retry_after
@@ -74,6 +78,7 @@ class ToolError(PlaylineError):
         self.request_id = request_id
         self.provider_message = message
         self.retryable = retryable
+        self.outcome = outcome
         parts = [f"Tool {tool} failed"]
         if status is not None:
             parts[0] += f" ({status})"
@@ -83,6 +88,18 @@ class ToolError(PlaylineError):
         if request_id:
             text += f" request_id={request_id}"
         super().__init__(text)
+
+    @property
+    def throttled(self) -> bool:
+        """The provider said to wait (a 429 unless an outcome rule says otherwise)."""
+        if self.outcome is None:
+            return self.status == 429
+        return self.outcome in ("rate_limited", "blocked")
+
+    @property
+    def exhausted(self) -> bool:
+        """The account can buy nothing more for now: its quota or credits are used up."""
+        return self.outcome in ("quota_exhausted", "insufficient_credits")
 
 
 class GatewayError(PlaylineError):

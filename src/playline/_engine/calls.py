@@ -337,11 +337,8 @@ class CallExecutor:
         gate, requests = lane.gate, lane.requests
         try:
             while requests:
-                cause = gate.open_cause()
-                if cause is not None:
-                    error = ToolError(
-                        lane.spec.id, f"{lane.target.id} {cause}", code="circuit_open"
-                    )
+                error = self._ledger.exhausted(lane.spec) or _broken(lane)
+                if error is not None:
                     while requests:  # (retries may come back meanwhile)
                         await self._fail(lane.spec, requests.popleft(), error)
                     return
@@ -397,6 +394,12 @@ class CallExecutor:
                     return
                 if not ready:
                     return
+                exhausted = self._ledger.exhausted(lane.spec)
+                if exhausted is not None:  # since the pump let it out
+                    lane.gate.refund(len(ready))
+                    for request in ready:
+                        await self._fail(lane.spec, request, exhausted)
+                    return
                 self._sent(lane, ready)
                 if lane.target.transport.inline:  # a plain function: one after the other
                     sent = [await self._send(lane, held, r) for r in ready]
@@ -444,6 +447,8 @@ class CallExecutor:
             else:
                 state = await self._submit(spec, target, target.jobs, request.calls[0])
         except ToolError as exc:
+            if exc.exhausted:  # before its slot lets the next request out
+                self._ledger.exhaust(spec, exc)
             return exc
         finally:
             held.free(1)
@@ -474,7 +479,7 @@ class CallExecutor:
         decision = decide(error, spec, request.sends)
         if decision.verdict in (Verdict.WAIT, Verdict.REPEAT):
             wait = decision.delay
-            if (error.status or 0) == 429:
+            if error.throttled:
                 wait = lane.gate.throttled(error.retry_after)
             try:
                 self._governor.retry(spec.id)
@@ -665,7 +670,7 @@ class CallExecutor:
                 while not state.done:
                     await self._poll_wait(jobs.poll_interval)
                     try:
-                        state = await jobs.poll(lane.target, state.job)
+                        state = await jobs.poll(lane.target, state.job, request.calls[0].input)
                     except ToolError as exc:
                         failures += 1
                         error = self._poll_failed(spec, exc, failures)
@@ -698,7 +703,7 @@ class CallExecutor:
         status = exc.status or 0
         if exc.code == "unknown_job":
             return _LostJob(spec.id, exc)
-        if not (status == 429 or status >= 500 or exc.code in _UNREACHABLE):
+        if not (exc.throttled or status >= 500 or exc.code in _UNREACHABLE):
             return exc
         if failures >= MAX_POLL_FAILURES:
             return exc
@@ -1084,6 +1089,14 @@ class _LostJob(ToolError):
             code="unknown_job",
             request_id=error.request_id,
         )
+
+
+def _broken(lane: _Lane) -> ToolError | None:
+    """Why the lane's calls fail at once (its breaker is open), else None."""
+    cause = lane.gate.open_cause()
+    if cause is None:
+        return None
+    return ToolError(lane.spec.id, f"{lane.target.id} {cause}", code="circuit_open")
 
 
 def _cached(spec: ToolSpec, stored: bytes) -> ToolResult:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from .._clock import Clock
-from ..errors import BudgetExceeded
+from ..errors import BudgetExceeded, ToolError
 from ..store import LedgerEntry
 from ..tools import ToolSpec
 
@@ -56,6 +56,7 @@ class Ledger:
         self.parent = parent
         self.settles = 0  # reservations settled so far: what a deferred request waits past
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
+        self._exhausted: dict[str, ToolError] = {}  # provider account -> what it answered
 
     @property
     def spent(self) -> float:
@@ -124,6 +125,27 @@ class Ledger:
             spent=tight.spent,
             limit=limit,
             tool=spec.id,
+        )
+
+    def exhaust(self, spec: ToolSpec, error: ToolError) -> None:
+        """The provider said ``spec``'s account can buy nothing more (``error.exhausted``: its
+        quota or credits are used up). Its calls fail with that cause for the rest of the run
+        and of its parent runs, unsent: every tool of the account, not only this one."""
+        self._chain()[-1]._exhausted.setdefault(_account(spec), error)
+
+    def exhausted(self, spec: ToolSpec) -> ToolError | None:
+        """Why calls to ``spec`` fail unsent (its account is used up), else None."""
+        used_up = self._chain()[-1]._exhausted
+        error = used_up.get(_account(spec)) if used_up else None
+        if error is None:
+            return None
+        return ToolError(
+            spec.id,
+            f"not sent: {error.tool} answered earlier in this run that the account can buy "
+            f"nothing more ({error.provider_message})",
+            status=error.status,
+            code=error.code,
+            outcome=error.outcome,
         )
 
     def doubt(self, credits: Mapping[str, float]) -> None:
@@ -206,3 +228,8 @@ def _exact(credits: float) -> int:
     """An amount of credits in billionths, exactly as written to 9 places: ``0.1`` is
     100,000,000 (the float's noise, below a billionth, rounds away)."""
     return round(credits * _UNIT)
+
+
+def _account(spec: ToolSpec) -> str:
+    """Whose quota a call spends: its provider account; a local tool's is its own."""
+    return spec.id if spec.auth_scope == "local" else spec.auth_scope

@@ -12,6 +12,10 @@
   says it may have been charged, and only the user decides to buy it again.
 - Anything else (400, 401, 404, a local tool's exception): the provider said no; the call
   fails with its cause.
+
+An error with an ``outcome`` (an HTTP tool's outcome rules said what its answer means) is
+decided by it instead of its status: ``rate_limited`` and ``blocked`` wait, ``retryable`` is
+sent again with backoff (the rule says the provider did no work), the others fail.
 """
 
 from __future__ import annotations
@@ -51,16 +55,23 @@ def provider_failure(error: ToolError) -> bool:
 
 def maybe_charged(error: ToolError, spec: ToolSpec) -> bool:
     """Whether a failed request may have reached the provider and been charged: it gave no
-    answer, or a 5xx of a tool whose 5xx may strike after the work."""
-    return error.code in MAYBE_SENT or ((error.status or 0) >= 500 and not spec.retry_safe)
+    answer, or a 5xx of a tool whose 5xx may strike after the work (unless an outcome rule
+    said what the 5xx means)."""
+    if error.code in MAYBE_SENT:
+        return True
+    return (error.status or 0) >= 500 and not spec.retry_safe and error.outcome is None
 
 
 def decide(error: ToolError, spec: ToolSpec, sends: int) -> Decision:
     """What to do after the ``sends``-th send of a request failed with ``error``."""
     status = error.status or 0
-    if status == 429 or (status == 409 and error.code == "idempotency_in_progress"):
+    if error.throttled or (status == 409 and error.code == "idempotency_in_progress"):
         return Decision(Verdict.WAIT, 1.0 if error.retry_after is None else error.retry_after)
     backoff = BACKOFF * 2 ** (sends - 1)
+    if error.outcome is not None:  # an outcome rule said what the answer means
+        if error.outcome == "retryable" and sends < MAX_ATTEMPTS:
+            return Decision(Verdict.REPEAT, backoff)
+        return Decision(Verdict.FAIL)
     if error.code in NEVER_SENT:
         return Decision(Verdict.REPEAT if sends < MAX_ATTEMPTS else Verdict.FAIL, backoff)
     if error.code in MAYBE_SENT:  # no answer: the provider may still be doing the work
