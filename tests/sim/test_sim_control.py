@@ -11,6 +11,8 @@ import pytest
 from playline.sim import Simulator
 from playline.sim._catalog import build_catalog
 from playline.sim._faults import NO_FAULT, injected_failure
+from playline.sim._jobs import Jobs
+from playline.sim._providers import Answer
 
 from simhelp import NOBODY, execute, people, person_input, unlimited
 
@@ -249,3 +251,13 @@ def test_latency_holds_requests_in_flight(client: httpx.Client, sim: Simulator) 
     assert client.get("/__ledger").json()["max_inflight"] == {"sim.email.alpha": 1}
     for path in ("/api/v2/integrations", "/__ledger", "/__faults"):
         assert client.get(path).headers["x-request-id"].startswith("req_")
+
+
+def test_a_restarted_simulator_never_gives_a_job_id_it_gave_before() -> None:
+    """A resumed run polls the job id on its receipt: a simulator restarted in between must
+    answer it unknown (bought again), never with a new job that took the same number."""
+    before, after = Jobs(), Jobs()  # two processes: before and after a restart
+    first = before.submit("sim.phone.finder", Answer("no_result", None))
+    again = after.submit("sim.phone.finder", Answer("no_result", None))
+    assert first.id != again.id
+    assert after.get(first.id) is None

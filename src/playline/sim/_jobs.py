@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from ._providers import Answer
@@ -24,15 +25,18 @@ class Job:
 
 
 class Jobs:
-    """Jobs by id. Ids keep counting across resets so a stale id never finds a new job."""
+    """Jobs by id. Ids keep counting across resets, and each simulator process numbers them
+    under a prefix of its own: a stale id never finds a new job, even after a restart (one
+    that numbered its jobs from 1 again gave a resumed run another person's phone)."""
 
     def __init__(self) -> None:
         self._jobs: dict[str, Job] = {}
         self._counter = 0
+        self._prefix = f"job_{secrets.token_hex(4)}"
 
     def submit(self, tool: str, answer: Answer) -> Job:
         self._counter += 1
-        job = Job(id=f"job_{self._counter}", tool=tool, answer=answer)
+        job = Job(id=f"{self._prefix}_{self._counter}", tool=tool, answer=answer)
         self._jobs[job.id] = job
         return job
 
