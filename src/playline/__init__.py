@@ -30,10 +30,16 @@ from .errors import (
 )
 from .store import Event
 from .tools import (
+    Answer,
+    Auth,
     Batch,
     Cost,
     Execution,
     Gateway,
+    HttpBulk,
+    HttpPoll,
+    HttpTool,
+    Outcome,
     Rate,
     ToolRegistry,
     ToolResult,
@@ -42,6 +48,8 @@ from .tools import (
 )
 
 __all__ = [
+    "Answer",
+    "Auth",
     "Batch",
     "BudgetExceeded",
     "CellError",
@@ -60,8 +68,12 @@ __all__ = [
     "Gateway",
     "GatewayError",
     "GovernanceError",
+    "HttpBulk",
+    "HttpPoll",
+    "HttpTool",
     "Limits",
     "ManualClock",
+    "Outcome",
     "Plan",
     "Play",
     "PlayDefinitionError",

@@ -407,12 +407,12 @@ def test_a_job_another_worker_recorded_first_is_theirs(registry, store, clock) -
     jobs = Jobs(credits=1)
     poll = jobs.poll
 
-    async def poll_after_the_other(spec: ToolSpec, job: Any) -> Any:
+    async def poll_after_the_other(spec: ToolSpec, job: Any, input: Any) -> Any:
         later = clock.now() + 3600
         key = _claim_as_other(store, "t.job", {"x": 1}, now=later, lease=60)
         store.complete_receipts([Completion(key, _theirs("t.job"))], owner=OTHER, now=later)
         jobs.poll = poll  # type: ignore[method-assign]
-        return await poll(spec, job)
+        return await poll(spec, job, input)
 
     jobs.poll = poll_after_the_other  # type: ignore[method-assign]
     registry.add(job_tool(jobs))

@@ -73,7 +73,7 @@ class Jobs:
             self.on_submit()
         return JobState(done=False, job=job)
 
-    async def poll(self, spec: ToolSpec, job: Any) -> JobState:
+    async def poll(self, spec: ToolSpec, job: Any, input: Any) -> JobState:
         if self.poll_error is not None:
             raise self.poll_error
         result, polls = self._jobs[job]

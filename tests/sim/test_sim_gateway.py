@@ -45,7 +45,12 @@ def test_lists_tools_with_metadata(client: httpx.Client) -> None:
     assert beta["cost"] == {"credits": 1.0, "charge": "on_hit"}
     assert beta["batch"] == {"operation": "sim.email.beta.bulk", "max_size": 50}
     assert beta["outputs"]["email"] == ["email"]
-    assert beta["input"] == {"required": ["first_name", "last_name", "domain"], "optional": []}
+    assert beta["input"] == {
+        "required": ["first_name", "last_name", "domain"],
+        "optional": [],
+        # how the runtime compares inputs: variants of a person are one receipt
+        "normalize": {"first_name": "name", "last_name": "name", "domain": "domain"},
+    }
     assert beta["coverage"] == 0.45  # the share of the world's people it finds
     assert tools["sim.email.verify"]["coverage"] == 1.0
     assert tools["sim.email.beta.bulk"]["bulk_of"] == "sim.email.beta"

@@ -71,6 +71,8 @@ class CallMaker:
         self._governor.spend("tool_calls")
         payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
         try:
+            if spec.normalize is not None:  # variants of one input share its receipt
+                payload = spec.normalize(payload)
             key = receipt_key(
                 org=self._org,
                 tool=spec.id,

@@ -16,7 +16,7 @@ import playline as pl
 
 from ..store import display_url
 from ..store.sql import SQLStore
-from ..tools import ToolSpec
+from ..tools import HttpTool, ToolSpec
 from ._app import (
     GatewayOpt,
     JsonOpt,
@@ -175,6 +175,7 @@ def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
         "version": spec.version,
         "retry_safe": spec.retry_safe,
         "async_jobs": spec.jobs is not None,
+        **({"http": spec.transport.describe()} if isinstance(spec.transport, HttpTool) else {}),
     }
 
 
@@ -182,6 +183,8 @@ def _inputs(spec: ToolSpec) -> dict[str, Any]:
     """What a call's input holds: the fields a gateway declares; for a local tool, its
     function's signature (a dict in, or a list of dicts for a batch tool)."""
     doc: dict[str, Any] = {"required": list(spec.required), "optional": list(spec.optional)}
+    if spec.normalize is not None:
+        doc["normalize"] = spec.normalize.described
     fn = getattr(spec.transport, "fn", None)
     if fn is not None:
         with contextlib.suppress(TypeError, ValueError):

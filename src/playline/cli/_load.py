@@ -24,7 +24,7 @@ from typing import Any
 from .. import Play, play
 from .._secrets import redact
 from ..errors import full_stop
-from ..tools import Gateway, LocalTransport, ToolRegistry, ToolSpec, default_registry
+from ..tools import Gateway, HttpTool, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
 __all__ = [
     "CliError",
@@ -143,6 +143,11 @@ def load_module(path: str) -> LoadedModule:
         if isinstance(s.transport, LocalTransport)
         and getattr(s.transport.fn, "__module__", None) == module.__name__
     ]
+    declared = ToolRegistry(  # pl.HttpTool declarations at the file's top level
+        s for v in vars(module).values() if isinstance(v, HttpTool) for s in v.specs()
+    )
+    if len(declared):
+        registries.append(declared)
     for registry in registries:
         local.extend(registry.specs())
     plays = {

@@ -28,6 +28,8 @@ COVERAGE = {
 GAMMA_GUESS_SHARE = 0.08
 
 Kind = Literal["single", "bulk", "poll"]
+# how each input field compares (``_inputs.py``), published as the runtime's normalize kinds
+PUBLISHED = {"first_name": "name", "last_name": "name", "domain": "domain", "email": "email"}
 Charge = Literal["on_hit", "per_call"]
 ON_HIT: Charge = "on_hit"
 PER_CALL: Charge = "per_call"
@@ -109,7 +111,11 @@ class ToolSpec:
             "version": VERSION,
             "retry_safe": self.retry_safe,
             "async": {"poll": f"{self.id}.poll"} if self.is_async else None,
-            "input": {"required": list(self.required), "optional": []},
+            "input": {
+                "required": list(self.required),
+                "optional": [],
+                "normalize": {f: PUBLISHED[f] for f in self.required if f in PUBLISHED},
+            },
             "coverage": self.coverage,
             "idempotency": {
                 "header": header_keys and self.kind != "poll",

@@ -1,18 +1,26 @@
-"""The tool layer: specs, local tools, results and the gateway transport."""
+"""The tool layer: specs, local tools, declared HTTP tools, results and the gateway transport."""
 
-from ._gateway import Gateway, parse_retry_after
+from ._gateway import Gateway
+from ._http import Auth, HttpBulk, HttpPoll, HttpTool
+from ._outcomes import Answer, Outcome, parse_retry_after
 from ._registry import LocalTransport, ToolRegistry, ToolSource, default_registry, tool
 from ._result import Execution, ToolResult, dotted, is_value
 from ._spec import Batch, Cost, Jobs, JobState, Rate, ToolSpec, Transport
 
 __all__ = [
+    "Answer",
+    "Auth",
     "Batch",
     "Cost",
     "Execution",
     "Gateway",
+    "HttpBulk",
+    "HttpPoll",
+    "HttpTool",
     "JobState",
     "Jobs",
     "LocalTransport",
+    "Outcome",
     "Rate",
     "ToolRegistry",
     "ToolResult",

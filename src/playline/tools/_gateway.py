@@ -9,9 +9,6 @@ the ``ToolError`` this raises (``status``, ``retry_after``, ``retryable``).
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import math
-import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,29 +18,14 @@ import httpx
 from .._json import digest
 from .._secrets import Secret, reveal
 from ..errors import GatewayError, PlayDefinitionError, ToolError
+from ._normalize import Normalize
+from ._outcomes import parse_retry_after
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
 __all__ = ["Gateway", "parse_retry_after"]
 
 _PREFIX = "/api/v2/integrations"
 BULK_SECONDS_PER_ITEM = 1.0
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float:
-    """Seconds to wait from a ``Retry-After`` header: seconds or an HTTP date; 1 when absent."""
-    if not value:
-        return 1.0
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if math.isfinite(seconds) else 1.0
-    try:
-        when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
-        return 1.0
-    return max(0.001, when - (time.time() if now is None else now))
 
 
 class Gateway:
@@ -175,6 +157,9 @@ class Gateway:
             required=_names(inputs.get("required")),
             optional=_names(inputs.get("optional")),
             coverage=_share(meta.get("coverage")),
+            normalize=Normalize(str(meta["id"]), inputs["normalize"])
+            if inputs.get("normalize")
+            else None,
         )
 
     # calling
@@ -325,7 +310,7 @@ class _GatewayTransport:
             state = await self.submit(spec, item, keys[index] if keys else None)
             while not state.done:
                 await asyncio.sleep(self.poll_interval)
-                state = await self.poll(spec, state.job)
+                state = await self.poll(spec, state.job, item)
             results.append(state.result)
         return results
 
@@ -334,7 +319,7 @@ class _GatewayTransport:
     ) -> JobState:
         return self._state(spec, *await self._gateway.execute(spec, spec.id, dict(input), key))
 
-    async def poll(self, spec: ToolSpec, job: Any) -> JobState:
+    async def poll(self, spec: ToolSpec, job: Any, input: Mapping[str, Any]) -> JobState:
         if self._poll is None:
             raise ToolError(spec.id, "the gateway gave no poll operation", code="no_poll")
         return self._state(spec, *await self._gateway.execute(spec, self._poll, {"job_id": job}))

@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from .._arity import check_args
 from .._secrets import reveal
 from ..errors import PlayDefinitionError, ToolError
+from ._normalize import Normalize
 from ._spec import Batch, Cost, Rate, ToolSpec, normalise_lists, normalise_outputs
 
 __all__ = ["LocalTransport", "ToolRegistry", "ToolSource", "default_registry", "tool"]
@@ -93,6 +94,7 @@ class ToolRegistry:
         retry_safe: bool = False,
         in_doubt: Literal["resend", "fail"] | None = None,
         description: str | None = None,
+        normalize: Mapping[str, str] | Callable[..., Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a tool (see ``pl.tool``).
 
@@ -101,6 +103,10 @@ class ToolRegistry:
         fails it until the user retries it (``--retry-in-doubt``). The default is ``"fail"``
         for a tool that costs credits (it may have paid its provider: running it again could
         pay twice) and ``"resend"`` for a free one.
+
+        ``normalize`` says how inputs compare (``{"email": "email", "domain": "domain",
+        "first_name": "name"}`` or a function): variants of one input share a receipt, and
+        the function gets the normalised input.
         """
         if in_doubt is not None and in_doubt not in ("resend", "fail"):
             raise PlayDefinitionError(
@@ -123,6 +129,7 @@ class ToolRegistry:
                     f"@pl.tool({id!r}, {name}={value!r}): give {example}, or leave it out."
                 )
         outputs_of, lists_of = normalise_outputs(outputs), normalise_lists(lists)
+        normalizer = None if normalize is None else Normalize(f"@pl.tool({id!r})", normalize)
         charged = cost if isinstance(cost, Cost) else Cost()
         if in_doubt is None:
             in_doubt = "fail" if charged.credits else "resend"
@@ -151,6 +158,7 @@ class ToolRegistry:
                 retry_safe=retry_safe,
                 in_doubt=in_doubt,
                 description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+                normalize=normalizer,
             )
             fn.__playline_tool__ = spec  # type: ignore[attr-defined]
             self._specs[id] = spec

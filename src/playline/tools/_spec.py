@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._limits import is_amount
 from ..errors import PlayDefinitionError
+
+if TYPE_CHECKING:
+    from ._normalize import Normalize
 
 __all__ = ["Batch", "Cost", "JobState", "Jobs", "Rate", "ToolSpec", "Transport"]
 
@@ -124,7 +127,9 @@ class Jobs(Protocol):
         self, spec: ToolSpec, input: Mapping[str, Any], key: str | None = None
     ) -> JobState: ...
 
-    async def poll(self, spec: ToolSpec, job: Any) -> JobState: ...
+    async def poll(self, spec: ToolSpec, job: Any, input: Mapping[str, Any]) -> JobState:
+        """Where ``job`` (submitted for ``input``) stands."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +157,8 @@ class ToolSpec:
     optional: tuple[str, ...] = ()
     # the share of inputs the provider says it finds (its published coverage), if it says
     coverage: float | None = None
+    # how inputs compare: applied before an input is keyed and sent (``_normalize.py``)
+    normalize: Normalize | None = field(default=None, repr=False, compare=False)
 
     @property
     def max_batch(self) -> int:
@@ -192,7 +199,11 @@ class ToolSpec:
             "version": self.version,
             "retry_safe": self.retry_safe,
             "in_doubt": self.in_doubt,
-            "input": {"required": list(self.required), "optional": list(self.optional)},
+            "input": {
+                "required": list(self.required),
+                "optional": list(self.optional),
+                **({"normalize": self.normalize.described} if self.normalize else {}),
+            },
             "coverage": self.coverage,
         }
 

@@ -1,0 +1,713 @@
+"""Declared HTTP tools (``pl.HttpTool``): a provider's endpoint described, not programmed.
+
+A declaration says how a call becomes a request (method, URL template, query, JSON body or
+form from the input, auth from a secret, an idempotency header), what the answer means (the
+outcome rules of ``_outcomes.py``) and where a found answer's result is (a dotted path, then
+``outputs`` as for every tool). A bulk form (``HttpBulk``) packs many inputs in one request
+and maps the per-item answers back, each through the same rules, with its own status where the
+provider gives one. An async form (``HttpPoll``) polls a job a ``pending`` answer named.
+
+The engine sees what it sees of every tool: a result (found), None (not found), a
+``JobState`` (pending), or a ``ToolError`` whose ``outcome`` says what to do (wait, stop the
+account for the run, try again, fail). Rates, retries, receipts and budgets are the engine's.
+
+Requests go through one pooled ``httpx.AsyncClient`` per provider account and event loop,
+with timeouts, connection limits, and the proxies of the environment (``HTTPS_PROXY``...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+import urllib.parse
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from .._json import digest
+from .._secrets import Secret, Secrets, redact, reveal
+from ..errors import PlayDefinitionError, ToolError
+from ._normalize import Normalize
+from ._outcomes import Answer, Outcome, match, wait_of
+from ._result import dotted
+from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
+
+__all__ = ["Auth", "HttpBulk", "HttpPoll", "HttpTool", "request_or_raise"]
+
+CLIPPED = 300  # characters of an unexpected answer's body kept in its error
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+_FIELDS = string.Formatter()
+RequestHook = Callable[[dict[str, Any]], Mapping[str, Any]]
+ResponseHook = Callable[[Answer], Any]
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How a request proves its account, from a secret: an environment variable's name
+    (read as ``ctx.secrets.get`` reads it) or a ``pl.Secret``. The key never enters an input,
+    so rotating it keeps every receipt."""
+
+    kind: Literal["bearer", "header", "query", "basic"]
+    secret: str | Secret
+    name: str = ""  # the header or query parameter; basic: the user name
+
+    @classmethod
+    def bearer(cls, secret: str | Secret) -> Auth:
+        """``Authorization: Bearer <secret>``."""
+        return cls("bearer", secret)
+
+    @classmethod
+    def header(cls, name: str, secret: str | Secret) -> Auth:
+        """A header of the provider's: ``X-Api-Key: <secret>``."""
+        return cls("header", secret, name)
+
+    @classmethod
+    def query(cls, name: str, secret: str | Secret) -> Auth:
+        """A query parameter: ``?api_key=<secret>``."""
+        return cls("query", secret, name)
+
+    @classmethod
+    def basic(cls, secret: str | Secret, user: str = "") -> Auth:
+        """HTTP basic auth: the secret as the password (as the user when ``user`` is blank,
+        which is how providers that use a key as the user name expect it)."""
+        return cls("basic", secret, user)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("bearer", "header", "query", "basic"):
+            raise PlayDefinitionError(f"Auth kind {self.kind!r}: bearer, header, query or basic.")
+        if not isinstance(self.secret, Secret) and not (
+            isinstance(self.secret, str) and self.secret
+        ):
+            raise PlayDefinitionError(
+                "pl.Auth needs the secret's environment variable name (e.g. 'HUNTER_API_KEY') "
+                "or a pl.Secret."
+            )
+        if self.kind in ("header", "query") and not (isinstance(self.name, str) and self.name):
+            raise PlayDefinitionError(
+                f"pl.Auth.{self.kind}(name, secret) needs the {self.kind} name, e.g. 'X-Api-Key'."
+            )
+
+    @property
+    def label(self) -> str:
+        """What names the account, never the key: the variable's name."""
+        return self.secret.name if isinstance(self.secret, Secret) else self.secret
+
+    def value(self) -> str:
+        secret = self.secret if isinstance(self.secret, Secret) else Secrets().get(self.secret)
+        return secret.reveal()
+
+    def apply(self, headers: dict[str, str], params: dict[str, Any]) -> httpx.BasicAuth | None:
+        """Put the secret where the provider reads it; returns basic auth when it is that."""
+        key = self.value()
+        if self.kind == "bearer":
+            headers["Authorization"] = f"Bearer {key}"
+        elif self.kind == "header":
+            headers[self.name] = key
+        elif self.kind == "query":
+            params[self.name] = key
+        else:
+            return httpx.BasicAuth(self.name or key, "" if not self.name else key)
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpBulk:
+    """Many inputs in one request. ``items``: the body path the list of items goes to
+    (``""``: the body is the list); each item is built by ``item`` (a template, as ``json=``)
+    or is the input. ``results``: the answer's path to the list of per-item answers, aligned
+    with the items; ``item_status``: each one's status path (per-item statuses go through
+    the outcome rules); ``item_result``: where each one's result is."""
+
+    max_size: int
+    url: str | None = None  # the bulk endpoint, when it is not the single one
+    method: str = "POST"
+    items: str = "items"
+    item: Mapping[str, Any] | None = None
+    results: str = "results"
+    item_status: str | None = None
+    item_result: str | None = None
+
+    def __post_init__(self) -> None:
+        Batch(max_size=self.max_size)  # the same rule for the size
+        if self.method.upper() not in _METHODS:
+            raise PlayDefinitionError(
+                f"HttpBulk(method={self.method!r}): one of {sorted(_METHODS)}."
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpPoll:
+    """An async job's poll: ``url`` with ``{job}`` for the job id a ``pending`` answer gave,
+    asked every ``interval`` seconds; its answers go through ``outcomes`` (a poll that says
+    "not ready" is ``pending``) and the result is at ``result``. ``echo`` maps input fields
+    to where the answer repeats them: an answer for another input fails the call
+    (``job_mismatch``) instead of being kept as found."""
+
+    url: str
+    method: str = "GET"
+    interval: float = 1.0
+    outcomes: Sequence[Outcome] = ()
+    result: str | None = None
+    echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
+
+
+class HttpTool:
+    """A tool declared as an HTTP endpoint (``docs/guide/http-tools.md``).
+
+    ``pl.HttpTool("acme.find_email", "GET", "https://api.acme.com/v1/find?domain={domain}",
+    auth=pl.Auth.header("X-Api-Key", "ACME_API_KEY"), outcomes=[pl.Outcome("not_found",
+    status=404)], result="data", cost=pl.Cost(1, charge="on_hit"))``
+
+    Without ``query``/``json``/``form``, a GET sends the input as its query and other
+    methods as their JSON body. Templates take ``{field}`` from the input: a string that is
+    only ``"{field}"`` keeps the value's type, and a key whose fields are all missing is left
+    out. Used as a decorator, the function maps the input to the request's parts (``url``,
+    ``query``, ``json``, ``form``, ``headers``) where a template cannot say it; ``response=``
+    maps an answer to the result in Python.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        method: str,
+        url: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        json: Any = None,
+        form: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: Auth | None = None,
+        outcomes: Sequence[Outcome] = (),
+        result: str | None = None,
+        outputs: Mapping[str, str | Sequence[str]] | None = None,
+        lists: Mapping[str, str] | None = None,
+        bulk: HttpBulk | None = None,
+        poll: HttpPoll | None = None,
+        rate: Rate | None = None,
+        cost: Cost | float | None = None,
+        idempotency: str | None = None,
+        account: str | None = None,
+        timeout: float = 30.0,
+        response: ResponseHook | None = None,
+        normalize: Mapping[str, str] | Callable[..., Any] | None = None,
+        version: str = "1",
+        description: str = "",
+    ) -> None:
+        method = _checked(id, method, url, outcomes, (query, json, form))
+        self.id = id
+        self.method = method
+        self.url = url
+        self._parts = {"query": query, "json": json, "form": form}
+        self._headers = dict(headers or {})
+        self.auth = auth
+        self.outcomes = tuple(outcomes)
+        self.result = result
+        self.bulk = bulk
+        self.polling = poll
+        self.idempotency = idempotency
+        self.timeout = timeout
+        self._response = response
+        self._request: RequestHook | None = None
+        self.inline = False
+        self.poll_interval = poll.interval if poll else 1.0
+        cost = Cost(cost) if isinstance(cost, int | float) else cost or Cost()
+        self.account = (
+            account
+            or digest("http", urllib.parse.urlsplit(url).netloc, auth.label if auth else "")[:16]
+        )
+        self.spec = ToolSpec(
+            id=id,
+            transport=self,
+            jobs=self if poll else None,
+            rate=rate or Rate(),
+            cost=cost,
+            batch=Batch(max_size=bulk.max_size) if bulk else None,
+            outputs=normalise_outputs(outputs),
+            lists=normalise_lists(lists),
+            version=str(version),
+            # a call in doubt is sent again only if the repeat carries its own key: a bulk
+            # request's key is its items', and a resend may group them otherwise
+            in_doubt="resend" if (idempotency and not bulk) or not cost.credits else "fail",
+            auth_scope=self.account,
+            description=description,
+            normalize=None if normalize is None else Normalize(f"pl.HttpTool({id!r})", normalize),
+        )
+
+    def __repr__(self) -> str:
+        return f"HttpTool({self.id!r}, {self.method!r}, {self.url!r})"
+
+    def __call__(self, request: RequestHook) -> HttpTool:
+        """As a decorator: ``request(input)`` gives the request's parts in Python."""
+        if not callable(request):
+            raise PlayDefinitionError(
+                f"@pl.HttpTool({self.id!r}, ...) decorates a function input -> request parts."
+            )
+        self._request = request
+        return self
+
+    def specs(self) -> list[ToolSpec]:
+        return [self.spec]
+
+    def describe(self) -> dict[str, Any]:
+        """The declaration as JSON (``playline tools describe``): the request, the key's
+        variable (never its value), the outcome rules in order, the bulk and poll forms."""
+        polling = self.polling
+        return {
+            "method": self.method,
+            "url": self.url,
+            "request": {k: v for k, v in self._parts.items() if v is not None}
+            or (
+                "the input as the query"
+                if self.method in ("GET", "DELETE")
+                else "the input as JSON"
+            ),
+            "request_function": getattr(self._request, "__name__", None),
+            "auth": None
+            if self.auth is None
+            else {"kind": self.auth.kind, "secret": self.auth.label},
+            "account": self.account,
+            "idempotency_header": self.idempotency,
+            "outcomes": [_rule_doc(rule) for rule in self.outcomes]
+            + ["429: rate_limited", "2xx: found (not_found when the result is empty)"],
+            "result": self.result,
+            "bulk": None if self.bulk is None else _plain(vars(self.bulk)),
+            "poll": None
+            if polling is None
+            else {
+                "url": polling.url,
+                "interval": polling.interval,
+                "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
+                "result": polling.result,
+                "echo": dict(polling.echo),
+            },
+        }
+
+    # the transport (tools/_spec.py)
+    async def call(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> list[Any]:
+        if self.bulk is not None and (len(inputs) > 1 or self.bulk.url is None):
+            return await self._call_bulk(inputs, keys)
+        results = []
+        for index, item in enumerate(inputs):
+            state = await self.submit(spec, item, keys[index] if keys else None)
+            if not state.done:  # a tool with poll= is polled by the engine, never sent here
+                raise self._no_poll()
+            results.append(state.result)
+        return results
+
+    # the jobs (tools/_spec.py): a pending answer is polled by the engine
+    async def submit(
+        self, spec: ToolSpec, input: Mapping[str, Any], key: str | None = None
+    ) -> JobState:
+        request = self._build(dict(reveal(dict(input))))
+        answer = await self._send(request, key)
+        return self._state(self.outcomes, answer, self.result)
+
+    async def poll(self, spec: ToolSpec, job: Any, input: Mapping[str, Any]) -> JobState:
+        """Where ``job`` stands; its answer is checked against ``input`` where the provider
+        echoes it (``HttpPoll(echo=...)``)."""
+        polling = self.polling
+        if polling is None:
+            raise self._no_poll()
+        url = polling.url.replace("{job}", urllib.parse.quote(str(job), safe=""))
+        answer = await self._send(_Request(polling.method.upper(), url), None)
+        state = self._state(polling.outcomes, answer, polling.result, job)
+        if state.done and state.result is not None:
+            self._check_echo(polling, answer, input)
+        return state
+
+    def _check_echo(self, polling: HttpPoll, answer: Answer, input: Mapping[str, Any]) -> None:
+        """A job's answer for another input (a provider that lost the job and numbered a new
+        one the same) fails the call: it is never stored as found."""
+        for field_name, path in polling.echo.items():
+            sent, said = reveal(input.get(field_name)), dotted(answer.body, path)
+            if said is not None and _same(sent) != _same(said):
+                raise ToolError(
+                    self.id,
+                    f"job answered for another input: {field_name} was sent as {sent!r}, the "
+                    f"answer at {path!r} says {said!r}; it is not kept as found",
+                    status=answer.status,
+                    code="job_mismatch",
+                    outcome="fatal",
+                )
+
+    def _no_poll(self) -> ToolError:
+        return ToolError(
+            self.id,
+            "the provider answered pending, and the tool declares no poll= to ask again",
+            code="no_poll",
+            outcome="fatal",
+        )
+
+    # requests
+    def _build(self, input: dict[str, Any]) -> _Request:
+        parts: dict[str, Any] = dict(self._parts)
+        if self._request is not None:
+            parts.update(self._request(dict(input)))
+        url = _url(str(parts.pop("url", None) or self.url), input)
+        query, json_body, form = (
+            _fill(parts.get(name), input) for name in ("query", "json", "form")
+        )
+        if self._parts == {"query": None, "json": None, "form": None} and self._request is None:
+            if self.method in ("GET", "DELETE"):
+                query = _present(input)
+            else:
+                json_body = _present(input)
+        return _Request(
+            self.method, url, query or {}, json_body, form, dict(parts.get("headers") or {})
+        )
+
+    def _bulk_request(self, inputs: Sequence[Mapping[str, Any]]) -> _Request:
+        bulk = self.bulk
+        assert bulk is not None
+        items = [
+            _fill(bulk.item, dict(i)) if bulk.item is not None else _present(dict(i))
+            for i in reveal([dict(i) for i in inputs])
+        ]
+        body: Any = items
+        if bulk.items:
+            body = {}
+            _set_path(body, bulk.items, items)
+        return _Request(bulk.method.upper(), _url(bulk.url or self.url, {}), {}, body)
+
+    async def _call_bulk(
+        self, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str]
+    ) -> list[Any]:
+        bulk = self.bulk
+        assert bulk is not None
+        key = digest("bulk", *keys) if keys else None  # the same items again: the same request
+        answer = await self._send(self._bulk_request(inputs), key)
+        rule = match(self.outcomes, answer, None)
+        if rule is None or rule.outcome not in ("found", "not_found"):
+            raise self._refusal(rule, answer)
+        answers = answer.body if not bulk.results else dotted(answer.body, bulk.results)
+        if not isinstance(answers, list) or len(answers) != len(inputs):
+            raise ToolError(
+                self.id,
+                f"the bulk answer did not hold {len(inputs)} per-item answers at "
+                f"{bulk.results or 'its top level'!r}: {_clip(answer.text)}",
+                status=answer.status,
+                code="misaligned_batch",
+                outcome="fatal",
+            )
+        return [self._item(answer, item) for item in answers]
+
+    def _item(self, whole: Answer, item: Any) -> Any:
+        """One input's result from its part of a bulk answer (its own status if it has one)."""
+        bulk = self.bulk
+        assert bulk is not None
+        status = dotted(item, bulk.item_status) if bulk.item_status else None
+        answer = Answer(
+            status=status if isinstance(status, int) else whole.status,
+            body=item,
+            headers=whole.headers,
+            text=_text(item),
+        )
+        state = self._state(self.outcomes, answer, bulk.item_result)
+        return state.result
+
+    async def _send(self, request: _Request, key: str | None) -> Answer:
+        headers = {"Accept": "application/json", **self._headers, **request.headers}
+        params = dict(request.query)
+        basic = self.auth.apply(headers, params) if self.auth else None
+        if key and self.idempotency:
+            headers[self.idempotency] = key
+        response = await request_or_raise(
+            _client(self.account),
+            self.id,
+            request.method,
+            request.url,
+            params=params or None,
+            json=request.json,
+            data=request.form,
+            headers=headers,
+            auth=basic or httpx.USE_CLIENT_DEFAULT,
+            timeout=self.timeout,
+        )
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        return Answer(response.status_code, body, response.headers, response.text)
+
+    # answers
+    def _state(
+        self, rules: Sequence[Outcome], answer: Answer, result: str | None, polled: Any = None
+    ) -> JobState:
+        """What ``answer`` means: done (a result, or None when not found), pending (the job
+        it names, else the one ``polled``), or the ``ToolError`` its outcome is."""
+        rule = match(rules, answer, result)
+        if rule is not None and rule.outcome == "found":
+            return JobState(done=True, result=self._result(answer, result))
+        if rule is not None and rule.outcome == "not_found":
+            return JobState(done=True, result=None)
+        if rule is not None and rule.outcome == "pending" and self.bulk is None:
+            job = dotted(answer.body, rule.job) if rule.job else polled
+            if job is not None and job != "":
+                return JobState(done=False, job=job)
+        raise self._refusal(rule, answer)
+
+    def _result(self, answer: Answer, path: str | None) -> Any:
+        if self._response is not None:
+            return self._response(answer)
+        return answer.body if path is None else dotted(answer.body, path)
+
+    def _refusal(self, rule: Outcome | None, answer: Answer) -> ToolError:
+        """The error an answer that gives no result is: what its rule says, or that no rule
+        says what it means."""
+        if rule is None:
+            return self._failure(answer, "an answer no outcome rule matches", "unexpected_answer")
+        if rule.outcome == "pending":
+            why = (
+                "answered pending to a bulk request (bulk async jobs are not supported yet)"
+                if self.bulk is not None
+                else f"answered pending without a job id at {rule.job!r}"
+            )
+            return self._failure(answer, why, "bad_job")
+        if rule.outcome in ("found", "not_found"):
+            return self._failure(
+                answer, "a bulk answer that is not a list of answers", "bad_answer"
+            )
+        return self._error(rule, answer)
+
+    def _failure(self, answer: Answer, why: str, code: str) -> ToolError:
+        return ToolError(
+            self.id,
+            f"{why}: {_clip(answer.text) or '(empty body)'}",
+            status=answer.status,
+            code=code,
+            request_id=_request_id(answer),
+            outcome="fatal",
+        )
+
+    def _error(self, rule: Outcome, answer: Answer) -> ToolError:
+        said = dotted(answer.body, rule.message) if rule.message else None
+        words = str(said) if said is not None else _clip(answer.text) or "(empty body)"
+        waits = rule.outcome in ("rate_limited", "blocked")
+        return ToolError(
+            self.id,
+            f"{_MEANING[rule.outcome]}: {words}",
+            status=answer.status,
+            code=_code(answer) or rule.outcome,
+            request_id=_request_id(answer),
+            retryable=rule.outcome in ("rate_limited", "blocked", "retryable"),
+            retry_after=wait_of(rule, answer) if waits else None,
+            outcome=rule.outcome,
+        )
+
+
+_MEANING = {
+    "rate_limited": "rate limited by the provider",
+    "blocked": "the provider blocks this account for a while",
+    "quota_exhausted": "the account's quota is used up (its other calls in this run are not "
+    "sent; resume the run once it is renewed)",
+    "insufficient_credits": "the account is out of credits (its other calls in this run are not "
+    "sent; add credits and resume the run)",
+    "retryable": "the provider asks to try again",
+    "fatal": "the provider refused the request",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    url: str
+    query: Mapping[str, Any] = field(default_factory=dict)
+    json: Any = None
+    form: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+async def request_or_raise(
+    client: httpx.AsyncClient, tool: str, method: str, url: str, **kwargs: Any
+) -> httpx.Response:
+    """Send one request; a failure to get an answer is a ``ToolError`` whose ``code`` says
+    whether the request may have reached the provider: ``connection_error`` (it did not:
+    refused, or no connection in time) or ``timeout`` / ``protocol_error`` (it may have: no
+    answer in time, or the connection broke)."""
+    try:
+        return await client.request(method, url, **kwargs)
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        raise ToolError(
+            tool,
+            f"could not connect to {_where(url)} ({type(exc).__name__}: {exc})",
+            code="connection_error",
+        ) from None
+    except httpx.TimeoutException:
+        raise ToolError(
+            tool, f"no answer from {_where(url)} in time (it may still be working)", code="timeout"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise ToolError(
+            tool,
+            f"the connection to {_where(url)} broke ({type(exc).__name__}: {exc})",
+            code="protocol_error",
+        ) from None
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _client(account: str) -> httpx.AsyncClient:
+    """The account's pooled client on this event loop (proxies from the environment)."""
+    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = clients.get(account)
+    if client is None:
+        client = clients[account] = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            trust_env=True,
+        )
+    return client
+
+
+def _checked(
+    id: object, method: object, url: object, outcomes: object, parts: tuple[Any, ...]
+) -> str:
+    if not isinstance(id, str) or not id or " " in id:
+        raise PlayDefinitionError(f"pl.HttpTool({id!r}, ...): the tool id, e.g. 'acme.find'.")
+    if not isinstance(method, str) or method.upper() not in _METHODS:
+        raise PlayDefinitionError(
+            f"pl.HttpTool({id!r}, {method!r}, ...): the method is one of {sorted(_METHODS)}."
+        )
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({id!r}, {method!r}, {url!r}): the URL starts with http:// or "
+            "https://, e.g. 'https://api.acme.com/v1/find?domain={domain}'."
+        )
+    if not isinstance(outcomes, Sequence) or not all(isinstance(o, Outcome) for o in outcomes):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({id!r}, outcomes=...): a list of pl.Outcome rules, e.g. "
+            '[pl.Outcome("not_found", status=404)].'
+        )
+    if any(o.outcome == "pending" and not o.job for o in outcomes):
+        raise PlayDefinitionError(
+            f'pl.HttpTool({id!r}, ...): pl.Outcome("pending") needs job=, the dotted path of '
+            'the job id in the answer, e.g. pl.Outcome("pending", status=202, job="request_id").'
+        )
+    if parts[1] is not None and parts[2] is not None:
+        raise PlayDefinitionError(
+            f"pl.HttpTool({id!r}, ...): a request has a JSON body or a form, not both."
+        )
+    return method.upper()
+
+
+def _fields(template: str) -> list[str]:
+    return [name for _, name, _, _ in _FIELDS.parse(template) if name]
+
+
+def _fill(template: Any, input: Mapping[str, Any]) -> Any:
+    """``template`` with ``{field}`` taken from ``input``; a key whose fields are all
+    missing (or None) is left out, and ``"{field}"`` alone keeps the value's type."""
+    if isinstance(template, Mapping):
+        filled = {k: _fill(v, input) for k, v in template.items()}
+        return {k: v for k, v in filled.items() if v is not _MISSING}
+    if isinstance(template, list):
+        return [v for v in (_fill(t, input) for t in template) if v is not _MISSING]
+    if not isinstance(template, str):
+        return template
+    names = _fields(template)
+    if not names:
+        return template
+    if all(input.get(n) is None for n in names):
+        return _MISSING
+    if template == "{" + names[0] + "}":
+        return input[names[0]]
+    return template.format_map({n: "" if input.get(n) is None else input[n] for n in names})
+
+
+_MISSING: Any = object()
+
+
+def _present(input: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in input.items() if v is not None}
+
+
+def _url(template: str, input: Mapping[str, Any]) -> str:
+    """The URL with ``{field}`` replaced by the input's value, quoted."""
+    names = _fields(template)
+    if not names:
+        return template
+    values = {n: urllib.parse.quote(str(input.get(n) or ""), safe="") for n in names}
+    return template.format_map(values)
+
+
+def _set_path(body: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        body = body.setdefault(part, {})
+    body[last] = value
+
+
+def _text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
+
+
+def _clip(text: str) -> str:
+    """The start of a body for a message: on one line, secrets redacted."""
+    flat = " ".join(text.split())
+    return redact(flat[:CLIPPED] + ("..." if len(flat) > CLIPPED else ""))
+
+
+def _code(answer: Answer) -> str | None:
+    if isinstance(answer.body, Mapping):
+        for name in ("code", "error_code", "error"):
+            value = answer.body.get(name)
+            if isinstance(value, str) and value and len(value) <= 64:
+                return value
+    return None
+
+
+def _request_id(answer: Answer) -> str | None:
+    for name in ("x-request-id", "request-id", "x-amzn-requestid"):
+        value = answer.headers.get(name)
+        if value:
+            return str(value)
+    return None
+
+
+def _rule_doc(rule: Outcome) -> str:
+    """A rule in words: ``status 403, body {'error': 'x'}: rate_limited (wait 60 s)``."""
+    when = []
+    if rule.codes is not None:
+        codes = sorted(rule.codes)
+        when.append(
+            f"status {codes[0] // 100}xx"
+            if len(codes) == 100 and codes[0] % 100 == 0
+            else f"status {', '.join(map(str, codes))}"
+        )
+    if rule.body is not None:
+        when.append(
+            f"body {dict(rule.body)!r}"
+            if isinstance(rule.body, Mapping)
+            else f"body passes {getattr(rule.body, '__name__', 'a function')}"
+        )
+    extra = [f"{k} {v}" for k, v in (("job at", rule.job), ("wait", rule.wait)) if v is not None]
+    if rule.wait_from:
+        extra.append(f"wait from {rule.wait_from}")
+    return f"{', '.join(when) or 'any answer'}: {rule.outcome}" + (
+        f" ({', '.join(map(str, extra))})" if extra else ""
+    )
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
+
+
+def _same(value: Any) -> Any:
+    """A value as an echo compares: text trimmed and case-folded."""
+    return value.strip().casefold() if isinstance(value, str) else value
+
+
+def _where(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"

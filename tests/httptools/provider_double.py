@@ -1,0 +1,148 @@
+"""A provider on loopback for the HTTP tool tests: a Starlette app whose endpoints answer as
+real providers' documentation says they do (``../shared/reference/providers.md``), and that
+counts what it was asked.
+
+- ``GET /v1/find?first_name=&domain=`` (the key in ``X-Api-Key``, as a bearer token or as
+  the ``api_key`` query parameter): a person the double knows
+  is ``200 {"data": {"email": ...}}``, anyone else ``404`` (People Data Labs' not found);
+  a first name of ``nomatch`` is ``200 {"error": true, "error_code": "NO_MATCH"}`` (Prospeo).
+- ``POST /v1/bulk`` ``{"requests": [{"params": {...}}]}``: a list of per-item answers, each
+  with its own ``status`` (PDL's bulk person enrichment).
+- ``POST /v1/jobs`` (an async job, as Dropcontact's): ``202 {"request_id": ...}``; ``GET
+  /v1/jobs/{id}``: ``{"status": "IN_PROGRESS"}`` for ``polls_pending`` polls, then done.
+
+``script(status, body, headers)`` queues an answer served before the normal ones, to the
+next request of any endpoint: how a test makes the provider rate limit, block, run out of
+quota or fail.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+KEY = "k-double-1234567890abcdef"  # the account's API key (long: the leak checks catch it)
+PEOPLE = {
+    ("ann", "acme.com"): "ann@acme.com",
+    ("bob", "acme.com"): "bob@acme.com",
+    ("cy", "initech.com"): "cy@initech.com",
+}
+
+
+@dataclass
+class Scripted:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+
+
+class Double:
+    """The provider's state: what it was asked, what it charged, what it is told to answer."""
+
+    def __init__(self) -> None:
+        self.url = ""  # where it is served
+        self.lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+        self.found: Counter[str] = Counter()  # answers with a result: what a provider bills
+        self.asked: list[dict[str, Any]] = []  # each request's query or body, and its auth
+        self.scripted: deque[Scripted] = deque()
+        self.polls_pending = 2
+        self.jobs: dict[str, dict[str, Any]] = {}
+        # job id -> the input it answers for instead (a restarted provider that numbered
+        # its jobs from 1 again)
+        self.misroute: dict[str, dict[str, Any]] = {}
+        self.app = Starlette(
+            routes=[
+                Route("/v1/find", self.find, methods=["GET"]),
+                Route("/v1/bulk", self.bulk, methods=["POST"]),
+                Route("/v1/jobs", self.submit, methods=["POST"]),
+                Route("/v1/jobs/{job}", self.poll, methods=["GET"]),
+            ]
+        )
+
+    def script(
+        self, status: int, body: Any = None, headers: dict[str, str] | None = None, **kw: Any
+    ) -> None:
+        """The next request (of any endpoint) gets this answer."""
+        with self.lock:
+            self.scripted.append(Scripted(status, body, headers or {}, **kw))
+
+    def _note(self, route: str, request: Request, asked: Any) -> Response | None:
+        with self.lock:
+            self.calls[route] += 1
+            auth = (
+                request.headers.get("x-api-key")
+                or request.headers.get("authorization")
+                or request.query_params.get("api_key")
+            )
+            self.asked.append({"route": route, "asked": asked, "auth": auth})
+            scripted = self.scripted.popleft() if self.scripted else None
+        if auth not in (KEY, f"Bearer {KEY}"):
+            return JSONResponse({"error": "invalid api key"}, status_code=401)
+        if scripted is None:
+            return None
+        if scripted.text is not None:
+            return Response(scripted.text, scripted.status, headers=scripted.headers)
+        return JSONResponse(scripted.body, scripted.status, headers=scripted.headers)
+
+    def _person(self, params: Any) -> tuple[int, dict[str, Any]]:
+        first = str(params.get("first_name", "")).lower()
+        if first == "nomatch":
+            return 200, {"error": True, "error_code": "NO_MATCH"}
+        email = PEOPLE.get((first, str(params.get("domain", "")).lower()))
+        if email is None:
+            return 404, {"status": 404, "error": {"type": "not_found"}}
+        with self.lock:
+            self.found[email] += 1
+        return 200, {"status": 200, "data": {"email": email, "first_name": first}}
+
+    async def find(self, request: Request) -> Response:
+        params = dict(request.query_params)
+        refused = self._note("find", request, params)
+        if refused is not None:
+            return refused
+        status, body = self._person(params)
+        return JSONResponse(body, status, headers={"x-request-id": f"req-{self.calls['find']}"})
+
+    async def bulk(self, request: Request) -> Response:
+        body = await request.json()
+        refused = self._note("bulk", request, body)
+        if refused is not None:
+            return refused
+        answers = []
+        for item in body.get("requests", []):
+            status, answer = self._person(item.get("params", {}))
+            answers.append(answer | {"status": status})
+        return JSONResponse(answers)
+
+    async def submit(self, request: Request) -> Response:
+        body = await request.json()
+        refused = self._note("submit", request, body)
+        if refused is not None:
+            return refused
+        with self.lock:
+            job = f"job-{len(self.jobs) + 1}"
+            self.jobs[job] = {"input": body, "polls": 0}
+        return JSONResponse({"request_id": job, "success": True}, 202)
+
+    async def poll(self, request: Request) -> Response:
+        job_id = request.path_params["job"]
+        refused = self._note("poll", request, job_id)
+        if refused is not None:
+            return refused
+        job = self.jobs.get(job_id)
+        if job is None:
+            return JSONResponse({"error": "unknown request_id"}, 404)
+        job["polls"] += 1
+        if job["polls"] <= self.polls_pending:
+            return JSONResponse({"status": "IN_PROGRESS"})
+        _, answer = self._person(self.misroute.get(job_id, job["input"]))
+        return JSONResponse({"status": "DONE", "data": answer.get("data")})

@@ -1,0 +1,583 @@
+"""pl.HttpTool against a provider double on loopback (provider_double.py): requests built from
+declarations, auth from a secret, outcome rules, waits, quota and credits, bulk per-item
+statuses, async jobs. Runs use a ManualClock, so a provider's wait costs nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from provider_double import KEY, Double
+
+import playline as pl
+from playline.store import open_store
+from playline.tools import Answer
+from playline.tools._outcomes import match, wait_of
+from services import serve_asgi
+
+NOW = 1_767_225_600.0
+PEOPLE = [
+    {"first_name": "Ann", "domain": "acme.com"},
+    {"first_name": "Bob", "domain": "acme.com"},
+    {"first_name": "Dee", "domain": "nowhere.io"},
+]
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[Double]:
+    provider = Double()
+    with serve_asgi(provider.app) as url:
+        provider.url = url
+        monkeypatch.setenv("DOUBLE_API_KEY", KEY)
+        yield provider
+
+
+def finder(double: Double, **options: Any) -> pl.HttpTool:
+    """The double's email finder as a user declares it."""
+    declared: dict[str, Any] = {
+        "auth": pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+        "outcomes": [
+            pl.Outcome("not_found", status=404),
+            pl.Outcome("not_found", status=200, body={"error": True, "error_code": "NO_MATCH"}),
+        ],
+        "result": "data",
+        "cost": pl.Cost(1, charge="on_hit"),
+    }
+    declared.update(options)
+    return pl.HttpTool(
+        "double.find",
+        "GET",
+        f"{double.url}/v1/find",
+        **declared,
+    )
+
+
+def run(
+    tool: pl.HttpTool | Sequence[Any],
+    people: Sequence[Mapping[str, Any]],
+    store: str,
+    *,
+    columns: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> pl.RunResult:
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        builder = ctx.dataset("people", [dict(p) for p in people], key="first_name")
+        for name, resolver in (columns or {"email": _find}).items():
+            builder = builder.with_column(name, resolver)
+        return await builder.run()
+
+    tools = list(tool) if isinstance(tool, Sequence) else [tool]
+    return pl.run(
+        pl.play(name="http")(play), store=store, tools=tools, clock=pl.ManualClock(), **options
+    )
+
+
+async def _find(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+    result = await ctx.tool(
+        "double.find", {"first_name": row["first_name"], "domain": row["domain"]}
+    )
+    return result.data
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/s.db"
+
+
+def test_found_and_not_found_answers_become_values_and_empty_cells(
+    double: Double, store: str
+) -> None:
+    result = run(finder(double), [*PEOPLE, {"first_name": "nomatch", "domain": "acme.com"}], store)
+
+    assert result.ok
+    emails = {row["first_name"]: row["email"] for row in result.output}
+    assert emails == {
+        "Ann": {"email": "ann@acme.com", "first_name": "ann"},
+        "Bob": {"email": "bob@acme.com", "first_name": "bob"},
+        "Dee": None,  # 404: not found
+        "nomatch": None,  # 200 with error: true, NO_MATCH: not found
+    }
+    assert result.stats.credits == 2  # on hit: the two found
+    assert double.calls["find"] == 4
+    sent = [a["asked"] for a in double.asked]
+    assert {"first_name": "Ann", "domain": "acme.com"} in sent  # a GET sends the input as query
+
+
+def test_the_key_comes_from_the_environment_and_never_keys_the_receipt(
+    double: Double, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(finder(double), PEOPLE[:1], store).ok
+    assert [a["auth"] for a in double.asked] == [KEY]
+
+    monkeypatch.setenv("DOUBLE_API_KEY", "k-rotated-0987654321fedcba")  # a new key, same account
+    again = run(finder(double), PEOPLE[:1], store)
+
+    assert again.stats.tool_calls_cached == 1  # the receipt holds: nothing bought again
+    assert double.calls["find"] == 1
+
+
+def test_variants_of_an_input_are_one_request_sent_as_declared(double: Double, store: str) -> None:
+    tool = finder(double, normalize={"first_name": "name", "domain": "domain"})
+    variants = [
+        {"first_name": "Ann", "domain": "acme.com"},
+        {"first_name": " ANN ", "domain": "https://www.Acme.com/"},
+    ]
+
+    result = run(tool, variants, store)
+
+    assert result.ok
+    assert double.calls["find"] == 1
+    assert double.asked[0]["asked"] == {"first_name": "ann", "domain": "acme.com"}
+    assert result.stats.credits == 1
+
+
+@pytest.mark.parametrize(
+    ("auth", "seen"),
+    [
+        (pl.Auth.bearer("DOUBLE_API_KEY"), f"Bearer {KEY}"),
+        (pl.Auth.query("api_key", "DOUBLE_API_KEY"), KEY),
+    ],
+)
+def test_a_key_goes_where_the_provider_reads_it(
+    double: Double, store: str, auth: pl.Auth, seen: str
+) -> None:
+    result = run(finder(double, auth=auth), PEOPLE[:1], store)
+
+    assert result.ok
+    assert [a["auth"] for a in double.asked] == [seen]
+
+
+def test_a_rate_limit_sent_as_403_waits_and_sends_the_same_request_again(
+    double: Double, store: str
+) -> None:
+    """Hunter answers 403 when a key goes too fast: a rule says so, and the call waits."""
+    double.script(403, {"errors": [{"id": "too_many_requests"}]}, {"Retry-After": "2"})
+    tool = finder(double, outcomes=[pl.Outcome("rate_limited", status=403)])
+
+    result = run(tool, PEOPLE[:1], store)
+
+    assert result.ok
+    assert result.output.to_list()[0]["email"]["email"] == "ann@acme.com"
+    assert double.calls["find"] == 2
+    assert result.stats.credits == 1
+
+
+@pytest.mark.parametrize(
+    ("rule", "sends"),
+    [
+        (pl.Outcome("retryable", status=503), 2),  # the provider did no work: sent again
+        (pl.Outcome("blocked", status=503, wait=120), 2),  # waits out the block, then again
+        (pl.Outcome("fatal", status=503), 1),  # refused: the cell fails, nothing is repeated
+    ],
+)
+def test_a_rule_decides_whether_a_failed_answer_is_sent_again(
+    double: Double, store: str, rule: pl.Outcome, sends: int
+) -> None:
+    double.script(503, {"message": "busy"})
+
+    result = run(finder(double, outcomes=[rule]), PEOPLE[:1], store)
+
+    assert double.calls["find"] == sends
+    (record,) = open_store(store).iter_rows(result.run_id, "people")
+    assert record.cells["email"]["status"] == ("completed" if sends == 2 else "failed")
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome", "body"),
+    [
+        (429, "quota_exhausted", {"errors": [{"id": "too_many_requests", "code": 429}]}),
+        (402, "insufficient_credits", {"message": "You have run out of credits"}),
+    ],
+)
+def test_an_account_used_up_fails_its_cells_with_the_cause_and_sends_nothing_more(
+    double: Double, store: str, status: int, outcome: str, body: Any
+) -> None:
+    """Hunter's 429 is its monthly quota; LeadMagic's 402 its credits. The cell that got it
+    fails with the provider's words; the account's other calls are not sent, and a waterfall
+    goes on with its next step."""
+    double.script(status, body)
+    tool = finder(  # one request at a time: the calls after the first are still queued
+        double,
+        outcomes=[pl.Outcome(outcome, status=status)],  # type: ignore[arg-type]
+        rate=pl.Rate(concurrency=1),
+    )
+    registry = pl.ToolRegistry()
+
+    @registry.tool("backup.find")
+    def backup(input: Mapping[str, Any]) -> dict[str, Any]:
+        return {"email": f"{input['first_name'].lower()}@backup.io"}
+
+    waterfall = pl.Waterfall(
+        "emails",
+        output="email",
+        steps=[pl.ToolStep("double", "double.find"), pl.ToolStep("backup", "backup.find")],
+    )
+
+    async def email(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+        return await ctx.waterfall(
+            waterfall, {"first_name": row["first_name"], "domain": row["domain"]}
+        )
+
+    result = run([tool, registry], PEOPLE, store, columns={"email": email})
+
+    assert double.calls["find"] == 1  # the first answer stopped the account
+    assert result.ok
+    emails = {row["first_name"]: row["email"] for row in result.output}
+    assert emails == {"Ann": "ann@backup.io", "Bob": "bob@backup.io", "Dee": "dee@backup.io"}
+    assert result.stats.credits == 0
+
+
+def test_a_run_that_nothing_else_could_progress_fails_naming_the_provider(
+    double: Double, store: str
+) -> None:
+    double.script(402, {"message": "You have run out of credits"})
+    tool = finder(
+        double,
+        outcomes=[pl.Outcome("insufficient_credits", status=402, message="message")],
+        rate=pl.Rate(concurrency=1),
+    )
+
+    result = run(tool, PEOPLE, store)
+
+    assert double.calls["find"] == 1
+    assert result.status == "failed"
+    assert "double.find" in str(result.error) and "402" in str(result.error)
+    errors = [
+        r.cells["email"]["error"] for r in open_store(store).iter_rows(result.run_id, "people")
+    ]
+    assert len(errors) == 3
+    assert all("out of credits" in e and "add credits and resume" in e for e in errors)
+
+
+def test_an_answer_no_rule_matches_fails_its_cell_with_the_status_and_a_clipped_body(
+    double: Double, store: str
+) -> None:
+    double.script(418, text=f"teapot says {KEY} " + "x" * 1000)
+
+    result = run(finder(double), PEOPLE[:1], store)
+
+    (record,) = open_store(store).iter_rows(result.run_id, "people")
+    cell = record.cells["email"]
+    assert (cell["status"], cell["http_status"]) == ("failed", 418)
+    assert "no outcome rule matches: teapot says" in cell["error"]
+    assert KEY not in cell["error"]  # the key the body echoed is never kept
+    assert len(cell["error"]) < 500  # the body clipped
+    assert double.calls["find"] == 1  # a refusal is not sent again
+
+
+def test_bulk_requests_map_per_item_statuses_back_to_their_inputs(
+    double: Double, store: str
+) -> None:
+    tool = finder(
+        double,
+        bulk=pl.HttpBulk(
+            url=f"{double.url}/v1/bulk",
+            max_size=100,
+            items="requests",
+            item={"params": {"first_name": "{first_name}", "domain": "{domain}"}},
+            results="",
+            item_status="status",
+            item_result="data",
+        ),
+    )
+
+    result = run(tool, PEOPLE, store)
+
+    assert result.ok
+    assert double.calls["bulk"] == 1 and double.calls["find"] == 0
+    emails = {row["first_name"]: (row["email"] or {}).get("email") for row in result.output}
+    assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com", "Dee": None}
+    assert result.stats.credits == 2
+
+
+def jobs_tool(double: Double, **poll: Any) -> pl.HttpTool:
+    """The double's async enrichment, declared as Dropcontact's batch API is."""
+    return pl.HttpTool(
+        "double.find",
+        "POST",
+        f"{double.url}/v1/jobs",
+        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+        outcomes=[pl.Outcome("pending", status=202, job="request_id")],
+        poll=pl.HttpPoll(
+            url=f"{double.url}/v1/jobs/{{job}}",
+            interval=30,
+            outcomes=[pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
+            result="data",
+            **poll,
+        ),
+        cost=pl.Cost(1, charge="on_hit"),
+    )
+
+
+def test_an_async_job_is_submitted_once_and_polled_to_its_result(
+    double: Double, store: str
+) -> None:
+    result = run(jobs_tool(double), PEOPLE[:2], store)
+
+    assert result.ok, result.error
+    assert double.calls["submit"] == 2
+    assert double.calls["poll"] == 2 * 3  # two polls pending, the third done
+    emails = {row["first_name"]: row["email"]["email"] for row in result.output}
+    assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com"}
+
+
+def test_a_job_answered_for_another_input_fails_and_is_never_kept_as_found(
+    double: Double, store: str
+) -> None:
+    """A provider restarted mid-job numbered a new job as Ann's: its answer is Bob's."""
+    double.misroute["job-1"] = {"first_name": "Bob", "domain": "acme.com"}
+    tool = jobs_tool(double, echo={"first_name": "data.first_name"})
+
+    result = run(tool, PEOPLE[:1], store)
+
+    (record,) = open_store(store).iter_rows(result.run_id, "people")
+    assert record.cells["email"]["status"] == "failed"
+    assert record.cells["email"]["code"] == "job_mismatch"
+    assert record.values["email"] is None
+    assert double.calls["submit"] == 1  # never submitted again
+    assert result.stats.credits == 0
+
+
+# the rules and waits, answer by answer
+def answer(status: int, body: Any = None, **headers: str) -> Answer:
+    return Answer(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def test_the_first_matching_rule_wins_then_429_and_2xx_fall_back() -> None:
+    rules = [
+        pl.Outcome("not_found", status=404),
+        pl.Outcome("quota_exhausted", status=429),
+        pl.Outcome("retryable", status="5xx"),
+        pl.Outcome("fatal", status=[400, 422]),
+        pl.Outcome("not_found", body=lambda b: b["error_code"] == "NO_MATCH"),
+    ]
+    said = {
+        (s, repr(b)): (rule.outcome if (rule := match(rules, answer(s, b), "data")) else None)
+        for s, b in [
+            (404, None),
+            (429, None),
+            (503, None),
+            (422, None),
+            (200, {"error_code": "NO_MATCH"}),
+            (200, {"data": {"email": "a@b.c"}}),
+            (200, {"data": {}}),
+            (418, None),
+        ]
+    }
+    assert list(said.values()) == [
+        "not_found",
+        "quota_exhausted",  # the tool's rule before the fallback's rate_limited
+        "retryable",
+        "fatal",
+        "not_found",  # a body rule; a body it cannot read does not match
+        "found",
+        "not_found",  # a 2xx with an empty result
+        None,  # no rule says what a 418 means
+    ]
+    assert match([], answer(429), None).outcome == "rate_limited"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "rule", "seconds"),
+    [
+        ({"Retry-After": "7"}, None, pl.Outcome("rate_limited"), 7.0),
+        (
+            {"Retry-After": email.utils.formatdate(NOW + 90, usegmt=True)},
+            None,
+            pl.Outcome("rate_limited"),
+            90.0,
+        ),
+        ({"RateLimit-Reset": "12"}, None, pl.Outcome("rate_limited"), 12.0),
+        ({"X-RateLimit-Reset": str(int(NOW) + 30)}, None, pl.Outcome("rate_limited"), 30.0),
+        ({"X-RateLimit-Reset": "5"}, None, pl.Outcome("rate_limited"), 5.0),
+        (
+            {},
+            {"retry_after_seconds": 4},
+            pl.Outcome("rate_limited", wait_from="retry_after_seconds"),
+            4.0,
+        ),
+        ({}, None, pl.Outcome("rate_limited", wait=3), 3.0),
+        ({}, None, pl.Outcome("rate_limited"), 1.0),
+        ({}, None, pl.Outcome("blocked"), 60.0),
+        ({"Retry-After": "soon"}, None, pl.Outcome("blocked", wait=600), 600.0),
+    ],
+)
+def test_a_wait_is_read_from_the_answer_else_the_rule_else_the_default(
+    headers: dict[str, str], body: Any, rule: pl.Outcome, seconds: float
+) -> None:
+    assert wait_of(rule, Answer(429, body, headers), now=NOW) == pytest.approx(seconds, abs=1)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: pl.HttpTool("a.b", "FETCH", "https://x.io"), "method"),
+        (lambda: pl.HttpTool("a.b", "GET", "x.io/find"), "http://"),
+        (lambda: pl.HttpTool("a.b", "GET", "https://x.io", outcomes=["404"]), "pl.Outcome"),
+        (lambda: pl.HttpTool("a.b", "POST", "https://x.io", json={}, form={}), "not both"),
+        (lambda: pl.Outcome("missing"), "one of"),  # type: ignore[arg-type]
+        (
+            lambda: pl.HttpTool("a.b", "GET", "https://x.io", outcomes=[pl.Outcome("pending")]),
+            "job=",
+        ),
+        (lambda: pl.Outcome("fatal", status="6xx"), "status"),
+        (lambda: pl.Outcome("fatal", status=True), "status"),
+        (lambda: pl.Outcome("rate_limited", wait=-1), "wait"),
+        (lambda: pl.Auth.header("", "KEY"), "header name"),
+        (lambda: pl.Auth.bearer(""), "environment variable"),
+    ],
+)
+def test_a_declaration_that_cannot_work_is_refused_with_what_to_write(make: Any, says: str) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match=says):
+        make()
+
+
+CHILD = """
+import sys
+import playline as pl
+
+url, store = sys.argv[1:3]
+tool = pl.HttpTool(
+    "double.find", "POST", f"{url}/v1/jobs",
+    auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+    outcomes=[pl.Outcome("pending", status=202, job="request_id")],
+    poll=pl.HttpPoll(url=f"{url}/v1/jobs/{{job}}", interval=float(sys.argv[3]),
+                     outcomes=[pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
+                     result="data"),
+    cost=pl.Cost(1, charge="on_hit"),
+)
+
+
+@pl.play(name="jobs")
+async def jobs(ctx, input):
+    return await ctx.dataset("people", input["people"], key="first_name").with_column(
+        "email", lambda row, ctx: ctx.tool("double.find", dict(row))).run()
+
+
+result = pl.run(jobs, {"people": %r}, store=store, run_id="run-jobs", tools=[tool])
+print(result.status)
+"""
+
+
+def _jobs_on_receipts(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        try:
+            return int(
+                db.execute("SELECT count(*) FROM receipts WHERE job IS NOT NULL").fetchone()[0]
+            )
+        except sqlite3.OperationalError:  # not created yet
+            return 0
+
+
+def test_a_run_killed_while_its_jobs_are_pending_polls_them_on_resume(
+    double: Double, tmp_path: Path
+) -> None:
+    """The job id is on the receipt before the first poll: a resume polls, never resubmits
+    (a resubmit is a second charge)."""
+    path = tmp_path / "s.db"
+    script = tmp_path / "jobs.py"
+    script.write_text(CHILD % ([dict(p) for p in PEOPLE[:2]],))
+    child = subprocess.Popen(  # polls once an hour: it submits, records the jobs, waits
+        [sys.executable, str(script), double.url, f"sqlite:///{path}", "3600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _jobs_on_receipts(path) < 2:  # an observable state of the child's, polled
+            assert child.poll() is None, child.communicate()[1]
+            assert time.monotonic() < deadline, "the child recorded no jobs in 60 s"
+            time.sleep(0.01)
+    finally:
+        child.kill()
+        child.communicate()
+    assert double.calls["submit"] == 2 and double.calls["poll"] == 0
+
+    @pl.play(name="jobs")
+    async def jobs(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("people", input["people"], key="first_name")
+            .with_column("email", lambda row, ctx: ctx.tool("double.find", dict(row)))
+            .run()
+        )
+
+    result = pl.run(  # the same run again: it resumes
+        jobs,
+        {"people": [dict(p) for p in PEOPLE[:2]]},
+        store=f"sqlite:///{path}",
+        run_id="run-jobs",
+        tools=[jobs_tool(double)],
+        clock=pl.ManualClock(),
+    )
+
+    assert result.status == "completed", result.error
+    assert double.calls["submit"] == 2  # no job submitted again
+    assert double.calls["poll"] == 2 * 3
+    assert {row["first_name"]: row["email"]["email"] for row in result.output} == {
+        "Ann": "ann@acme.com",
+        "Bob": "bob@acme.com",
+    }
+
+
+PLAY_FILE = """
+import playline as pl
+
+finder = pl.HttpTool(
+    "double.find", "GET", "%s/v1/find",
+    auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+    outcomes=[pl.Outcome("not_found", status=404), pl.Outcome("rate_limited", status=403, wait=5)],
+    result="data",
+    cost=pl.Cost(1, charge="on_hit"),
+)
+
+
+@pl.play
+async def emails(ctx, input):
+    return await ctx.dataset("people", input["people"], key="first_name").with_column(
+        "email", lambda row, ctx: ctx.tool("double.find", dict(row))).run()
+"""
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "playline", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_a_play_file_s_http_tools_are_described_and_run_from_the_command_line(
+    double: Double, tmp_path: Path
+) -> None:
+    play = tmp_path / "emails.py"
+    play.write_text(PLAY_FILE % double.url)
+
+    described = _cli("tools", "describe", "double.find", "--play", str(play), cwd=tmp_path)
+    assert described.returncode == 0, described.stderr
+    http = json.loads(described.stdout)["http"]
+    assert http["auth"] == {"kind": "header", "secret": "DOUBLE_API_KEY"}  # its name, no key
+    assert KEY not in described.stdout
+    assert http["outcomes"] == [
+        "status 404: not_found",
+        "status 403: rate_limited (wait 5)",
+        "429: rate_limited",
+        "2xx: found (not_found when the result is empty)",
+    ]
+
+    people = json.dumps({"people": [dict(p) for p in PEOPLE[:2]]})
+    ran = _cli(
+        "run", str(play), "--input-json", people, "--store", f"sqlite:///{tmp_path}/s.db",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert double.calls["find"] == 2
