@@ -274,6 +274,26 @@ def test_an_answer_no_rule_matches_fails_its_cell_with_the_status_and_a_clipped_
     assert double.calls["find"] == 1  # a refusal is not sent again
 
 
+def test_a_request_function_that_fails_fails_its_cell_not_the_run(
+    double: Double, store: str
+) -> None:
+    tool = finder(double)
+
+    @tool
+    def request(input: dict[str, Any]) -> dict[str, Any]:
+        if input["first_name"] == "Bob":
+            raise KeyError("no such field")
+        return {"query": dict(input)}
+
+    result = run(tool, PEOPLE[:2], store)
+
+    cells = {r.key: r.cells["email"] for r in open_store(store).iter_rows(result.run_id, "people")}
+    assert cells["Ann"]["status"] == "completed"
+    assert cells["Bob"]["status"] == "failed"
+    assert "its request function failed: KeyError" in cells["Bob"]["error"]
+    assert double.calls["find"] == 1
+
+
 def test_bulk_requests_map_per_item_statuses_back_to_their_inputs(
     double: Double, store: str
 ) -> None:
@@ -432,6 +452,12 @@ def test_a_wait_is_read_from_the_answer_else_the_rule_else_the_default(
         (lambda: pl.Outcome("fatal", status="6xx"), "status"),
         (lambda: pl.Outcome("fatal", status=True), "status"),
         (lambda: pl.Outcome("rate_limited", wait=-1), "wait"),
+        (lambda: pl.HttpTool("a.b", "GET", "https://x.io", auth="KEY"), "pl.Auth.bearer"),
+        (lambda: pl.HttpTool("a.b", "GET", "https://x.io", bulk={"max_size": 5}), "HttpBulk"),
+        (lambda: pl.HttpTool("a.b", "GET", "https://x.io", timeout=0), "timeout"),
+        (lambda: pl.HttpPoll(url="/jobs/{job}"), "poll's URL"),
+        (lambda: pl.HttpPoll(url="https://x.io/{job}", interval=0), "interval"),
+        (lambda: pl.HttpBulk(max_size=0), "max_size"),
         (lambda: pl.Auth.header("", "KEY"), "header name"),
         (lambda: pl.Auth.bearer(""), "environment variable"),
     ],

@@ -133,7 +133,7 @@ class HttpBulk:
 
     def __post_init__(self) -> None:
         Batch(max_size=self.max_size)  # the same rule for the size
-        if self.method.upper() not in _METHODS:
+        if not isinstance(self.method, str) or self.method.upper() not in _METHODS:
             raise PlayDefinitionError(
                 f"HttpBulk(method={self.method!r}): one of {sorted(_METHODS)}."
             )
@@ -153,6 +153,20 @@ class HttpPoll:
     outcomes: Sequence[Outcome] = ()
     result: str | None = None
     echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+            raise PlayDefinitionError(
+                f"HttpPoll(url={self.url!r}): the poll's URL, with {{job}} for the job id, "
+                "e.g. 'https://api.acme.com/v1/jobs/{job}'."
+            )
+        if not (isinstance(self.interval, int | float) and 0 < self.interval < float("inf")):
+            raise PlayDefinitionError(f"HttpPoll(interval={self.interval!r}): seconds, > 0.")
+        if not all(isinstance(o, Outcome) for o in self.outcomes):
+            raise PlayDefinitionError(
+                "HttpPoll(outcomes=...): a list of pl.Outcome rules, e.g. "
+                '[pl.Outcome("pending", body={"status": "IN_PROGRESS"})].'
+            )
 
 
 class HttpTool:
@@ -198,6 +212,17 @@ class HttpTool:
         description: str = "",
     ) -> None:
         method = _checked(id, method, url, outcomes, (query, json, form))
+        _check_types(
+            id,
+            auth=(auth, Auth, "pl.Auth.bearer('ACME_API_KEY')"),
+            bulk=(bulk, HttpBulk, "pl.HttpBulk(max_size=100, ...)"),
+            poll=(poll, HttpPoll, "pl.HttpPoll(url='https://.../jobs/{job}')"),
+            rate=(rate, Rate, "pl.Rate(per_second=5)"),
+            cost=(cost, Cost | int | float, "pl.Cost(1, charge='on_hit') or a number"),
+            idempotency=(idempotency, str, "'Idempotency-Key'"),
+        )
+        if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
+            raise PlayDefinitionError(f"pl.HttpTool({id!r}, timeout={timeout!r}): seconds, > 0.")
         self.id = id
         self.method = method
         self.url = url
@@ -348,7 +373,7 @@ class HttpTool:
     def _build(self, input: dict[str, Any]) -> _Request:
         parts: dict[str, Any] = dict(self._parts)
         if self._request is not None:
-            parts.update(self._request(dict(input)))
+            parts.update(self._hook(self._request, dict(input), "request"))
         url = _url(str(parts.pop("url", None) or self.url), input)
         query, json_body, form = (
             _fill(parts.get(name), input) for name in ("query", "json", "form")
@@ -454,8 +479,29 @@ class HttpTool:
 
     def _result(self, answer: Answer, path: str | None) -> Any:
         if self._response is not None:
-            return self._response(answer)
+            return self._hook(self._response, answer, "response")
         return answer.body if path is None else dotted(answer.body, path)
+
+    def _hook(self, hook: Callable[[Any], Any], value: Any, what: str) -> Any:
+        """A Python hook's answer; its failure is the call's (the cell fails with it)."""
+        try:
+            out = hook(value)
+        except Exception as exc:
+            raise ToolError(
+                self.id,
+                f"its {what} function failed: {type(exc).__name__}: {exc}",
+                code="exception",
+                outcome="fatal",
+            ) from exc
+        if what == "request" and not isinstance(out, Mapping):
+            raise ToolError(
+                self.id,
+                f"its request function returned {type(out).__name__}; return the request's "
+                "parts as a dict (url, query, json, form, headers)",
+                code="exception",
+                outcome="fatal",
+            )
+        return out
 
     def _refusal(self, rule: Outcome | None, answer: Answer) -> ToolError:
         """The error an answer that gives no result is: what its rule says, or that no rule
@@ -596,6 +642,14 @@ def _checked(
             f"pl.HttpTool({id!r}, ...): a request has a JSON body or a form, not both."
         )
     return method.upper()
+
+
+def _check_types(tool: str, **given: tuple[Any, Any, str]) -> None:
+    for name, (value, kind, example) in given.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise PlayDefinitionError(
+                f"pl.HttpTool({tool!r}, {name}={value!r}): give {example}, or leave it out."
+            )
 
 
 def _fields(template: str) -> list[str]:
