@@ -13,6 +13,7 @@ BENCHMARKS = [
     "pure_map",
     "saturation",
     "bulk",
+    "packing",
     "waterfall_coverage",
     "store",
     "peers",

@@ -498,4 +498,29 @@ MUTANTS: list[Mutant] = [
         "        if limit is not None and total >= limit:\n            raise RetryBudgetExceeded(",
         ("tests/engine/test_limits.py", "-k", "retries"),
     ),
+    # --- what an answer means, inputs that compare, jobs that answer for their input -------
+    Mutant(
+        "exhausted-account-keeps-sending",
+        "an account whose quota or credits ran out is sent the rest of the run's calls",
+        "playline/_engine/calls.py",
+        "                self._ledger.exhaust(spec, exc)\n",
+        "                pass\n",
+        ("tests/httptools/test_http_tools.py", "-k", "used_up or nothing_else"),
+    ),
+    Mutant(
+        "inputs-keyed-unnormalised",
+        "case and whitespace variants of one input are keyed (and bought) apart",
+        "playline/_engine/callmaking.py",
+        "            if spec.normalize is not None:  # variants of one input share its receipt\n",
+        "            if False:\n",
+        ("tests/engine/test_normalize.py", "tests/gateway/test_normalized_inputs.py"),
+    ),
+    Mutant(
+        "job-echo-unchecked",
+        "a job's answer for another input is kept as found",
+        "playline/tools/_http.py",
+        "            self._check_echo(polling, answer, input)\n",
+        "            pass\n",
+        ("tests/httptools/test_http_tools.py", "-k", "another_input"),
+    ),
 ]
