@@ -523,4 +523,12 @@ MUTANTS: list[Mutant] = [
         "            pass\n",
         ("tests/httptools/test_http_tools.py", "-k", "another_input"),
     ),
+    Mutant(
+        "bulk-formed-when-queued",
+        "requests that queued while their gate was shut go out as they were formed, partial",
+        "playline/_engine/calls.py",
+        "    if size <= 1 or len(requests) < 2:\n        return\n",
+        "    if True:\n        return\n",
+        ("tests/engine/test_batching.py", "-k", "packed"),
+    ),
 ]

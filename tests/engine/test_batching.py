@@ -235,3 +235,30 @@ def test_a_partial_batch_waits_for_its_rate_gate_and_gathers_the_calls_arriving_
     assert [row["b"] for row in result.output] == [{"y": 2 * i} for i in range(40)]
     assert sum(b_calls) == 40
     assert len(b_calls) <= 10, b_calls  # one call per row would be 40
+
+
+def test_requests_waiting_for_their_gate_are_packed_into_full_ones_when_it_opens() -> None:
+    """A bulk request is formed when its gate lets it out: the partial requests that queued
+    while the gate was shut (one per dispatch pass) go out as few full ones, in order. The
+    claimed requests that lead the lane (retries) are left as they are.
+    Measured end to end by ``python -m bench packing``: with 5 requests a minute, 735
+    verifications in 5 requests (6 when requests were formed as calls were queued)."""
+    from collections import deque
+
+    from playline._engine.calls import _repack, _Request
+
+    def request(*names: str, claimed: bool = False) -> _Request:
+        return _Request(calls=list(names), claimed=claimed)  # type: ignore[arg-type]
+
+    retry = request("r1", "r2", claimed=True)
+    lane = deque([retry, request("a", "b"), request("c"), request("d", "e", "f")])
+
+    _repack(lane, 4)
+
+    assert lane[0] is retry
+    assert [r.calls for r in list(lane)[1:]] == [["a", "b", "c", "d"], ["e", "f"]]
+    assert not any(r.claimed for r in list(lane)[1:])
+
+    full = deque([request("a", "b"), request("c", "d")])
+    _repack(full, 2)  # nothing to pack: every request is full
+    assert [r.calls for r in full] == [["a", "b"], ["c", "d"]]

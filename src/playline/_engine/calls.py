@@ -354,6 +354,7 @@ class CallExecutor:
                 granted = await self._drain.until_stop(gate.acquire(wanted))
                 if isinstance(granted, Stopped):
                     continue
+                _repack(requests, lane.spec.max_batch)  # what queued while it waited
                 wave = _take(requests, min(granted, len(requests)))
                 if len(wave) < granted:
                     gate.release(granted - len(wave))
@@ -1016,6 +1017,22 @@ class _Lane:
 
 def _take(requests: deque[_Request], count: int) -> list[_Request]:
     return [requests.popleft() for _ in range(count)]
+
+
+def _repack(requests: deque[_Request], size: int) -> None:
+    """Pack the lane's requests not yet claimed into as few as hold them, ``size`` calls
+    each: a bulk request is formed when its gate lets it out, so under a binding rate it
+    carries every call queued by then, not only those of the pass that queued it first."""
+    if size <= 1 or len(requests) < 2:
+        return
+    first = next((i for i, r in enumerate(requests) if not r.claimed), len(requests))
+    fresh = [requests[i] for i in range(first, len(requests))]  # (claimed ones lead)
+    if any(r.claimed for r in fresh) or sum(len(r.calls) < size for r in fresh) < 2:
+        return  # at most one partial request: nothing to pack
+    calls = [call for request in fresh for call in request.calls]
+    for _ in fresh:
+        requests.pop()
+    requests.extend(_Request(calls[i : i + size]) for i in range(0, len(calls), size))
 
 
 class _PastGrace(Exception):
