@@ -531,4 +531,12 @@ MUTANTS: list[Mutant] = [
         "    if True:\n        return\n",
         ("tests/engine/test_batching.py", "-k", "packed"),
     ),
+    Mutant(
+        "max-wait-ignored",
+        "a partial batch of a tool with Batch(max_wait=...) goes out without waiting for more",
+        "playline/_engine/dispatch.py",
+        "                wait = max(self._executor.gate_wait(spec), self._gathering(tool, spec))\n",
+        "                wait = self._executor.gate_wait(spec)\n",
+        ("tests/gateway/test_batch_max_wait.py",),
+    ),
 ]

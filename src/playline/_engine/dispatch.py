@@ -3,13 +3,15 @@
 Flush policy (SEMANTICS.md 3): a tool's queue goes out when every active row is waiting on
 queued work, when it reaches the tool's maximum batch size, or after a short linger for rows
 still busy in their own code; a partial batch that its rate gate would hold back anyway waits
-for the gate, gathering more calls. There is no polling loop.
+for the gate, gathering more calls, and so does one whose tool asks for it
+(``Batch(max_wait=...)``). There is no polling loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,6 +35,7 @@ class Dispatcher:
         self._holding: set[str] = set()  # tools whose partial batch waits for its rate gate
         self._linger = linger
         self._queues: dict[str, list[ToolCall]] = {}
+        self._since: dict[str, float] = {}  # by tool: when its oldest queued call came
         self._sizes: dict[str, int] = {}  # by tool: how many queued calls make a full pass
         self._timer: asyncio.TimerHandle | None = None
         self.active_rows = 0
@@ -66,6 +69,7 @@ class Dispatcher:
         queue = self._queues.get(tool)
         if queue is None:
             queue = self._queues[tool] = []
+            self._since[tool] = self._clock.monotonic()
         queue.append(call)
         size = self._sizes.get(tool)
         if size is None:
@@ -98,6 +102,7 @@ class Dispatcher:
         size = _pass_size(queue[0].spec)
         full = len(queue) - len(queue) % size
         batch, self._queues[tool] = queue[:full], queue[full:]
+        self._since[tool] = self._clock.monotonic()  # the rest came after the full batch
         if not self._queues[tool]:
             del self._queues[tool]
         self.passes += 1
@@ -119,7 +124,7 @@ class Dispatcher:
                 continue
             spec = batch[0].spec
             if spec.max_batch > 1 and len(batch) < spec.max_batch:
-                wait = self._executor.gate_wait(spec)
+                wait = max(self._executor.gate_wait(spec), self._gathering(tool, spec))
                 if wait > 0:
                     self._hold(tool, wait)
                     continue
@@ -128,6 +133,13 @@ class Dispatcher:
             sent = True
         if sent:
             self.passes += 1
+
+    def _gathering(self, tool: str, spec: ToolSpec) -> float:
+        """Seconds a partial batch still waits for more calls (``Batch(max_wait=...)``)."""
+        max_wait = spec.batch.max_wait if spec.batch else None
+        if not max_wait:
+            return 0.0
+        return max_wait - (self._clock.monotonic() - self._since.get(tool, -math.inf))
 
     def _hold(self, tool: str, wait: float) -> None:
         self._holding.add(tool)

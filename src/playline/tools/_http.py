@@ -130,9 +130,10 @@ class HttpBulk:
     results: str = "results"
     item_status: str | None = None
     item_result: str | None = None
+    max_wait: float | None = None  # seconds a partial batch may wait for more (pl.Batch)
 
     def __post_init__(self) -> None:
-        Batch(max_size=self.max_size)  # the same rule for the size
+        Batch(max_size=self.max_size, max_wait=self.max_wait)  # the same rules
         if not isinstance(self.method, str) or self.method.upper() not in _METHODS:
             raise PlayDefinitionError(
                 f"HttpBulk(method={self.method!r}): one of {sorted(_METHODS)}."
@@ -250,7 +251,7 @@ class HttpTool:
             jobs=self if poll else None,
             rate=rate or Rate(),
             cost=cost,
-            batch=Batch(max_size=bulk.max_size) if bulk else None,
+            batch=Batch(max_size=bulk.max_size, max_wait=bulk.max_wait) if bulk else None,
             outputs=normalise_outputs(outputs),
             lists=normalise_lists(lists),
             version=str(version),

@@ -67,11 +67,14 @@ class Batch:
     """Calls to this tool are sent in bulk, ``max_size`` inputs at a time.
 
     Without ``via`` the tool's own function takes a list of inputs and returns an aligned
-    list; with ``via`` the bulk call goes through that other (batch) tool.
+    list; with ``via`` the bulk call goes through that other (batch) tool. ``max_wait``
+    (seconds) holds a partial batch up to that long for more calls: fewer, fuller requests
+    for some latency.
     """
 
     max_size: int
     via: str | None = None
+    max_wait: float | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -86,6 +89,11 @@ class Batch:
             raise PlayDefinitionError(
                 f"Batch(via={self.via!r}) names the batch tool the calls go through, e.g. "
                 "via='acme.lookup_bulk', or is None."
+            )
+        if self.max_wait is not None and not is_amount(self.max_wait):
+            raise PlayDefinitionError(
+                f"Batch(max_wait={self.max_wait!r}) is the seconds a partial batch may wait "
+                "for more calls: a number >= 0, or None."
             )
 
 
@@ -190,7 +198,11 @@ class ToolSpec:
             "concurrency": self.rate.concurrency,
             "cost": {"credits": self.cost.credits, "charge": self.cost.charge},
             "batch": (
-                {"operation": self.batch.via or self.id, "max_size": self.batch.max_size}
+                {
+                    "operation": self.batch.via or self.id,
+                    "max_size": self.batch.max_size,
+                    "max_wait": self.batch.max_wait,
+                }
                 if self.batch
                 else None
             ),
