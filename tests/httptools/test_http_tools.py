@@ -250,7 +250,10 @@ def test_a_run_that_nothing_else_could_progress_fails_naming_the_provider(
 
     assert double.calls["find"] == 1
     assert result.status == "failed"
-    assert "double.find" in str(result.error) and "402" in str(result.error)
+    assert "402 from double.find (insufficient_credits)" in str(result.error)
+    assert f"add credits, then resume the run (playline resume {result.run_id})" in str(
+        result.error
+    )
     errors = [
         r.cells["email"]["error"] for r in open_store(store).iter_rows(result.run_id, "people")
     ]

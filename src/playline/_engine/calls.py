@@ -1161,8 +1161,8 @@ def _cause(error: BaseException) -> str:
     """A failed call's cause, short enough to count failures by (``15 x 401 from ...``)."""
     if isinstance(error, ToolError):
         what = str(error.status) if error.status else error.code or "error"
+        detail = error.outcome if error.exhausted else error.code  # the account's state first
         return redact(  # counted in the run's stats, which are stored
-            f"{what} from {error.tool}"
-            + (f" ({error.code})" if error.status and error.code else "")
+            f"{what} from {error.tool}" + (f" ({detail})" if error.status and detail else "")
         )
     return type(error).__name__

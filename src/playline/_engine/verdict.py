@@ -151,8 +151,13 @@ def _all_failed(facts: Facts) -> PlaylineError | None:
             )
             return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")
     if stats.rows and stats.rows_failed == stats.rows:
-        cause = _top_cause(calls, facts.cell_errors, facts.run_id)
-        return PlaylineError(f"All {stats.rows} rows failed: {full_stop(cause)}")
+        cause = full_stop(_top_cause(calls, facts.cell_errors, facts.run_id))
+        if "(quota_exhausted)" in cause or "(insufficient_credits)" in cause:
+            cause += (
+                " The provider's account is used up: renew its quota or add credits, then "
+                f"resume the run (playline resume {facts.run_id})."
+            )
+        return PlaylineError(f"All {stats.rows} rows failed: {cause}")
     return None
 
 
