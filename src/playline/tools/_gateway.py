@@ -18,6 +18,7 @@ import httpx
 from .._json import digest
 from .._secrets import Secret, reveal
 from ..errors import GatewayError, PlayDefinitionError, ToolError
+from ._http import request_or_raise
 from ._normalize import Normalize
 from ._outcomes import parse_retry_after
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
@@ -192,31 +193,15 @@ class Gateway:
         ``connection_error`` (it did not: refused, or no connection in time) or ``timeout`` /
         ``protocol_error`` (it may have: no answer in time, or the connection broke).
         """
-        wait = timeout or self._timeout
-        try:
-            response = await self._client().post(
-                f"{_PREFIX}/{tool}/execute",
-                json={"payload": reveal(payload)},  # the provider gets the secrets it is sent
-                headers={"Idempotency-Key": key} if key else None,
-                timeout=wait,
-            )
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise ToolError(
-                spec.id,
-                f"could not connect ({type(exc).__name__}: {exc}); is the gateway at "
-                f"{self.url} up?",
-                code="connection_error",
-            ) from None
-        except httpx.TimeoutException:
-            raise ToolError(
-                spec.id, f"no answer within {wait:g}s (it may still be working)", code="timeout"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise ToolError(
-                spec.id,
-                f"the connection broke ({type(exc).__name__}: {exc})",
-                code="protocol_error",
-            ) from None
+        response = await request_or_raise(
+            self._client(),
+            spec.id,
+            "POST",
+            f"{self.url}{_PREFIX}/{tool}/execute",
+            json={"payload": reveal(payload)},  # the provider gets the secrets it is sent
+            headers={"Idempotency-Key": key} if key else None,
+            timeout=timeout or self._timeout,
+        )
         try:
             body = response.json()
         except ValueError:
