@@ -26,9 +26,9 @@ def gate_burst(spec: ToolSpec, ceiling: float) -> int:
     four processes on one PostgreSQL store at 5-50 requests/s (``python -m bench
     contention``): with the full burst, up to three 429s a run; with 0.25 s kept back, none,
     but the four took 1.32x one process's wall (bursts after a lull are slower); with 0.1 s,
-    none in two runs, at 1.15x. A provider whose burst is smaller than
-    that (5 a second, a burst of 1) leaves nothing to keep back: the pace (``PACE``) is all
-    the room there is, and a 429 is retried (``_learning.py``)."""
+    none in two runs, at 1.15x. A provider whose burst is smaller than that (5 a second, a
+    burst of 1) leaves nothing to keep back: the pace (``PACE``) is all the room there is,
+    and a 429 is retried (``_learning.py``)."""
     burst = spec.rate.burst or max(1, int(ceiling))
     return max(1, burst - math.ceil(ceiling * JITTER))
 
