@@ -539,4 +539,12 @@ MUTANTS: list[Mutant] = [
         "                wait = self._executor.gate_wait(spec)\n",
         ("tests/gateway/test_batch_max_wait.py",),
     ),
+    Mutant(
+        "free-status-charged",
+        "an answer a rule says is free (a catch-all email) is charged the declared cost",
+        "playline/tools/_http.py",
+        "            if rule.credits is not None:  # the rule says what this answer costs\n",
+        "            if False:\n",
+        ("tests/httptools/test_http_tools.py", "-k", "free"),
+    ),
 ]

@@ -100,9 +100,13 @@ class Double:
         email = PEOPLE.get((first, str(params.get("domain", "")).lower()))
         if email is None:
             return 404, {"status": 404, "error": {"type": "not_found"}}
+        status = "CATCH_ALL" if email.endswith("@initech.com") else "VALID"  # a catch-all domain
         with self.lock:
             self.found[email] += 1
-        return 200, {"status": 200, "data": {"email": email, "first_name": first}}
+        return 200, {
+            "status": 200,
+            "data": {"email": email, "first_name": first, "email_status": status},
+        }
 
     async def find(self, request: Request) -> Response:
         params = dict(request.query_params)

@@ -101,8 +101,8 @@ def test_found_and_not_found_answers_become_values_and_empty_cells(
     assert result.ok
     emails = {row["first_name"]: row["email"] for row in result.output}
     assert emails == {
-        "Ann": {"email": "ann@acme.com", "first_name": "ann"},
-        "Bob": {"email": "bob@acme.com", "first_name": "bob"},
+        "Ann": {"email": "ann@acme.com", "first_name": "ann", "email_status": "VALID"},
+        "Bob": {"email": "bob@acme.com", "first_name": "bob", "email_status": "VALID"},
         "Dee": None,  # 404: not found
         "nomatch": None,  # 200 with error: true, NO_MATCH: not found
     }
@@ -110,6 +110,22 @@ def test_found_and_not_found_answers_become_values_and_empty_cells(
     assert double.calls["find"] == 4
     sent = [a["asked"] for a in double.asked]
     assert {"first_name": "Ann", "domain": "acme.com"} in sent  # a GET sends the input as query
+
+
+def test_a_rule_can_make_an_answer_free(double: Double, store: str) -> None:
+    """Prospeo returns catch-all emails free: found, and charged nothing."""
+    free = pl.Outcome("found", status=200, body={"data.email_status": "CATCH_ALL"}, credits=0)
+    tool = finder(double, outcomes=[free])
+    people = [PEOPLE[0], {"first_name": "Cy", "domain": "initech.com"}]
+
+    result = run(tool, people, store)
+
+    assert result.ok
+    emails = {row["first_name"]: row["email"]["email"] for row in result.output}
+    assert emails == {"Ann": "ann@acme.com", "Cy": "cy@initech.com"}
+    assert result.stats.credits == 1  # Ann's; Cy's catch-all was free
+    costs = {e.row_key: e.credits for e in open_store(store).read_ledger(result.run_id)}
+    assert costs == {"Ann": 1.0, "Cy": 0.0}
 
 
 def test_the_key_comes_from_the_environment_and_never_keys_the_receipt(
@@ -461,6 +477,8 @@ def test_a_wait_is_read_from_the_answer_else_the_rule_else_the_default(
         (lambda: pl.HttpPoll(url="/jobs/{job}"), "poll's URL"),
         (lambda: pl.HttpPoll(url="https://x.io/{job}", interval=0), "interval"),
         (lambda: pl.HttpBulk(max_size=0), "max_size"),
+        (lambda: pl.Outcome("fatal", status=402, credits=1), "found or"),
+        (lambda: pl.Outcome("found", credits=-1), "found or"),
         (lambda: pl.Auth.header("", "KEY"), "header name"),
         (lambda: pl.Auth.bearer(""), "environment variable"),
     ],

@@ -66,7 +66,7 @@ from ..store import (
 )
 from ..store._changes import RECEIPTS, watch
 from ..store._claims import lease_live
-from ..tools import Execution, Jobs, JobState, ToolResult, ToolSpec
+from ..tools import Charged, Execution, Jobs, JobState, ToolResult, ToolSpec
 from ..tools._gates import RateGate, ToolGates
 from ..tools._retry import Verdict, decide, maybe_charged, provider_failure
 from .commits import GroupCommit
@@ -960,10 +960,13 @@ class _Record:
 
     def result(self, call: ToolCall, raw: Any) -> ToolResult:
         spec = self._spec
+        charged = None
+        if type(raw) is Charged:  # the answer says what it cost
+            raw, charged = raw.data, raw.credits
         result = ToolResult(
             tool=spec.id, data=raw, execution=_LIVE, outputs=spec.outputs, lists=spec.lists
         )
-        result.cost = spec.cost.charged(result.found)
+        result.cost = spec.cost.charged(result.found) if charged is None else charged
         return result
 
     def add(self, call: ToolCall, result: ToolResult, entry: LedgerEntry | None) -> None:

@@ -4,13 +4,14 @@ from ._gateway import Gateway
 from ._http import Auth, HttpBulk, HttpPoll, HttpTool
 from ._outcomes import Answer, Outcome, parse_retry_after
 from ._registry import LocalTransport, ToolRegistry, ToolSource, default_registry, tool
-from ._result import Execution, ToolResult, dotted, is_value
+from ._result import Charged, Execution, ToolResult, dotted, is_value
 from ._spec import Batch, Cost, Jobs, JobState, Rate, ToolSpec, Transport
 
 __all__ = [
     "Answer",
     "Auth",
     "Batch",
+    "Charged",
     "Cost",
     "Execution",
     "Gateway",

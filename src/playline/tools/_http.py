@@ -33,7 +33,7 @@ from .._secrets import Secret, Secrets, redact, reveal
 from ..errors import PlayDefinitionError, ToolError
 from ._normalize import Normalize
 from ._outcomes import Answer, Outcome, match, wait_of
-from ._result import dotted
+from ._result import Charged, dotted
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
 __all__ = ["Auth", "HttpBulk", "HttpPoll", "HttpTool", "request_or_raise"]
@@ -468,10 +468,11 @@ class HttpTool:
         """What ``answer`` means: done (a result, or None when not found), pending (the job
         it names, else the one ``polled``), or the ``ToolError`` its outcome is."""
         rule = match(rules, answer, result)
-        if rule is not None and rule.outcome == "found":
-            return JobState(done=True, result=self._result(answer, result))
-        if rule is not None and rule.outcome == "not_found":
-            return JobState(done=True, result=None)
+        if rule is not None and rule.outcome in ("found", "not_found"):
+            data = self._result(answer, result) if rule.outcome == "found" else None
+            if rule.credits is not None:  # the rule says what this answer costs
+                data = Charged(data, float(rule.credits))
+            return JobState(done=True, result=data)
         if rule is not None and rule.outcome == "pending" and self.bulk is None:
             job = dotted(answer.body, rule.job) if rule.job else polled
             if job is not None and job != "":

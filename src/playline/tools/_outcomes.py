@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, cast
 
+from .._limits import is_amount
 from ..errors import PlayDefinitionError
 from ._result import dotted, is_value
 
@@ -83,6 +84,8 @@ class Outcome:
     ``wait_from``: a body path holding them. ``job``: where a ``pending`` answer's job id is
     (a poll's pending answers need none: the job stays the one polled).
     ``message``: a body path with the provider's words, for the cell's error.
+    ``credits``: what a ``found`` or ``not_found`` answer matching it costs, instead of the
+    tool's declared cost (Prospeo's catch-all emails and ZeroBounce's ``unknown`` are free).
     """
 
     outcome: OutcomeName
@@ -93,6 +96,7 @@ class Outcome:
     wait_from: str | None = None
     job: str | None = None
     message: str | None = None
+    credits: float | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -105,6 +109,13 @@ class Outcome:
                 f"pl.Outcome({self.outcome!r}, body={self.body!r}): give dotted paths and the "
                 'values they hold, e.g. body={"error_code": "NO_MATCH"}, or a function of '
                 "the body."
+            )
+        if self.credits is not None and (
+            self.outcome not in ("found", "not_found") or not is_amount(self.credits)
+        ):
+            raise PlayDefinitionError(
+                f"pl.Outcome({self.outcome!r}, credits={self.credits!r}): what a found or "
+                "not_found answer costs, a number >= 0 (credits=0 for a free status)."
             )
         if self.wait is not None and not (
             isinstance(self.wait, int | float) and math.isfinite(self.wait) and self.wait >= 0

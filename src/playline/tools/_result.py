@@ -6,9 +6,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Execution", "ToolResult", "dotted", "is_value"]
+__all__ = ["Charged", "Execution", "ToolResult", "dotted", "is_value"]
 
 Source = Literal["live", "cache", "checkpoint", "in_flight", "planned"]
+
+
+@dataclass(frozen=True, slots=True)
+class Charged:
+    """A transport's answer to one input with what the provider charged for it, when the
+    answer says (an HTTP tool's outcome rule with ``credits=``: Prospeo's catch-all emails
+    are free). It replaces the tool's declared cost for this call."""
+
+    data: Any
+    credits: float
 
 
 @dataclass(frozen=True, slots=True)
