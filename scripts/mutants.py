@@ -475,14 +475,6 @@ MUTANTS: list[Mutant] = [
         ("tests/gateway/test_gateway_failures.py", "tests/engine/test_limits.py", "-k", "5xx"),
     ),
     Mutant(
-        "partial-batch-not-held",
-        "a partial batch goes out while its rate gate would hold it anyway (more requests)",
-        "playline/_engine/dispatch.py",
-        "                if wait > 0:\n",
-        "                if False:\n",
-        ("tests/engine/test_batching.py", "-k", "partial_batch"),
-    ),
-    Mutant(
         "stale-bucket-rounds",
         "stale_after buckets are rounded, not floored: a result is reused past its age",
         "playline/_engine/receipts.py",
@@ -529,14 +521,14 @@ MUTANTS: list[Mutant] = [
         "playline/_engine/calls.py",
         "    if size <= 1 or len(requests) < 2:\n        return\n",
         "    if True:\n        return\n",
-        ("tests/engine/test_batching.py", "-k", "packed"),
+        ("tests/engine/test_batching.py", "-k", "packed or partial_batch"),
     ),
     Mutant(
         "max-wait-ignored",
         "a partial batch of a tool with Batch(max_wait=...) goes out without waiting for more",
         "playline/_engine/dispatch.py",
-        "                wait = max(self._executor.gate_wait(spec), self._gathering(tool, spec))\n",
-        "                wait = self._executor.gate_wait(spec)\n",
+        "                wait = self._gathering(tool, spec)\n",
+        "                wait = 0.0\n",
         ("tests/gateway/test_batch_max_wait.py",),
     ),
     Mutant(

@@ -207,8 +207,9 @@ def test_a_bulk_route_to_a_tool_that_is_not_a_batch_tool_is_refused(registry):
 
 def test_a_partial_batch_waits_for_its_rate_gate_and_gathers_the_calls_arriving_meanwhile():
     # Column b's rows arrive one by one as column a's paced calls return. Sending each as it
-    # comes would spend one of b's scarce rate tokens per row; held while b's gate is shut,
-    # they go out together. (Real clock: about a second; the bound is loose on purpose.)
+    # comes would spend one of b's scarce rate tokens per row; the calls that queue while b's
+    # gate is shut go out together when it opens (the lane forms requests then, _repack).
+    # (Real clock: about a second; the bound is loose on purpose.)
     registry = pl.ToolRegistry()
     b_calls: list[int] = []
 

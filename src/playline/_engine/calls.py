@@ -232,10 +232,6 @@ class CallExecutor:
     def _target(self, spec: ToolSpec) -> ToolSpec:
         return self._tools[spec.batch.via] if spec.batch and spec.batch.via else spec
 
-    def gate_wait(self, spec: ToolSpec) -> float:
-        """Seconds until the rate gate of ``spec``'s calls would let one through."""
-        return self.gate_of(spec).wait_time()
-
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)

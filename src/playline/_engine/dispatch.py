@@ -2,9 +2,10 @@
 
 Flush policy (SEMANTICS.md 3): a tool's queue goes out when every active row is waiting on
 queued work, when it reaches the tool's maximum batch size, or after a short linger for rows
-still busy in their own code; a partial batch that its rate gate would hold back anyway waits
-for the gate, gathering more calls, and so does one whose tool asks for it
-(``Batch(max_wait=...)``). There is no polling loop.
+still busy in their own code; a partial batch waits for more calls when its tool asks for it
+(``Batch(max_wait=...)``). Requests are formed when the tool's rate gate lets them out
+(``calls.py``), so under a binding rate each carries every call queued by then. There is no
+polling loop.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Dispatcher:
         self._executor = executor
         self._spawn = spawn
         self._clock = clock
-        self._holding: set[str] = set()  # tools whose partial batch waits for its rate gate
+        self._holding: set[str] = set()  # tools whose partial batch waits (Batch.max_wait)
         self._linger = linger
         self._queues: dict[str, list[ToolCall]] = {}
         self._since: dict[str, float] = {}  # by tool: when its oldest queued call came
@@ -109,12 +110,10 @@ class Dispatcher:
         self._send(batch)
 
     def flush(self) -> None:
-        """Send what is queued, one executor task per tool.
-
-        A partial batch whose tool's rate gate would make it wait anyway is held until the
-        gate opens, gathering the calls that arrive meanwhile: waiting costs it nothing, and
-        every call it saves is a rate token and a request the provider does not count.
-        """
+        """Send what is queued, one executor task per tool; a partial batch of a tool with
+        ``Batch(max_wait=...)`` is held that long for more calls. (A partial batch whose
+        rate gate is shut needs no holding here: its lane packs the requests that queue
+        while the gate is shut when it opens, ``calls._repack``.)"""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -124,7 +123,7 @@ class Dispatcher:
                 continue
             spec = batch[0].spec
             if spec.max_batch > 1 and len(batch) < spec.max_batch:
-                wait = max(self._executor.gate_wait(spec), self._gathering(tool, spec))
+                wait = self._gathering(tool, spec)
                 if wait > 0:
                     self._hold(tool, wait)
                     continue
