@@ -539,4 +539,12 @@ MUTANTS: list[Mutant] = [
         "            if False:\n",
         ("tests/httptools/test_http_tools.py", "-k", "free"),
     ),
+    Mutant(
+        "poll-wait-ignored",
+        "a pending job is polled at the declared interval whatever wait its answer names",
+        "playline/_engine/calls.py",
+        "jobs.poll_interval if state.wait is None else state.wait",
+        "jobs.poll_interval",
+        ("tests/httptools/test_http_tools.py", "-k", "wait_its_answer_names"),
+    ),
 ]

@@ -55,6 +55,7 @@ class Double:
         self.asked: list[dict[str, Any]] = []  # each request's query or body, and its auth
         self.scripted: deque[Scripted] = deque()
         self.polls_pending = 2
+        self.poll_wait: float | None = None  # seconds a pending poll answer asks to wait
         self.jobs: dict[str, dict[str, Any]] = {}
         # job id -> the input it answers for instead (a restarted provider that numbered
         # its jobs from 1 again)
@@ -147,6 +148,7 @@ class Double:
             return JSONResponse({"error": "unknown request_id"}, 404)
         job["polls"] += 1
         if job["polls"] <= self.polls_pending:
-            return JSONResponse({"status": "IN_PROGRESS"})
+            wait = {} if self.poll_wait is None else {"retry_after_seconds": self.poll_wait}
+            return JSONResponse({"status": "IN_PROGRESS", **wait})
         _, answer = self._person(self.misroute.get(job_id, job["input"]))
         return JSONResponse({"status": "DONE", "data": answer.get("data")})

@@ -76,9 +76,8 @@ def run(
         return await builder.run()
 
     tools = list(tool) if isinstance(tool, Sequence) else [tool]
-    return pl.run(
-        pl.play(name="http")(play), store=store, tools=tools, clock=pl.ManualClock(), **options
-    )
+    options.setdefault("clock", pl.ManualClock())
+    return pl.run(pl.play(name="http")(play), store=store, tools=tools, **options)
 
 
 async def _find(row: Mapping[str, Any], ctx: pl.Context) -> Any:
@@ -367,6 +366,39 @@ def test_an_async_job_is_submitted_once_and_polled_to_its_result(
     assert double.calls["poll"] == 2 * 3  # two polls pending, the third done
     emails = {row["first_name"]: row["email"]["email"] for row in result.output}
     assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com"}
+
+
+def test_a_pending_job_is_polled_again_after_the_wait_its_answer_names(
+    double: Double, store: str
+) -> None:
+    """Apollo answers a poll "pending, retry after N seconds": the next poll waits N, not
+    the declared interval (30 s before the first poll, 45 s as asked after each pending)."""
+    double.poll_wait = 45
+    tool = pl.HttpTool(
+        "double.find",
+        "POST",
+        f"{double.url}/v1/jobs",
+        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+        outcomes=[pl.Outcome("pending", status=202, job="request_id")],
+        poll=pl.HttpPoll(
+            url=f"{double.url}/v1/jobs/{{job}}",
+            interval=30,
+            outcomes=[
+                pl.Outcome(
+                    "pending", body={"status": "IN_PROGRESS"}, wait_from="retry_after_seconds"
+                )
+            ],
+            result="data",
+        ),
+    )
+    clock = pl.ManualClock()
+    start = clock.now()
+
+    result = run(tool, PEOPLE[:1], store, clock=clock)
+
+    assert result.ok, result.error
+    assert double.calls["poll"] == 3
+    assert clock.now() - start == 30 + 45 + 45  # virtual seconds: the waits asked for
 
 
 def test_a_job_answered_for_another_input_fails_and_is_never_kept_as_found(

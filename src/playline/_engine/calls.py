@@ -665,7 +665,7 @@ class CallExecutor:
         try:
             with self._unsettled.polling():
                 while not state.done:
-                    await self._poll_wait(jobs.poll_interval)
+                    await self._poll_wait(jobs.poll_interval if state.wait is None else state.wait)
                     try:
                         state = await jobs.poll(lane.target, state.job, request.calls[0].input)
                     except ToolError as exc:

@@ -476,7 +476,7 @@ class HttpTool:
         if rule is not None and rule.outcome == "pending" and self.bulk is None:
             job = dotted(answer.body, rule.job) if rule.job else polled
             if job is not None and job != "":
-                return JobState(done=False, job=job)
+                return JobState(done=False, job=job, wait=_said_wait(rule, answer))
         raise self._refusal(rule, answer)
 
     def _result(self, answer: Answer, path: str | None) -> Any:
@@ -757,6 +757,16 @@ def _rule_doc(rule: Outcome) -> str:
 
 def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
+
+
+def _said_wait(rule: Outcome, answer: Answer) -> float | None:
+    """How long a ``pending`` answer asks to wait before the next poll (Apollo's
+    ``retry_after_seconds``, a ``Retry-After``), or None when it does not say."""
+    headers = {k.lower() for k in answer.headers}
+    said = rule.wait_from and dotted(answer.body, rule.wait_from) is not None
+    if said or rule.wait is not None or "retry-after" in headers:
+        return wait_of(rule, answer)
+    return None
 
 
 def _same(value: Any) -> Any:

@@ -118,11 +118,13 @@ class Transport(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class JobState:
     """Where an async tool call stands: ``done`` with its ``result``, or pending as ``job``
-    (a JSON value the provider gave to poll with)."""
+    (a JSON value the provider gave to poll with), to be polled again after ``wait`` seconds
+    when the provider said how long (else the tool's ``poll_interval``)."""
 
     done: bool
     result: Any = None
     job: Any = None
+    wait: float | None = None
 
 
 class Jobs(Protocol):
