@@ -338,20 +338,21 @@ def test_bulk_requests_map_per_item_statuses_back_to_their_inputs(
 
 
 def jobs_tool(double: Double, **poll: Any) -> pl.HttpTool:
-    """The double's async enrichment, declared as Dropcontact's batch API is."""
+    """The double's async enrichment, declared as Dropcontact's batch API is (``poll``:
+    the poll's declaration where a test differs)."""
+    declared: dict[str, Any] = {
+        "url": f"{double.url}/v1/jobs/{{job}}",
+        "interval": 30,
+        "outcomes": [pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
+        "result": "data",
+    }
     return pl.HttpTool(
         "double.find",
         "POST",
         f"{double.url}/v1/jobs",
         auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
         outcomes=[pl.Outcome("pending", status=202, job="request_id")],
-        poll=pl.HttpPoll(
-            url=f"{double.url}/v1/jobs/{{job}}",
-            interval=30,
-            outcomes=[pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
-            result="data",
-            **poll,
-        ),
+        poll=pl.HttpPoll(**(declared | poll)),
         cost=pl.Cost(1, charge="on_hit"),
     )
 
@@ -374,23 +375,8 @@ def test_a_pending_job_is_polled_again_after_the_wait_its_answer_names(
     """Apollo answers a poll "pending, retry after N seconds": the next poll waits N, not
     the declared interval (30 s before the first poll, 45 s as asked after each pending)."""
     double.poll_wait = 45
-    tool = pl.HttpTool(
-        "double.find",
-        "POST",
-        f"{double.url}/v1/jobs",
-        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
-        outcomes=[pl.Outcome("pending", status=202, job="request_id")],
-        poll=pl.HttpPoll(
-            url=f"{double.url}/v1/jobs/{{job}}",
-            interval=30,
-            outcomes=[
-                pl.Outcome(
-                    "pending", body={"status": "IN_PROGRESS"}, wait_from="retry_after_seconds"
-                )
-            ],
-            result="data",
-        ),
-    )
+    waits = pl.Outcome("pending", body={"status": "IN_PROGRESS"}, wait_from="retry_after_seconds")
+    tool = jobs_tool(double, outcomes=[waits])
     clock = pl.ManualClock()
     start = clock.now()
 

@@ -23,7 +23,7 @@ from ._normalize import Normalize
 from ._outcomes import parse_retry_after
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
-__all__ = ["Gateway", "parse_retry_after"]
+__all__ = ["Gateway"]
 
 _PREFIX = "/api/v2/integrations"
 BULK_SECONDS_PER_ITEM = 1.0
