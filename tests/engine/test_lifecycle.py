@@ -139,9 +139,15 @@ def test_only_settle_resolves_a_call() -> None:
                     and called.value.attr == "future"
                 ):
                     found.add(f"{path.name}:{function.name} resolves")
-                if any(isinstance(a, ast.Name) and a.id == "SETTLED" for a in node.args):
+                if any(isinstance(a, ast.Name) and a.id == "SETTLED" for a in node.args) or (
+                    isinstance(called, ast.Name) and called.id == "settled"
+                ):
                     found.add(f"{path.name}:{function.name} settles")
-    assert found == {"calls.py:_resolve resolves", "calls.py:settle settles"}
+    assert found == {
+        "calls.py:settle resolves",
+        "calls.py:_resolve_error resolves",  # settle's, for a call that ends with an error
+        "calls.py:settle settles",
+    }
 
 
 # the main line, answered, shared
@@ -185,6 +191,26 @@ def test_a_call_a_receipt_answers_is_not_sent(registry, store) -> None:
 
     run_play(play, tools=[registry], store=store)
     assert run_play(play, tools=[registry], store=store).output == {"v": 1}
+    assert sent == [{"x": 1}]
+
+
+@walks((S.QUEUED, S.LOOKED_UP), (S.LOOKED_UP, S.SHARED), (S.SHARED, S.SETTLED))
+def test_rows_of_a_group_with_the_same_call_buy_it_once(registry, store) -> None:
+    """A row group's calls are looked up together before they queue (datasets.py); those no
+    receipt answers queue looked up, and an identical one shares the first."""
+    sent: list[Any] = []
+
+    @registry.tool("t.answer")
+    def answer(input: dict[str, Any]) -> dict[str, Any]:
+        sent.append(input)
+        return _answer(input)
+
+    def ask(row: Any, ctx: pl.Context) -> Any:  # its call is its cell (no await)
+        return ctx.tool("t.answer", {"x": row["x"]})
+
+    play = dataset_play([{"id": 1, "x": 1}, {"id": 2, "x": 1}], {"y": ask}, key="id")
+    result = run_play(play, tools=[registry], store=store)
+    assert [row["y"] for row in result.output] == [{"v": 1}, {"v": 1}]
     assert sent == [{"x": 1}]
 
 

@@ -323,12 +323,16 @@ class Attempt:
         """Queue (inside a column) or prepare (outside) a tool call; await the result.
 
         Inside a column the call joins the dispatcher's queue at once, so several calls a
-        resolver makes (``asyncio.gather``) go out in the same pass.
+        resolver makes (``asyncio.gather``) go out in the same pass; while its row group
+        collects them (``RowScope.made``), the group queues them as the resolver returns.
         """
         call = self.calls.make(tool, input, label=label, force=force, stale_after=stale_after)
         scope = call.scope
         if scope is None:
             return self._direct(call)
+        if scope.made is not None:
+            scope.made.append(call)
+            return call.future
         return self.dispatcher.submit(call, scope)
 
     async def _direct(self, call: ToolCall) -> ToolResult:

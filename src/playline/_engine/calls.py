@@ -74,7 +74,7 @@ from .drain import BUDGET, Drain, Stopped, escaped
 from .events import EventLog
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
-from .lifecycle import ENDS, CallState, move
+from .lifecycle import ENDS, CallState, move, settled
 from .options import DEFAULT_CELL_LIMIT, RunOptions
 from .planning import Planner
 from .scope import RowScope
@@ -122,7 +122,7 @@ class ToolCall:
     column: str | None = None  # the column of the row that made it (the ledger names it)
     sink: list[ToolResult] | None = None  # a waterfall step collecting its results
     followers: list[ToolCall] = field(default_factory=list)  # same key: share this result
-    on_settle: Callable[[], None] | None = None  # told synchronously when the call settles
+    on_settle: Callable[[ToolCall], None] | None = None  # told synchronously as it settles
     job: bytes | None = None  # an async tool's submitted job, from the receipt
     generation: int = 1
     resent: bool = False  # its request may have reached the provider before (in doubt)
@@ -262,6 +262,29 @@ class CallExecutor:
             chunks = (pending[i : i + size] for i in range(0, len(pending), size))
             self._enqueue(spec, [_Request(chunk) for chunk in chunks])
 
+    @property
+    def answers_groups(self) -> bool:
+        """Whether a row group's calls are worth looking up before they queue (``answer``):
+        receipts answered calls lately, and no plan is counting them."""
+        return self._answers_likely and self._planner is None
+
+    # queued -> looked up, before the dispatcher
+    async def answer(self, calls: Sequence[ToolCall]) -> None:
+        """Answer the calls that completed receipts answer (one lookup for the lot): the
+        one call each row of a group returned as its cell (``datasets.py``), so the rows a
+        re-run finds done go on together with no call queued. The others are looked up and
+        queued by their rows; on a store failure they queue as made (their execution meets
+        it), and on a cancel they stop."""
+        try:
+            await self._look_up(calls)
+        except PlaylineError:
+            return
+        except BaseException:
+            for call in calls:
+                if call.state not in _OVER:
+                    self.settle(call, STOPPED, error=asyncio.CancelledError())
+            raise
+
     def _owners(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Attach calls whose key is already being executed to that call; the rest own."""
         owners: list[ToolCall] = []
@@ -277,9 +300,11 @@ class CallExecutor:
                 in_flight[call.key] = call
         return owners
 
-    async def _look_up(self, calls: list[ToolCall]) -> None:
+    async def _look_up(self, calls: Sequence[ToolCall]) -> None:
         """Answer the calls that completed receipts answer (one lookup). A refreshed call
-        whose receipt is older than its refresh is bought again (``force``)."""
+        whose receipt is older than its refresh is bought again (``force``). Calls looked
+        up already (``answer``) are left as they are."""
+        calls = [c for c in calls if c.state is QUEUED]
         asked = [c for c in calls if not c.force and (self._answers_likely or c.fresh_since)]
         found: dict[str, Answer] = {}
         if asked:
@@ -836,35 +861,32 @@ class CallExecutor:
         """The one place a call resolves: it ends as ``end`` (``lifecycle.ENDS``) with
         ``result`` or ``error``, and so, synchronously, do its followers (batching counts
         stay exact). A call whose waiter gave up (its future cancelled) still settles them."""
-        if call.state is not end:
-            move(call, end)
-        move(call, SETTLED)
+        settled(call, end)
         if self._in_flight.get(call.key) is call:
             del self._in_flight[call.key]  # no later call may follow a settled owner
         if not call.future.done():
             self.progress += 1
-            self._resolve(call, result, error)
+            if error is None:
+                assert result is not None
+                call.future.set_result(result)
+                if call.scope is not None:  # the cell that asked gets its cost and provider
+                    call.scope.results.append(result)
+                if call.sink is not None:
+                    call.sink.append(result)
+                source = result.execution.source
+                self.stats.count(call.spec.id, "cached" if source == "cache" else source)
+            else:
+                self._resolve_error(call, error)
             if call.on_settle is not None:
-                call.on_settle()
+                call.on_settle(call)
         if call.followers:
             followers, call.followers = call.followers, []
             shared = None if result is None else result.with_source("in_flight", cost=0.0)
             for follower in followers:
                 self.settle(follower, SHARED, shared, error=error)
 
-    def _resolve(
-        self, call: ToolCall, result: ToolResult | None, error: BaseException | None
-    ) -> None:
-        if error is None:
-            assert result is not None
-            call.future.set_result(result)
-            if call.scope is not None:  # the cell that asked gets its cost and provider
-                call.scope.results.append(result)
-            if call.sink is not None:
-                call.sink.append(result)
-            source = result.execution.source
-            self.stats.count(call.spec.id, "cached" if source == "cache" else source)
-        elif isinstance(error, asyncio.CancelledError):
+    def _resolve_error(self, call: ToolCall, error: BaseException) -> None:
+        if isinstance(error, asyncio.CancelledError):
             call.future.cancel()
         else:
             call.future.set_exception(error)

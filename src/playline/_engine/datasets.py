@@ -51,7 +51,7 @@ from ..errors import (
 )
 from ..store import CellMeta, RowPage, RowRecord, Store, StoreIO
 from ..tools import ToolResult
-from .calls import CallExecutor, too_large
+from .calls import CallExecutor, ToolCall, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
 from .options import RunOptions
@@ -402,6 +402,11 @@ class DatasetRun:
         metas: dict[tuple[Any, ...], CellMeta] = {}
         plain = metas[_PLAIN_CELL] = {"status": "completed", "updated_at": now}
         still: list[RowScope] = []
+        # the calls a resolver makes are collected in ``made`` (one list lent to each row
+        # in turn, replaced once used); the rows whose cell is their one call go to
+        # ``looked``, whose receipts are looked up together (``_look_up``)
+        made: list[ToolCall] | None = [] if self.rt.executor.answers_groups else None
+        looked: list[tuple[RowScope, ToolCall]] = []
         for row in live:
             token = current_row.set(row)
             try:
@@ -410,11 +415,23 @@ class DatasetRun:
                     if when is not None and not self._runs(row, column, now, metas):
                         still.append(row)
                         continue
+                    row.made = made
                     value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
                 except Exception as exc:
+                    if made:  # sent as made, though the row failed
+                        self._queue(row, made)
+                        made = []
                     if self._failed(row, column, exc):
                         self._finish(row)
                     continue
+                finally:
+                    row.made = None
+                if made:
+                    calls, made = made, []
+                    if len(calls) == 1 and value is calls[0].future:
+                        looked.append((row, calls[0]))
+                        continue
+                    self._queue(row, calls)
                 if type(value) not in _PLAIN and _awaitable(value):
                     self._park(row, position, value)
                     continue
@@ -428,7 +445,50 @@ class DatasetRun:
                 still.append(row)
             finally:
                 current_row.reset(token)
+        if looked:
+            self._look_up(position, looked)
         return still
+
+    # a group's calls, looked up in the receipts before any is queued
+    def _queue(self, row: RowScope, calls: list[ToolCall]) -> None:
+        for call in calls:
+            self.rt.dispatcher.submit(call, row)
+
+    def _look_up(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+        """The rows whose cell of column ``position`` is the one call they made: their
+        receipts are looked up together (``_answer``); meanwhile they wait as rows whose
+        calls are queued do (the dispatcher does not wait for them)."""
+        assert self._tasks is not None
+        answering = self._answer(position, looked)
+        try:
+            self._tasks.create_task(answering)
+        except BaseException:  # the group is shutting down: the rows stay pending
+            answering.close()
+            raise
+        self.rt.dispatcher.hold_rows(len(looked))
+
+    async def _answer(self, position: int, looked: list[tuple[RowScope, ToolCall]]) -> None:
+        """The rows whose calls receipts answer go on together from the next column; the
+        others' calls are queued, and each row waits for its own (``_park``)."""
+        try:
+            try:
+                await self.rt.executor.answer([call for _, call in looked])
+            finally:
+                self.rt.dispatcher.release_rows(len(looked))
+            column, now = self.columns[position], self.rt.clock.now()
+            metas: dict[tuple[Any, ...], CellMeta] = {}
+            answered: list[RowScope] = []
+            for row, call in looked:
+                if call.future.done():
+                    self._set(row, column, call.future.result(), now, metas)
+                    answered.append(row)
+                else:
+                    self._park(row, position, self.rt.dispatcher.submit(call, row))
+            self._run(answered, position + 1)
+        except asyncio.CancelledError:
+            raise  # the run is stopping: the rows stay pending for a resume
+        except BaseException as exc:
+            self._abort(exc)
 
     def _restarted(self, row: RowScope) -> bool:
         """A failed row being retried goes on alone from its stored row; False for others."""

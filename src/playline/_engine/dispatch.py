@@ -11,7 +11,6 @@ polling loop.
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -57,6 +56,15 @@ class Dispatcher:
         self.active_rows -= count
         self._check()
 
+    def hold_rows(self, count: int) -> None:
+        """Rows whose calls are being looked up before they queue (``datasets.py``): they
+        wait as rows with queued calls do, so what other rows queued goes out meanwhile."""
+        self.blocked_rows += count
+        self._check()
+
+    def release_rows(self, count: int) -> None:
+        self.blocked_rows -= count
+
     def submit(self, call: ToolCall, scope: RowScope) -> asyncio.Future[ToolResult]:
         """Queue a call made by a row; the returned future settles with its result. When the
         row's last queued call settles, its ``then`` is called (the row's own way to learn
@@ -65,7 +73,7 @@ class Dispatcher:
         if scope.pending == 1:
             self.blocked_rows += 1
         # called as the call settles, before any row resumes: counts are exact when rows go on
-        call.on_settle = functools.partial(self._unblock, scope)
+        call.on_settle = self._unblock
         tool = call.spec.id
         queue = self._queues.get(tool)
         if queue is None:
@@ -81,7 +89,9 @@ class Dispatcher:
             self._check()  # otherwise a flush is due already and none is to be made now
         return call.future
 
-    def _unblock(self, scope: RowScope) -> None:
+    def _unblock(self, call: ToolCall) -> None:
+        scope = call.scope
+        assert scope is not None  # submit queues a row's calls only
         scope.pending -= 1
         if scope.pending == 0:
             self.blocked_rows -= 1

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import Protocol
 
-__all__ = ["ENDS", "NEXT", "CallState", "move", "observing"]
+__all__ = ["ENDS", "NEXT", "CallState", "move", "observing", "settled"]
 
 
 class CallState(Enum):
@@ -46,7 +46,10 @@ ENDS = frozenset(
 )
 NEXT: dict[CallState, frozenset[CallState]] = {
     _S.QUEUED: frozenset({_S.LOOKED_UP, _S.ANSWERED, _S.SHARED}) | _ABORTS,
-    _S.LOOKED_UP: frozenset({_S.CLAIMED, _S.ANSWERED, _S.HELD, _S.IN_DOUBT, _S.PLANNED}) | _ABORTS,
+    _S.LOOKED_UP: frozenset(
+        {_S.CLAIMED, _S.ANSWERED, _S.SHARED, _S.HELD, _S.IN_DOUBT, _S.PLANNED}
+    )
+    | _ABORTS,
     _S.HELD: frozenset({_S.ANSWERED, _S.LOOKED_UP}) | _ABORTS,
     _S.CLAIMED: frozenset({_S.SENT}) | _ABORTS,
     _S.SENT: frozenset({_S.RECORDED, _S.ANSWERED, _S.PENDING_JOB, _S.CLAIMED, _S.IN_DOUBT})
@@ -74,6 +77,20 @@ def move(call: _Stateful, to: CallState) -> None:
     if _observers:
         for observer in _observers:
             observer(was, to)
+
+
+def settled(call: _Stateful, end: CallState) -> None:
+    """Move ``call`` to ``end`` (unless it is there), then to ``SETTLED``: ``move`` twice
+    in one step, as every call settles."""
+    was = call.state
+    if end not in ENDS or (was is not end and end not in NEXT[was]):
+        raise AssertionError(f"a tool call cannot end as {end.value} from {was.value}")
+    call.state = CallState.SETTLED
+    if _observers:
+        for observer in _observers:
+            if was is not end:
+                observer(was, end)
+            observer(end, CallState.SETTLED)
 
 
 @contextmanager

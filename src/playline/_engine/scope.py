@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..store import CellMeta
 from ..tools import ToolResult
+
+if TYPE_CHECKING:
+    from .calls import ToolCall
 
 __all__ = ["RowScope", "current_row", "result_sink"]
 
@@ -30,6 +33,7 @@ class RowScope:
         "dataset",
         "held",
         "index",
+        "made",
         "notes",
         "pending",
         "results",
@@ -57,6 +61,9 @@ class RowScope:
         self.held = False  # a value is a ToolResult, stored as its data (set by keep)
         # told synchronously when the calls it queued have all settled (set by datasets.py)
         self.then: Callable[[], None] | None = None
+        # while a resolver runs for a row group, the calls it makes (not queued yet: the
+        # group's calls are looked up together, datasets.py); None: queued as made
+        self.made: list[ToolCall] | None = None
 
     def keep(self, column: str, value: Any) -> None:
         """Set a column's value (a resolver's plain value may be set directly)."""
