@@ -46,9 +46,7 @@ ENDS = frozenset(
 )
 NEXT: dict[CallState, frozenset[CallState]] = {
     _S.QUEUED: frozenset({_S.LOOKED_UP, _S.ANSWERED, _S.SHARED}) | _ABORTS,
-    _S.LOOKED_UP: frozenset(
-        {_S.CLAIMED, _S.ANSWERED, _S.SHARED, _S.HELD, _S.IN_DOUBT, _S.PLANNED}
-    )
+    _S.LOOKED_UP: frozenset({_S.CLAIMED, _S.ANSWERED, _S.SHARED, _S.HELD, _S.IN_DOUBT, _S.PLANNED})
     | _ABORTS,
     _S.HELD: frozenset({_S.ANSWERED, _S.LOOKED_UP}) | _ABORTS,
     _S.CLAIMED: frozenset({_S.SENT}) | _ABORTS,
