@@ -391,13 +391,8 @@ class DatasetRun:
         """Run column ``position`` for every row of ``live``; return the rows that go on."""
         ctx, now = self.rt.ctx, self.rt.clock.now()
         column = self.columns[position]
-        name, resolver, when, takes_ctx = (
-            column.name,
-            column.resolver,
-            column.when,
-            column.takes_ctx,
-        )
-        visible = not column.hidden
+        name, resolver, when = column.name, column.resolver, column.when
+        takes_ctx, visible = column.takes_ctx, not column.hidden
         # the pass's cells that say the same share one metadata dict (see _set)
         metas: dict[tuple[Any, ...], CellMeta] = {}
         plain = metas[_PLAIN_CELL] = {"status": "completed", "updated_at": now}

@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..store import CellMeta
 from ..tools import ToolResult
-
-if TYPE_CHECKING:
-    from .calls import ToolCall
 
 __all__ = ["RowScope", "current_row", "result_sink"]
 
@@ -63,7 +60,7 @@ class RowScope:
         self.then: Callable[[], None] | None = None
         # while a resolver runs for a row group, the calls it makes (not queued yet: the
         # group's calls are looked up together, datasets.py); None: queued as made
-        self.made: list[ToolCall] | None = None
+        self.made: list[Any] | None = None  # ToolCalls (calls.py imports this module)
 
     def keep(self, column: str, value: Any) -> None:
         """Set a column's value (a resolver's plain value may be set directly)."""
