@@ -60,6 +60,8 @@ class Double:
         # job id -> the input it answers for instead (a restarted provider that numbered
         # its jobs from 1 again)
         self.misroute: dict[str, dict[str, Any]] = {}
+        self.clock: Any = None  # a run's clock: each request is stamped with its time
+        self.stamps: list[float] = []
         self.app = Starlette(
             routes=[
                 Route("/v1/find", self.find, methods=["GET"]),
@@ -85,6 +87,8 @@ class Double:
                 or request.query_params.get("api_key")
             )
             self.asked.append({"route": route, "asked": asked, "auth": auth})
+            if self.clock is not None:
+                self.stamps.append(self.clock.now())
             scripted = self.scripted.popleft() if self.scripted else None
         if auth not in (KEY, f"Bearer {KEY}"):
             return JSONResponse({"error": "invalid api key"}, status_code=401)

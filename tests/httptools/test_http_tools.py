@@ -24,6 +24,8 @@ from playline.tools import Answer
 from playline.tools._outcomes import match, wait_of
 from services import serve_asgi
 
+from virtual_clock import VirtualClock
+
 NOW = 1_767_225_600.0
 PEOPLE = [
     {"first_name": "Ann", "domain": "acme.com"},
@@ -204,6 +206,41 @@ def test_a_rule_decides_whether_a_failed_answer_is_sent_again(
     assert double.calls["find"] == sends
     (record,) = open_store(store).iter_rows(result.run_id, "people")
     assert record.cells["email"]["status"] == ("completed" if sends == 2 else "failed")
+
+
+def test_a_blocked_account_is_sent_nothing_until_its_block_ends(double: Double) -> None:
+    """ZeroBounce blocks an account for a while instead of answering 429: neither the call
+    that heard it nor any other call to the account (another of its tools too) goes out
+    until the block ends; then each is sent once. (Virtual time, in which waits overlap as
+    on a wall clock, stamps each request the double receives.)"""
+    clock = double.clock = VirtualClock()
+    double.script(403, {"error": "Your account is blocked for 120 seconds"}, {"Retry-After": "120"})
+    blocked = [
+        pl.Outcome("blocked", status=403, message="error"),
+        pl.Outcome("not_found", status=404),
+    ]
+    first = finder(double, outcomes=blocked, rate=pl.Rate(concurrency=1))
+    second = pl.HttpTool(  # the same account (host and key): the block is the account's
+        "double.find_again",
+        "GET",
+        f"{double.url}/v1/find",
+        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+        outcomes=blocked,
+        result="data",
+    )
+
+    async def again(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+        found = await ctx.tool("double.find_again", {"first_name": "x" + row["first_name"]})
+        return found.data
+
+    result = run(
+        [first, second], PEOPLE, "memory://", columns={"email": _find, "again": again}, clock=clock
+    )
+
+    assert result.ok and result.stats.rows_failed == 0
+    block, *after = double.stamps
+    assert after and all(stamp >= block + 120 for stamp in after)
+    assert double.calls["find"] == 1 + len(PEOPLE) * 2  # the blocked one again, and the rest
 
 
 @pytest.mark.parametrize(

@@ -371,6 +371,10 @@ class CallExecutor:
                     # the budget would defer it: wait here, spending no rate token on it
                     await self._drain.until_stop(self._room(lane))
                     continue
+                blocked = self._gates.blocked_for(lane.target)
+                if blocked:  # the provider blocks the account: nothing goes out until then
+                    await self._drain.until_stop(self._clock.sleep(blocked))
+                    continue
                 wanted = min(len(requests), max(1, gate.concurrency // 2))
                 granted = await self._drain.until_stop(gate.acquire(wanted))
                 if isinstance(granted, Stopped):
@@ -422,6 +426,14 @@ class CallExecutor:
                     for request in ready:
                         await self._fail(lane.spec, request, exhausted)
                     return
+                blocked = self._gates.blocked_for(lane.target)
+                if blocked:  # since the pump let it out: back to the lane once it ends
+                    lane.gate.refund(len(ready))
+                    due = self._clock.monotonic() + blocked
+                    for request in ready:
+                        self._tasks.spawn(self._retry(lane, request, due))
+                    mine = []
+                    return
                 self._sent(lane, ready)
                 if lane.target.transport.inline:  # a plain function: one after the other
                     sent = [await self._send(lane, held, r) for r in ready]
@@ -468,9 +480,11 @@ class CallExecutor:
                 request.answers = await self._transport(spec, target, request.calls)
             else:
                 state = await self._submit(spec, target, target.jobs, request.calls[0])
-        except ToolError as exc:
-            if exc.exhausted:  # before its slot lets the next request out
+        except ToolError as exc:  # before its slot lets the next request out:
+            if exc.exhausted:
                 self._ledger.exhaust(spec, exc)
+            elif exc.outcome == "blocked":
+                self._gates.block(target, exc.retry_after or 0.0)
             return exc
         finally:
             held.free(1)

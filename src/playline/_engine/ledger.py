@@ -9,6 +9,7 @@ from .._clock import Clock
 from ..errors import BudgetExceeded, ToolError
 from ..store import LedgerEntry
 from ..tools import ToolSpec
+from ..tools._declared import account_of
 
 __all__ = ["Ledger"]
 
@@ -131,12 +132,12 @@ class Ledger:
         """The provider said ``spec``'s account can buy nothing more (``error.exhausted``: its
         quota or credits are used up). Its calls fail with that cause for the rest of the run
         and of its parent runs, unsent: every tool of the account, not only this one."""
-        self._chain()[-1]._exhausted.setdefault(_account(spec), error)
+        self._chain()[-1]._exhausted.setdefault(account_of(spec), error)
 
     def exhausted(self, spec: ToolSpec) -> ToolError | None:
         """Why calls to ``spec`` fail unsent (its account is used up), else None."""
         used_up = self._chain()[-1]._exhausted
-        error = used_up.get(_account(spec)) if used_up else None
+        error = used_up.get(account_of(spec)) if used_up else None
         if error is None:
             return None
         return ToolError(
@@ -228,8 +229,3 @@ def _exact(credits: float) -> int:
     """An amount of credits in billionths, exactly as written to 9 places: ``0.1`` is
     100,000,000 (the float's noise, below a billionth, rounds away)."""
     return round(credits * _UNIT)
-
-
-def _account(spec: ToolSpec) -> str:
-    """Whose quota a call spends: its provider account; a local tool's is its own."""
-    return spec.id if spec.auth_scope == "local" else spec.auth_scope

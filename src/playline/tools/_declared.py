@@ -8,7 +8,15 @@ import math
 
 from ._spec import ToolSpec
 
-__all__ = ["DEFAULT_CONCURRENCY", "JITTER", "PACE", "gate_burst", "gate_key", "shares_gate"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "JITTER",
+    "PACE",
+    "account_of",
+    "gate_burst",
+    "gate_key",
+    "shares_gate",
+]
 
 DEFAULT_CONCURRENCY = 8
 PACE = 0.95  # share of a declared rate used: network jitter must not push requests over it
@@ -31,6 +39,12 @@ def gate_burst(spec: ToolSpec, ceiling: float) -> int:
     and a 429 is retried (``_learning.py``)."""
     burst = spec.rate.burst or max(1, int(ceiling))
     return max(1, burst - math.ceil(ceiling * JITTER))
+
+
+def account_of(spec: ToolSpec) -> str:
+    """Whose quota and blocks a call meets: its provider account (every tool declared for
+    it); a local tool's are its own."""
+    return spec.id if spec.auth_scope == "local" else spec.auth_scope
 
 
 def gate_key(spec: ToolSpec) -> str:

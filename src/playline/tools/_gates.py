@@ -38,7 +38,14 @@ from .._clock import Clock
 from ..store import owner_id
 from ..store._owners import keep_alive
 from ._breaker import Breaker
-from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key, shares_gate
+from ._declared import (
+    DEFAULT_CONCURRENCY,
+    PACE,
+    account_of,
+    gate_burst,
+    gate_key,
+    shares_gate,
+)
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._shared_gates import SharedToolGate
 from ._slots import Slots
@@ -298,6 +305,7 @@ class ToolGates:
         self._in_use: list[Store] = []  # the stores of the runs using these gates now
         self._local = local
         self._gates: dict[str, RateGate] = {}
+        self._blocked: dict[str, float] = {}  # provider account -> blocked until (monotonic)
         self.holder = owner_id(f"gates-{secrets.token_hex(4)}")
         if store is not None:  # its calls in flight count while this object lives
             weakref.finalize(self, keep_alive(self.holder))
@@ -314,6 +322,25 @@ class ToolGates:
                 gate = ToolGate(spec, self._clock)
             self._gates[key] = gate
         return gate
+
+    def block(self, spec: ToolSpec, seconds: float) -> None:
+        """The provider blocks ``spec``'s account for ``seconds`` (ZeroBounce blocks instead
+        of answering 429): no request to any tool of the account goes out until then."""
+        if self._local is not None:
+            self._local.block(spec, seconds)
+            return
+        until = self._clock.monotonic() + max(0.0, seconds)
+        account = account_of(spec)
+        self._blocked[account] = max(self._blocked.get(account, 0.0), until)
+
+    def blocked_for(self, spec: ToolSpec) -> float:
+        """Seconds until requests to ``spec``'s account may go out again (0: now)."""
+        if self._local is not None:
+            return self._local.blocked_for(spec)
+        if not self._blocked:
+            return 0.0
+        until = self._blocked.get(account_of(spec))
+        return 0.0 if until is None else max(0.0, until - self._clock.monotonic())
 
     async def flush(self) -> None:
         """Wait until what the shared gates told the store is written (a run's end)."""
