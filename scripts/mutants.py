@@ -457,11 +457,11 @@ MUTANTS: list[Mutant] = [
         "a generation's charge is written again when it is completed again",
         "playline/store/sql/_tables.py",
         """\
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
 """,
         """\
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ? AND 1 = 0)"
 """,
         ("tests/store/test_completions.py", "-k", "charge"),
@@ -534,10 +534,26 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "free-status-charged",
         "an answer a rule says is free (a catch-all email) is charged the declared cost",
-        "playline/tools/_http.py",
-        "            if rule.credits is not None:  # the rule says what this answer costs\n",
-        "            if False:\n",
+        "playline/_engine/calls.py",
+        "        if said is not None and said.credits is not None:  # the rule's price, not the tool's\n",
+        "        if False:\n",
         ("tests/httptools/test_http_tools.py", "-k", "free"),
+    ),
+    Mutant(
+        "reported-cost-ignored",
+        "a provider that reports charging more than declared is counted at the declared cost",
+        "playline/_engine/calls.py",
+        "        result.cost = max(declared, said.reported)\n",
+        "        result.cost = declared\n",
+        ("tests/httptools/test_http_tools.py", "-k", "reported"),
+    ),
+    Mutant(
+        "block-ignored",
+        "a provider's block of an account holds only the call that heard it",
+        "playline/_engine/calls.py",
+        "                self._gates.block(target, exc.retry_after or 0.0)\n",
+        "                pass\n",
+        ("tests/httptools/test_http_tools.py", "-k", "blocked"),
     ),
     Mutant(
         "poll-wait-ignored",

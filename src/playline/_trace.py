@@ -124,6 +124,24 @@ class ToolTrace:
     calls: int = 0  # live calls: as their attempts counted them, or (killed) in the ledger
     found: int = 0
     credits: float = 0.0
+    reported_calls: int = 0  # calls whose provider said what it charged
+    reported: float = 0.0  # what it said, for those calls
+    declared: float = 0.0  # what the tool declares, for the same calls
+
+    @property
+    def mismatch(self) -> bool:
+        """The provider reported charging otherwise than the tool declares."""
+        return self.reported_calls > 0 and round(self.reported - self.declared, 6) != 0
+
+    def reported_doc(self) -> dict[str, Any] | None:
+        if not self.reported_calls:
+            return None
+        return {
+            "calls": self.reported_calls,
+            "reported": round(self.reported, 6),
+            "declared": round(self.declared, 6),
+            "mismatch": self.mismatch,
+        }
 
 
 @dataclass
@@ -256,6 +274,10 @@ def trace_of(
         tool = trace.tools[entry.tool]
         tool.found += int(entry.found)
         tool.credits += entry.credits
+        if entry.reported is not None:
+            tool.reported_calls += 1
+            tool.reported += entry.reported
+            tool.declared += entry.declared or 0.0
         at = bisect.bisect_right(starts, entry.at) - 1  # the attempt that paid it
         paid_by = trace.attempt_list[at] if at >= 0 else None
         if paid_by is None or "tools" not in paid_by.stats:  # its calls were never counted
@@ -489,6 +511,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
                 "found": t.found,
                 "credits": round(t.credits, 6),
                 "credits_per_hit": round(t.credits / t.found, 6) if t.found else None,
+                "reported": t.reported_doc(),
             }
         )
     doc = run_summary(store, run)

@@ -5,6 +5,7 @@ counts what it was asked.
 - ``GET /v1/find?first_name=&domain=`` (the key in ``X-Api-Key``, as a bearer token or as
   the ``api_key`` query parameter): a person the double knows
   is ``200 {"data": {"email": ...}}``, anyone else ``404`` (People Data Labs' not found);
+  with ``charge`` set, ``x-call-credits-spent`` says what it cost (0 for a 404, as PDL's);
   a first name of ``nomatch`` is ``200 {"error": true, "error_code": "NO_MATCH"}`` (Prospeo).
 - ``POST /v1/bulk`` ``{"requests": [{"params": {...}}]}``: a list of per-item answers, each
   with its own ``status`` (PDL's bulk person enrichment).
@@ -60,6 +61,7 @@ class Double:
         # job id -> the input it answers for instead (a restarted provider that numbered
         # its jobs from 1 again)
         self.misroute: dict[str, dict[str, Any]] = {}
+        self.charge: float | None = None  # reported in x-call-credits-spent per found person
         self.clock: Any = None  # a run's clock: each request is stamped with its time
         self.stamps: list[float] = []
         self.app = Starlette(
@@ -119,7 +121,10 @@ class Double:
         if refused is not None:
             return refused
         status, body = self._person(params)
-        return JSONResponse(body, status, headers={"x-request-id": f"req-{self.calls['find']}"})
+        headers = {"x-request-id": f"req-{self.calls['find']}"}
+        if self.charge is not None:  # People Data Labs' header: what this call cost
+            headers["x-call-credits-spent"] = str(self.charge if status == 200 else 0)
+        return JSONResponse(body, status, headers=headers)
 
     async def bulk(self, request: Request) -> Response:
         body = await request.json()

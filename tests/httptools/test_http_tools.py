@@ -658,6 +658,40 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_reported_cost_above_the_declared_one_is_kept_shown_and_budgeted(
+    double: Double, store: str, tmp_path: Path
+) -> None:
+    """The provider says (x-call-credits-spent) it charged 2 where the tool declares 1: the
+    ledger keeps both, `playline show` names the mismatch, and the budget counts 2."""
+    double.charge = 2
+    tool = finder(
+        double, reported=pl.Reported(header="x-call-credits-spent"), rate=pl.Rate(concurrency=1)
+    )
+    people = [*PEOPLE, {"first_name": "Cy", "domain": "initech.com"}]  # Dee is not found
+
+    result = run(tool, people, store, max_credits=3)
+
+    # one request at a time: after 2 + 2 spent, no call fits the budget of 3 (at the
+    # declared 1 each, all four would have been sent)
+    assert result.stats.credits == 4
+    assert double.calls["find"] == 2 and sum(double.found.values()) == 2
+    entries = open_store(store).read_ledger(result.run_id)
+    assert [(e.credits, e.declared, e.reported) for e in entries if e.found] == [
+        (2.0, 1.0, 2.0),
+        (2.0, 1.0, 2.0),
+    ]
+    shown = _cli("show", result.run_id, "--store", store, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "double.find: for 2 call(s) the provider reported 4 credits where the tool declares 2"
+        in " ".join(shown.stdout.split())
+    ), shown.stdout
+    described = json.loads(
+        _cli("show", result.run_id, "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert described["trace"]["tools"]["double.find"]["reported"] == 4
+
+
 def test_a_play_file_s_http_tools_are_described_and_run_from_the_command_line(
     double: Double, tmp_path: Path
 ) -> None:

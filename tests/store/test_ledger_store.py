@@ -47,6 +47,19 @@ def test_read_ledger_by_run_in_the_order_charged(store: Store) -> None:
     assert store.read_ledger("r3") == []
 
 
+def test_a_charge_the_provider_reported_keeps_both_figures(store: Store) -> None:
+    """The provider said it charged 3 where the tool declares 1: the entry keeps both, and
+    what the run spent counts the higher."""
+    claim(store, "k")
+    entry = LedgerEntry(
+        run_id="r1", tool="t", receipt_key="k", credits=3.0, found=True, at=NOW,
+        declared=1.0, reported=3.0,
+    )  # fmt: skip
+    store.complete_receipts([Completion(key="k", result=b"{}", charge=entry)], owner=ME, now=NOW)
+    assert store.read_ledger("r1") == [entry]
+    assert store.spent("r1") == 3.0
+
+
 def test_spent_counts_a_run_and_its_child_plays(store: Store) -> None:
     pay(store, "r1", "a", 1.0)
     pay(store, "r1/child", "b", 2.0)

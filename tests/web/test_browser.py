@@ -29,6 +29,7 @@ import playline as pl
 import playline.demo
 from playline.sim import Simulator, serve
 from playline.store import Claim, RunStatus, open_store
+from playline.tools import Charged
 from playline.web import UIConfig, create_app
 from services import chromium_context, serve_asgi
 
@@ -220,6 +221,42 @@ def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
         assert f"child play web-kid ({child.run_id}): completed · 10 rows · 10 credits" in trace
         page.screenshot(path=str(artifacts / "run-in-doubt.png"), full_page=True)
         assert not errors, errors
+    db.close()
+
+
+@pl.tool("web.reported", cost=pl.Cost(1))
+def _reported(input: dict[str, Any]) -> Any:
+    return Charged({"v": input["i"]}, reported=3.0)  # the provider says: 3, not 1
+
+
+@pl.play(name="web-reported")
+async def _reporting(ctx: pl.Context, input: Any) -> Any:
+    rows = [{"i": i} for i in range(2)]
+    ds = ctx.dataset("d", rows, key="i").with_column(
+        "v", lambda row, ctx: ctx.tool("web.reported", {"i": row["i"]})
+    )
+    return len(await ds.run())
+
+
+def test_the_run_page_flags_a_provider_that_reports_another_charge(
+    tmp_path: Path, chromium_path: Path
+) -> None:
+    """The ledger by tool shows what the provider reported it charged, flagged where it is
+    not what the tool declares (budgets counted the higher)."""
+    url = f"sqlite:///{tmp_path}/reported.db"
+    db = open_store(url)
+    result = pl.run(_reporting, store=db, tools=[_reported])
+    assert result.stats.credits == 6, result.error
+    with (
+        serve_asgi(create_app(UIConfig(store=db, store_url=url))) as base,
+        chromium_context(chromium_path) as browser,
+    ):
+        page = browser.new_page()
+        page.goto(f"{base}/run/{quote(result.run_id)}")
+        flagged = page.locator("#tools .mismatch")
+        flagged.wait_for(timeout=WAIT_MS)
+        assert flagged.inner_text() == "6 for 2 calls (declared 2)"
+        assert "the higher" in (flagged.get_attribute("title") or "")
     db.close()
 
 

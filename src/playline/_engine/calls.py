@@ -787,8 +787,12 @@ class CallExecutor:
         ledgered = bool(spec.cost.credits) or self._options.ledger_all
         for request in requests:
             for call, raw in zip(request.calls, request.answers, strict=True):
-                result = record.result(call, raw)
-                entry = self._entry(spec, call, result) if ledgered else None
+                result, charged = record.result(call, raw)
+                entry = (
+                    self._entry(spec, call, result, charged)
+                    if ledgered or charged is not None
+                    else None
+                )
                 record.add(call, result, entry)
         try:
             kept = await self._committer.commit(record.completions, record.failures)
@@ -807,10 +811,13 @@ class CallExecutor:
             else:
                 self.settle(call, RECORDED, outcome)
 
-    def _entry(self, spec: ToolSpec, call: ToolCall, result: ToolResult) -> LedgerEntry:
-        """The ledger row of a live call: the provider was called, usable result or not."""
+    def _entry(
+        self, spec: ToolSpec, call: ToolCall, result: ToolResult, charged: Charged | None
+    ) -> LedgerEntry:
+        """The ledger row of a live call: the provider was called, usable result or not;
+        with what the provider reported it charged, when it did (``charged``)."""
         scope = call.scope
-        return self._ledger.entry(
+        entry = self._ledger.entry(
             spec,
             call.key,
             result.cost,
@@ -820,6 +827,9 @@ class CallExecutor:
             call.generation,
             call.column,
         )
+        if charged is not None:
+            entry.declared, entry.reported = charged.credits, charged.reported
+        return entry
 
     async def _fail(
         self, spec: ToolSpec, request: _Request, error: ToolError, *, in_doubt: bool = False
@@ -990,16 +1000,24 @@ class _Record:
         self.charged: list[LedgerEntry] = []
         self.outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
 
-    def result(self, call: ToolCall, raw: Any) -> ToolResult:
+    def result(self, call: ToolCall, raw: Any) -> tuple[ToolResult, Charged | None]:
+        """The call's result from its answer, and, when the provider reported what it
+        charged, the declared and reported figures: the result costs the higher."""
         spec = self._spec
-        charged = None
+        said = None
         if type(raw) is Charged:  # the answer says what it cost
-            raw, charged = raw.data, raw.credits
+            raw, said = raw.data, raw
         result = ToolResult(
             tool=spec.id, data=raw, execution=_LIVE, outputs=spec.outputs, lists=spec.lists
         )
-        result.cost = spec.cost.charged(result.found) if charged is None else charged
-        return result
+        declared = spec.cost.charged(result.found)
+        if said is not None and said.credits is not None:  # the rule's price, not the tool's
+            declared = said.credits
+        result.cost = declared
+        if said is None or said.reported is None:
+            return result, None
+        result.cost = max(declared, said.reported)
+        return result, Charged(None, declared, said.reported)
 
     def add(self, call: ToolCall, result: ToolResult, entry: LedgerEntry | None) -> None:
         if entry is not None:

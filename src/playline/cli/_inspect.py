@@ -342,6 +342,14 @@ def _show_tools(trace: Trace) -> None:
         f"[bold]{trace.credits:g}[/bold]",
     )
     console.print(tools)
+    for tool, t in sorted(trace.tools.items()):
+        if t.mismatch:
+            console.print(
+                f"  [yellow]{tool}: for {t.reported_calls} call(s) the provider reported "
+                f"{t.reported:g} credits where the tool declares {t.declared:g}; the ledger "
+                "and budgets count the higher of the two for each call.[/yellow]",
+                highlight=False,
+            )
 
 
 def _show_children(children: list[dict[str, Any]]) -> None:

@@ -189,7 +189,11 @@ class ClaimResult:
 
 @dataclass(slots=True, kw_only=True)
 class LedgerEntry:
-    """One paid (or free) live call: what it cost and whether it found something."""
+    """One paid (or free) live call: what it cost and whether it found something.
+
+    When the provider said what it charged (``reported``), ``credits`` is the higher of that
+    and the tool's ``declared`` cost (budgets count it); otherwise both are None and
+    ``credits`` is the declared cost."""
 
     run_id: str
     tool: str
@@ -201,6 +205,8 @@ class LedgerEntry:
     row_key: str | None = None
     generation: int = 1
     column: str | None = None  # the dataset column whose cell made the call
+    declared: float | None = None
+    reported: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

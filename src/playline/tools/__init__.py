@@ -2,7 +2,7 @@
 
 from ._gateway import Gateway
 from ._http import Auth, HttpBulk, HttpPoll, HttpTool
-from ._outcomes import Answer, Outcome, parse_retry_after
+from ._outcomes import Answer, Outcome, Reported, parse_retry_after
 from ._registry import LocalTransport, ToolRegistry, ToolSource, default_registry, tool
 from ._result import Charged, Execution, ToolResult, dotted, is_value
 from ._spec import Batch, Cost, Jobs, JobState, Rate, ToolSpec, Transport
@@ -23,6 +23,7 @@ __all__ = [
     "LocalTransport",
     "Outcome",
     "Rate",
+    "Reported",
     "ToolRegistry",
     "ToolResult",
     "ToolSource",

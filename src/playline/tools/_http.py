@@ -32,7 +32,7 @@ from .._json import digest
 from .._secrets import Secret, Secrets, redact, reveal
 from ..errors import PlayDefinitionError, ToolError
 from ._normalize import Normalize
-from ._outcomes import Answer, Outcome, match, wait_of
+from ._outcomes import Answer, Outcome, Reported, match, wait_of
 from ._result import Charged, dotted
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
@@ -205,6 +205,7 @@ class HttpTool:
         rate: Rate | None = None,
         cost: Cost | float | None = None,
         idempotency: str | None = None,
+        reported: Reported | None = None,
         account: str | None = None,
         timeout: float = 30.0,
         response: ResponseHook | None = None,
@@ -221,6 +222,7 @@ class HttpTool:
             rate=(rate, Rate, "pl.Rate(per_second=5)"),
             cost=(cost, Cost | int | float, "pl.Cost(1, charge='on_hit') or a number"),
             idempotency=(idempotency, str, "'Idempotency-Key'"),
+            reported=(reported, Reported, "pl.Reported(header='x-call-credits-spent')"),
         )
         if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
             raise PlayDefinitionError(f"pl.HttpTool({id!r}, timeout={timeout!r}): seconds, > 0.")
@@ -235,6 +237,7 @@ class HttpTool:
         self.bulk = bulk
         self.polling = poll
         self.idempotency = idempotency
+        self.reported = reported
         self.timeout = timeout
         self._response = response
         self._request: RequestHook | None = None
@@ -297,6 +300,7 @@ class HttpTool:
             else {"kind": self.auth.kind, "secret": self.auth.label},
             "account": self.account,
             "idempotency_header": self.idempotency,
+            "reported_cost": None if self.reported is None else _reported_doc(self.reported),
             "outcomes": [_rule_doc(rule) for rule in self.outcomes]
             + ["429: rate_limited", "2xx: found (not_found when the result is empty)"],
             "result": self.result,
@@ -332,7 +336,7 @@ class HttpTool:
     ) -> JobState:
         request = self._build(dict(reveal(dict(input))))
         answer = await self._send(request, key)
-        return self._state(self.outcomes, answer, self.result)
+        return self._state(self.outcomes, answer, self.result, reported=self._reported(answer))
 
     async def poll(self, spec: ToolSpec, job: Any, input: Mapping[str, Any]) -> JobState:
         """Where ``job`` stands; its answer is checked against ``input`` where the provider
@@ -342,7 +346,9 @@ class HttpTool:
             raise self._no_poll()
         url = polling.url.replace("{job}", urllib.parse.quote(str(job), safe=""))
         answer = await self._send(_Request(polling.method.upper(), url), None)
-        state = self._state(polling.outcomes, answer, polling.result, job)
+        state = self._state(
+            polling.outcomes, answer, polling.result, job, reported=self._reported(answer)
+        )
         if state.done and state.result is not None:
             self._check_echo(polling, answer, input)
         return state
@@ -421,9 +427,13 @@ class HttpTool:
                 code="misaligned_batch",
                 outcome="fatal",
             )
-        return [self._item(answer, item) for item in answers]
+        share = None  # a header's charge is the request's: its items share it
+        if self.reported is not None and self.reported.header is not None:
+            total = self.reported.credits(answer, self.spec.cost.credits)
+            share = None if total is None else total / len(answers)
+        return [self._item(answer, item, share) for item in answers]
 
-    def _item(self, whole: Answer, item: Any) -> Any:
+    def _item(self, whole: Answer, item: Any, share: float | None) -> Any:
         """One input's result from its part of a bulk answer (its own status if it has one)."""
         bulk = self.bulk
         assert bulk is not None
@@ -434,8 +444,16 @@ class HttpTool:
             headers=whole.headers,
             text=_text(item),
         )
-        state = self._state(self.outcomes, answer, bulk.item_result)
+        reported = share if share is not None else self._reported(answer, item=True)
+        state = self._state(self.outcomes, answer, bulk.item_result, reported=reported)
         return state.result
+
+    def _reported(self, answer: Answer, *, item: bool = False) -> float | None:
+        """What the provider says it charged for ``answer`` (None: the tool does not read
+        it, or the answer does not say); a bulk item's header is its request's (shared)."""
+        if self.reported is None or (item and self.reported.header is not None):
+            return None
+        return self.reported.credits(answer, self.spec.cost.credits)
 
     async def _send(self, request: _Request, key: str | None) -> Answer:
         headers = {"Accept": "application/json", **self._headers, **request.headers}
@@ -463,15 +481,24 @@ class HttpTool:
 
     # answers
     def _state(
-        self, rules: Sequence[Outcome], answer: Answer, result: str | None, polled: Any = None
+        self,
+        rules: Sequence[Outcome],
+        answer: Answer,
+        result: str | None,
+        polled: Any = None,
+        *,
+        reported: float | None = None,
     ) -> JobState:
         """What ``answer`` means: done (a result, or None when not found), pending (the job
-        it names, else the one ``polled``), or the ``ToolError`` its outcome is."""
+        it names, else the one ``polled``), or the ``ToolError`` its outcome is. A done
+        answer carries what it cost when the rule or the provider says (``Charged``;
+        ``reported``: the provider's figure, ``_reported``)."""
         rule = match(rules, answer, result)
         if rule is not None and rule.outcome in ("found", "not_found"):
             data = self._result(answer, result) if rule.outcome == "found" else None
-            if rule.credits is not None:  # the rule says what this answer costs
-                data = Charged(data, float(rule.credits))
+            if rule.credits is not None or reported is not None:
+                declared = None if rule.credits is None else float(rule.credits)
+                data = Charged(data, declared, reported)
             return JobState(done=True, result=data)
         if rule is not None and rule.outcome == "pending" and self.bulk is None:
             job = dotted(answer.body, rule.job) if rule.job else polled
@@ -753,6 +780,15 @@ def _rule_doc(rule: Outcome) -> str:
     return f"{', '.join(when) or 'any answer'}: {rule.outcome}" + (
         f" ({', '.join(map(str, extra))})" if extra else ""
     )
+
+
+def _reported_doc(reported: Reported) -> str:
+    if reported.header is not None:
+        return f"header {reported.header}"
+    if reported.path is not None:
+        flag = f" (charged when it is {reported.debited!r})" if reported.debited is not None else ""
+        return f"body {reported.path}{flag}"
+    return f"function {getattr(reported.read, '__name__', 'read')}"
 
 
 def _plain(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ __all__ = [
     "Answer",
     "Outcome",
     "OutcomeName",
+    "Reported",
     "match",
     "parse_retry_after",
     "retry_after_seconds",
@@ -141,6 +142,63 @@ class Outcome:
             except Exception:  # a predicate that cannot read this body does not match it
                 return False
         return all(dotted(answer.body, path) == want for path, want in self.body.items())
+
+
+@dataclass(frozen=True)
+class Reported:
+    """Where a provider says what it charged for an answer (``pl.HttpTool(reported=...)``):
+    a ``header`` (People Data Labs' ``x-call-credits-spent``, LeadMagic's ``X-Credits-Cost``),
+    a body ``path`` (an item's, in a bulk answer), or ``read``, a function of the ``Answer``
+    returning credits (None: it does not say). With ``debited``, the value at ``path`` says
+    whether the tool's declared cost was charged (Icypeas' per-item ``DEBITED``): the declared
+    cost when it holds that value, nothing otherwise.
+
+    The ledger keeps the reported figure beside the declared one, ``playline show`` and the
+    UI show where they differ, and budgets count the higher. A header of a bulk answer is
+    the request's total, shared equally by its items."""
+
+    header: str | None = None
+    path: str | None = None
+    debited: Any = None
+    read: Callable[[Answer], float | None] | None = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("header", "path", "read") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise PlayDefinitionError(
+                "pl.Reported(...) reads the charge from one place: header='x-call-credits-"
+                "spent', path='meta.credits' (with debited='DEBITED' for a flag), or read=a "
+                f"function of the answer; given: {', '.join(given) or 'none'}."
+            )
+        for name in ("header", "path"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value):
+                raise PlayDefinitionError(f"pl.Reported({name}={value!r}): give its name.")
+        if self.read is not None and not callable(self.read):
+            raise PlayDefinitionError("pl.Reported(read=...): a function of the answer.")
+        if self.debited is not None and self.path is None:
+            raise PlayDefinitionError(
+                "pl.Reported(debited=...) says which value at path= means charged: give "
+                "path= too, e.g. pl.Reported(path='status', debited='DEBITED')."
+            )
+
+    def credits(self, answer: Answer, declared: float) -> float | None:
+        """What ``answer`` says was charged (``declared``: the tool's cost, for a flag),
+        or None when it says nothing readable."""
+        if self.read is not None:
+            try:
+                return _number(self.read(answer))
+            except Exception:  # a function that cannot read this answer: it says nothing
+                return None
+        if self.header is not None:
+            wanted = self.header.lower()
+            said = next((v for k, v in answer.headers.items() if k.lower() == wanted), None)
+            return _number(said)
+        assert self.path is not None
+        value = dotted(answer.body, self.path)
+        if self.debited is not None:
+            return float(declared) if value == self.debited else 0.0
+        return _number(value)
 
 
 def _statuses(status: object) -> frozenset[int] | None:

@@ -13,12 +13,15 @@ Source = Literal["live", "cache", "checkpoint", "in_flight", "planned"]
 
 @dataclass(frozen=True, slots=True)
 class Charged:
-    """A transport's answer to one input with what the provider charged for it, when the
-    answer says (an HTTP tool's outcome rule with ``credits=``: Prospeo's catch-all emails
-    are free). It replaces the tool's declared cost for this call."""
+    """A transport's answer to one input with what it cost, when the answer says more than
+    the tool's declared cost: ``credits``, what a matching outcome rule declares instead
+    (Prospeo's catch-all emails are free); ``reported``, what the provider says it charged
+    (a header such as ``x-call-credits-spent``, a body field, a per-item ``DEBITED``). The
+    ledger keeps both figures and counts the higher."""
 
     data: Any
-    credits: float
+    credits: float | None = None
+    reported: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

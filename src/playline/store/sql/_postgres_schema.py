@@ -218,8 +218,14 @@ _V5 = (
     "DROP TABLE rows_v4",
 )
 
+# v6: the provider's reported charge beside the declared cost, as SQLite's v9.
+_V6 = (
+    "ALTER TABLE ledger ADD COLUMN declared DOUBLE PRECISION",
+    "ALTER TABLE ledger ADD COLUMN reported DOUBLE PRECISION",
+)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

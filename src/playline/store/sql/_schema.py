@@ -231,7 +231,14 @@ _V8 = (
     "DROP TABLE rows_v7",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# v9: a ledger entry keeps what the provider reported it charged beside the declared cost
+# (``credits`` is the higher of the two); both are NULL when the provider said nothing.
+_V9 = (
+    "ALTER TABLE ledger ADD COLUMN declared REAL",
+    "ALTER TABLE ledger ADD COLUMN reported REAL",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(

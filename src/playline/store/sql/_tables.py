@@ -325,11 +325,12 @@ def event_from(row: Sequence[Any]) -> Event:
 
 # ledger
 LEDGER_COLUMNS = (
-    'run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation, "column"'
+    'run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation, "column", '
+    "declared, reported"
 )
 # A receipt's generation is charged once, whoever writes it and however often.
 INSERT_LEDGER = (
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(10)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
 )
 
@@ -346,6 +347,8 @@ def ledger_params(e: LedgerEntry) -> tuple[Any, ...]:
         e.row_key,
         e.generation,
         e.column,
+        e.declared,
+        e.reported,
         e.receipt_key,
         e.generation,
     )
@@ -363,4 +366,6 @@ def ledger_from(row: Sequence[Any]) -> LedgerEntry:
         row_key=row[7],
         generation=row[8],
         column=row[9],
+        declared=row[10],
+        reported=row[11],
     )

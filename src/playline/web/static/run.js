@@ -81,7 +81,8 @@ function render(doc) {
       num(d.stats.rows_reused), num(d.stats.rows_failed), d.columns.join(", ")))));
 
   table("tools", doc.tools.map((t) => el("tr", {}, ...cells(t.tool, num(t.requests),
-    num(t.inputs), num(t.calls), num(t.found), credits(t.credits), credits(t.credits_per_hit)))));
+    num(t.inputs), num(t.calls), num(t.found), credits(t.credits), credits(t.credits_per_hit),
+    reportedCost(t.reported)))));
 
   const falls = document.getElementById("waterfalls");
   falls.replaceChildren(...doc.waterfalls.map((w) => el("div", { class: "waterfall" },
@@ -181,3 +182,13 @@ document.getElementById("send").addEventListener("submit", async (event) => {
 });
 
 start();
+
+// What the provider said it charged, where it says so: flagged when it is not what the tool
+// declares (the ledger and budgets count the higher of the two for each call).
+function reportedCost(reported) {
+  if (!reported) return "-";
+  const said = `${credits(reported.reported)} for ${num(reported.calls)} calls`;
+  if (!reported.mismatch) return said;
+  return el("span", { class: "mismatch", title: "the ledger and budgets count the higher" },
+    `${said} (declared ${credits(reported.declared)})`);
+}
