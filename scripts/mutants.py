@@ -535,8 +535,8 @@ MUTANTS: list[Mutant] = [
         "free-status-charged",
         "an answer a rule says is free (a catch-all email) is charged the declared cost",
         "playline/_engine/calls.py",
-        "        if said is not None and said.credits is not None:  # the rule's price, not the tool's\n",
-        "        if False:\n",
+        "        if said is not None and said.credits is not None:",
+        "        if False:",
         ("tests/httptools/test_http_tools.py", "-k", "free"),
     ),
     Mutant(
