@@ -208,8 +208,8 @@ MUTANTS: list[Mutant] = [
         "lost-poll-not-in-doubt",
         "a submitted job whose polls fail no longer counts its worst case in doubt",
         "playline/_engine/calls.py",
-        "                            await self._fail(spec, request, error, in_doubt=True)\n",
-        "                            await self._fail(spec, request, error)\n",
+        "in_doubt=not lost, lost=lost)",
+        "lost=lost)",
         (
             "tests/gateway/test_truthful_errors.py::"
             "test_jobs_whose_polls_fail_stay_counted_against_the_budget",
@@ -546,6 +546,14 @@ MUTANTS: list[Mutant] = [
         "        result.cost = max(declared, said.reported)\n",
         "        result.cost = declared\n",
         ("tests/httptools/test_http_tools.py", "-k", "reported"),
+    ),
+    Mutant(
+        "lost-result-rebought",
+        "a result the provider no longer keeps (an expired job's) is bought again unasked",
+        "playline/store/_claims.py",
+        "    if status is ReceiptStatus.LOST and not (force or claim.retry_failed):",
+        "    if False:",
+        ("tests/httptools/test_http_tools.py", "-k", "expired"),
     ),
     Mutant(
         "block-ignored",

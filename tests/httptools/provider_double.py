@@ -10,7 +10,8 @@ counts what it was asked.
 - ``POST /v1/bulk`` ``{"requests": [{"params": {...}}]}``: a list of per-item answers, each
   with its own ``status`` (PDL's bulk person enrichment).
 - ``POST /v1/jobs`` (an async job, as Dropcontact's): ``202 {"request_id": ...}``; ``GET
-  /v1/jobs/{id}``: ``{"status": "IN_PROGRESS"}`` for ``polls_pending`` polls, then done.
+  /v1/jobs/{id}``: ``{"status": "IN_PROGRESS"}`` for ``polls_pending`` polls, then done;
+  ``410`` for a job in ``expired`` (its result no longer kept, as Apollo's after 30 days).
 
 ``script(status, body, headers)`` queues an answer served before the normal ones, to the
 next request of any endpoint: how a test makes the provider rate limit, block, run out of
@@ -61,6 +62,7 @@ class Double:
         # job id -> the input it answers for instead (a restarted provider that numbered
         # its jobs from 1 again)
         self.misroute: dict[str, dict[str, Any]] = {}
+        self.expired: set[str] = set()  # jobs whose result is no longer kept: polls get 410
         self.charge: float | None = None  # reported in x-call-credits-spent per found person
         self.clock: Any = None  # a run's clock: each request is stamped with its time
         self.stamps: list[float] = []
@@ -155,6 +157,8 @@ class Double:
         job = self.jobs.get(job_id)
         if job is None:
             return JSONResponse({"error": "unknown request_id"}, 404)
+        if job_id in self.expired:
+            return JSONResponse({"error": "result expired"}, 410)
         job["polls"] += 1
         if job["polls"] <= self.polls_pending:
             wait = {} if self.poll_wait is None else {"retry_after_seconds": self.poll_wait}

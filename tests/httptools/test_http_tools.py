@@ -441,6 +441,28 @@ def test_a_job_answered_for_another_input_fails_and_is_never_kept_as_found(
     assert result.stats.credits == 0
 
 
+def test_a_job_whose_result_expired_fails_and_is_bought_again_only_on_retry_failed(
+    double: Double, store: str
+) -> None:
+    double.expired.add("job-1")
+    tool = jobs_tool(double, expired=[pl.Outcome("fatal", status=410)])
+
+    first = run(tool, PEOPLE[:1], store)
+
+    (record,) = open_store(store).iter_rows(first.run_id, "people")
+    assert record.cells["email"]["code"] == "job_expired"
+    assert "--retry-failed" in record.cells["email"]["error"]
+    assert first.stats.credits_in_doubt == 0  # known lost: failed, not in doubt
+    again = run(tool, PEOPLE[:1], store, run_id=first.run_id)
+    assert again.stats.errors == {"result_lost from double.find": 1}
+    assert double.calls["submit"] == 1  # not bought again unasked
+    double.expired.clear()
+    retried = run(tool, PEOPLE[:1], store, run_id=first.run_id, retry_failed=True)
+    assert retried.ok, retried.error
+    assert double.calls["submit"] == 2
+    assert retried.output.to_list()[0]["email"]["email"] == "ann@acme.com"
+
+
 # the rules and waits, answer by answer
 def answer(status: int, body: Any = None, **headers: str) -> Answer:
     return Answer(status, body, {k.replace("_", "-"): v for k, v in headers.items()})

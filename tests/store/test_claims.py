@@ -192,6 +192,21 @@ def test_a_lost_job_is_bought_again(store: Store) -> None:
     )
 
 
+def test_a_lost_result_is_bought_again_only_when_asked(store: Store) -> None:
+    """An async job's result expired at the provider: paid, and gone. A later claim fails
+    with the cause; one that asks (retry_failed, or force) buys its next generation."""
+    claim(store, "k")
+    store.save_jobs([("k", b'"job_1"')], owner=ME)
+    gone = Failure(key="k", error="the result of job_1 expired", rebuy=True, lost=True)
+    store.fail_receipts([gone], owner=ME, now=NOW)
+    r = store.find_receipts(["k"])["k"]
+    assert (r.status, r.generation, r.job) == (ReceiptStatus.LOST, 2, None)
+    [again] = claim(store, "k", owner=OTHER, now=NOW + 1)
+    assert (again.outcome, again.receipt.error) == (ClaimOutcome.LOST, gone.error)
+    [asked] = claim(store, "k", owner=OTHER, now=NOW + 2, retry_failed=True)
+    assert (asked.outcome, asked.receipt.generation) == (ClaimOutcome.OWNED, 2)
+
+
 # batches
 
 

@@ -624,6 +624,7 @@ class CallExecutor:
                 force=c.force,
                 resend=resend,
                 retry_in_doubt=self._options.retry_in_doubt,
+                retry_failed=self._options.retry_failed,
                 request=name,
             )
             for c in request.calls
@@ -648,6 +649,9 @@ class CallExecutor:
         elif outcome is ClaimOutcome.HELD:
             move(call, HELD)
             self._tasks.spawn(self._wait_for(spec, call))
+        elif outcome is ClaimOutcome.LOST:  # paid and gone: bought again when asked
+            lost = ToolError(spec.id, receipt.error or "its result was lost", code="result_lost")
+            self.settle(call, FAILED, error=lost)
         else:
             self.settle(call, IN_DOUBT, error=_in_doubt_error(spec, receipt.error))
         return False
@@ -710,8 +714,9 @@ class CallExecutor:
                     except ToolError as exc:
                         failures += 1
                         error = self._poll_failed(spec, exc, failures)
-                        if error is not None:
-                            await self._fail(spec, request, error, in_doubt=True)
+                        if error is not None:  # an expired result is known lost, not in doubt
+                            lost = error.code == "job_expired"
+                            await self._fail(spec, request, error, in_doubt=not lost, lost=lost)
                             return
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                 request.answers = [state.result]
@@ -832,17 +837,25 @@ class CallExecutor:
         return entry
 
     async def _fail(
-        self, spec: ToolSpec, request: _Request, error: ToolError, *, in_doubt: bool = False
+        self,
+        spec: ToolSpec,
+        request: _Request,
+        error: ToolError,
+        *,
+        in_doubt: bool = False,
+        lost: bool = False,
     ) -> None:
         """Fail a request's calls: recorded on their receipts when claimed, the budget it
-        reserved given back (a call in doubt keeps its worst case counted). They fail even
-        when the store cannot record it (their receipts' leases then run out)."""
+        reserved given back (a call in doubt keeps its worst case counted; a ``lost`` one,
+        paid with its result gone, is bought again only when asked). They fail even when
+        the store cannot record it (their receipts' leases then run out)."""
         try:
-            if request.claimed:
-                rebuy = isinstance(error, _LostJob)
+            if request.claimed:  # a job lost or expired: buying it again is a new purchase
+                rebuy = lost or isinstance(error, _LostJob)
+                message = redact(str(error))
                 await self._committer.commit(
                     failures=[
-                        Failure(c.key, redact(str(error)), in_doubt=in_doubt, rebuy=rebuy)
+                        Failure(c.key, message, in_doubt=in_doubt, rebuy=rebuy, lost=lost)
                         for c in request.calls
                     ]
                 )

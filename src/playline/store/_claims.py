@@ -5,13 +5,16 @@ A receipt (keyed by a call's content) moves through::
     (none) --claim--> running --complete--> completed
                         |  \\--fail--------> failed    (the provider said no)
                         |   \\--in doubt---> unknown   (timeout, 5xx: it may have charged)
+                        |    \\--lost------> lost      (charged, its result gone: an
+                        |                               async job's expired)
                         \\--owner died or its lease ran out: in doubt as well
 
 A claim of a receipt in doubt sends it again only under the same idempotency key (``resend``:
 the provider recognises the repeat), or as a new purchase when the caller asks for one
 (``force``, once per run; ``retry_in_doubt``: a new generation, a new key). Short of those, an
 async job the provider accepted is polled again: a poll is free. Otherwise the claim answers
-IN_DOUBT and the call fails with the cause: paying twice is the user's decision.
+IN_DOUBT and the call fails with the cause: paying twice is the user's decision. So does a
+lost receipt: it is bought again (its next generation) only under ``retry_failed``.
 
 A run is held by one attempt at a time, under a lease its holder renews.
 """
@@ -90,6 +93,8 @@ def decide_claim(
     force = claim.force and not (existing.run_id == claim.run_id and existing.owner != owner)
     if status is ReceiptStatus.COMPLETED and not force:
         return ClaimResult(ClaimOutcome.COMPLETED, existing)
+    if status is ReceiptStatus.LOST and not (force or claim.retry_failed):
+        return ClaimResult(ClaimOutcome.LOST, existing)
     if status is ReceiptStatus.RUNNING and existing.owner != owner:
         if lease_live(existing.owner, existing.lease_until, now):
             return ClaimResult(ClaimOutcome.HELD, existing)

@@ -320,7 +320,7 @@ class MemoryStore(ReceiptWrites):
             if current and current.owner == owner and current.status is ReceiptStatus.RUNNING:
                 self._receipts[failure.key] = replace(
                     current,
-                    status=ReceiptStatus.UNKNOWN if failure.in_doubt else ReceiptStatus.FAILED,
+                    status=failure.status,
                     error=failure.error,
                     lease_until=None,
                     updated_at=now,

@@ -118,6 +118,9 @@ class ReceiptStatus(StrEnum):
     # as a new generation, so a provider that honours idempotency keys does not answer it
     # with the purchase that was cleared
     CLEARED = "cleared"
+    # lost: the provider charged it and no longer holds its result (an async job's result
+    # expired): bought again, as a new generation, only when asked (``retry_failed``)
+    LOST = "lost"
 
 
 class Answer(NamedTuple):
@@ -169,6 +172,7 @@ class Claim:
     force: bool = False
     resend: bool = True
     retry_in_doubt: bool = False
+    retry_failed: bool = False  # a lost receipt is bought again (the user asked)
     request: str | None = None
 
 
@@ -177,6 +181,7 @@ class ClaimOutcome(StrEnum):
     COMPLETED = "completed"  # a stored result exists; use it
     HELD = "held"  # a live owner elsewhere is executing it; wait for it
     IN_DOUBT = "in_doubt"  # it may have been paid and cannot be sent again safely
+    LOST = "lost"  # it was paid and its result is gone; buying it again was not asked for
 
 
 @dataclass(slots=True)
@@ -245,6 +250,14 @@ class Failure:
     in_doubt: bool = False
     charge: LedgerEntry | None = None
     rebuy: bool = False
+    lost: bool = False  # paid, its result gone for good (an expired job's): see LOST
+
+    @property
+    def status(self) -> ReceiptStatus:
+        """The status its receipt is left in."""
+        if self.in_doubt:
+            return ReceiptStatus.UNKNOWN
+        return ReceiptStatus.LOST if self.lost else ReceiptStatus.FAILED
 
 
 class CellMeta(TypedDict, total=False):

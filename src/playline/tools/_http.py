@@ -146,7 +146,10 @@ class HttpPoll:
     asked every ``interval`` seconds; its answers go through ``outcomes`` (a poll that says
     "not ready" is ``pending``) and the result is at ``result``. ``echo`` maps input fields
     to where the answer repeats them: an answer for another input fails the call
-    (``job_mismatch``) instead of being kept as found."""
+    (``job_mismatch``) instead of being kept as found. ``expired``: rules (any outcome name;
+    only their status and body are read) for an answer that says the job's result is no
+    longer kept (Apollo keeps one 30 days): the call fails with ``job_expired``, and is bought
+    again only when the run is resumed with ``--retry-failed``."""
 
     url: str
     method: str = "GET"
@@ -154,6 +157,7 @@ class HttpPoll:
     outcomes: Sequence[Outcome] = ()
     result: str | None = None
     echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
+    expired: Sequence[Outcome] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
@@ -167,6 +171,11 @@ class HttpPoll:
             raise PlayDefinitionError(
                 "HttpPoll(outcomes=...): a list of pl.Outcome rules, e.g. "
                 '[pl.Outcome("pending", body={"status": "IN_PROGRESS"})].'
+            )
+        if not all(isinstance(o, Outcome) for o in self.expired):
+            raise PlayDefinitionError(
+                "HttpPoll(expired=...): a list of pl.Outcome rules for the answers that say "
+                'the result is gone, e.g. [pl.Outcome("fatal", status=410)].'
             )
 
 
@@ -313,6 +322,7 @@ class HttpTool:
                 "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
                 "result": polling.result,
                 "echo": dict(polling.echo),
+                "expired": [_rule_doc(rule).rsplit(": ", 1)[0] for rule in polling.expired],
             },
         }
 
@@ -346,6 +356,17 @@ class HttpTool:
             raise self._no_poll()
         url = polling.url.replace("{job}", urllib.parse.quote(str(job), safe=""))
         answer = await self._send(_Request(polling.method.upper(), url), None)
+        if any(rule.matches(answer) for rule in polling.expired):
+            raise ToolError(
+                self.id,
+                f"the provider no longer keeps the result of job {job!r} "
+                f"({_clip(answer.text) or 'empty body'}); resume the run with --retry-failed "
+                "to buy it again",
+                status=answer.status,
+                code="job_expired",
+                request_id=_request_id(answer),
+                outcome="fatal",
+            )
         state = self._state(
             polling.outcomes, answer, polling.result, job, reported=self._reported(answer)
         )

@@ -29,7 +29,6 @@ from .._records import (
     LedgerEntry,
     LedgerTotals,
     Receipt,
-    ReceiptStatus,
     RunClaim,
     RunEnd,
     RunRecord,
@@ -479,7 +478,7 @@ class SQLStore(ReceiptWrites, GateRows, RowTables):
             "WHERE key = ? AND owner = ? AND status = 'running'",
             [
                 (
-                    (ReceiptStatus.UNKNOWN if f.in_doubt else ReceiptStatus.FAILED).value,
+                    f.status.value,
                     f.error,
                     now,
                     int(f.rebuy),
