@@ -556,6 +556,22 @@ MUTANTS: list[Mutant] = [
         ("tests/httptools/test_http_tools.py", "-k", "expired"),
     ),
     Mutant(
+        "windows-ignored",
+        "a gate lets out more than a window (500 a minute) allows",
+        "playline/store/_gates.py",
+        "        return window_room(used, self.windows, self._leaves(now))",
+        "        return 10**9, 0.0",
+        ("tests/httptools/test_http_tools.py", "-k", "windows"),
+    ),
+    Mutant(
+        "sql-windows-ignored",
+        "a shared gate on a SQL store lets out more than its windows allow",
+        "playline/store/sql/_gate_store.py",
+        "                wanted = min(wanted, room)\n",
+        "",
+        ("tests/store/test_gates.py", "-k", "windows"),
+    ),
+    Mutant(
         "block-ignored",
         "a provider's block of an account holds only the call that heard it",
         "playline/_engine/calls.py",

@@ -195,11 +195,18 @@ def _hit_rates(
 
 
 def _seconds(spec: ToolSpec, requests: int) -> float:
-    per_second = spec.rate.per_second
-    if not per_second or requests <= 0:
+    """How long ``requests`` take at the tool's declared rate: its pace past the burst, or
+    its windows' (500 a minute: the 501st waits for the next minute), whichever is longer."""
+    rate = spec.rate
+    if requests <= 0:
         return 0.0
-    burst = spec.rate.burst or max(1, int(per_second))
-    return max(0, requests - burst) / (per_second * _PACE)
+    seconds = 0.0
+    if rate.per_second:
+        burst = rate.burst or max(1, int(rate.per_second))
+        seconds = max(0, requests - burst) / (rate.per_second * _PACE)
+    for span, limit in rate.windows:
+        seconds = max(seconds, (requests - 1) // limit * span)
+    return seconds
 
 
 async def aplan(

@@ -133,6 +133,16 @@ class ToolTrace:
         """The provider reported charging otherwise than the tool declares."""
         return self.reported_calls > 0 and round(self.reported - self.declared, 6) != 0
 
+    def to_dict(self) -> dict[str, Any]:
+        """Its counts; with what the provider reported it charged, where it did."""
+        doc: dict[str, Any] = {
+            k: getattr(self, k) for k in ("requests", "inputs", "calls", "found", "credits")
+        }
+        reported = self.reported_doc()
+        if reported is not None:
+            doc["reported"] = reported
+        return doc
+
     def reported_doc(self) -> dict[str, Any] | None:
         if not self.reported_calls:
             return None
@@ -189,7 +199,7 @@ class Trace:
                 "child_credits": self.child_credits,
             },
             "datasets": [vars(d) for d in self.datasets.values()],
-            "tools": {tool: vars(t) for tool, t in sorted(self.tools.items())},
+            "tools": {tool: t.to_dict() for tool, t in sorted(self.tools.items())},
             "steps": dict(self.other),
             "log_lines": self.logs,
             "waterfalls": list(self.waterfalls.values()),

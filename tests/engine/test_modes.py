@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import playline as pl
+from playline._plan import _seconds
 from playline.store import MemoryStore
 
 
@@ -88,6 +89,14 @@ def test_a_plan_counts_what_a_run_would_send_and_sends_nothing(
     assert again.credits_max == 0 and again.calls == 0
     assert again.from_receipts == 5 + 5 + 3
     assert len(store.list_runs()) == 1  # still only the run
+
+
+def test_a_plan_counts_the_waits_of_a_rate_window() -> None:
+    """12 requests under 5 a minute: the 6th waits a minute, the 11th two."""
+    windowed = pl.ToolSpec(id="w", transport=None, rate=pl.Rate(per_minute=5))  # type: ignore[arg-type]
+    assert [_seconds(windowed, n) for n in (5, 6, 12)] == [0.0, 60.0, 120.0]
+    both = pl.ToolSpec(id="b", transport=None, rate=pl.Rate(per_second=1, per_minute=500))  # type: ignore[arg-type]
+    assert _seconds(both, 61) == pytest.approx(60 / 0.95)  # the pace binds before the window
 
 
 def test_a_plan_learns_hit_rates_from_the_ledger(

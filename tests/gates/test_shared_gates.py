@@ -138,6 +138,29 @@ def test_two_processes_together_stay_within_one_bucket(gate_url: str) -> None:
     assert most_in_any_window(log, start) < 5.1  # the burst, and never a call more
 
 
+WINDOWED = spec(Rate(per_minute=5, per_hour=8), tool="t.windowed")  # Apollo's, shrunk
+
+
+def test_a_window_one_process_filled_holds_the_next(gate_url: str) -> None:
+    """Process A sends 5 (the minute's limit); B's requests wait for the minute, then for
+    the hour, which A's count in too."""
+    clock = pl.ManualClock()
+    log: list[float] = []
+
+    async def one_then_other() -> None:
+        a, b = processes(gate_url, clock)
+        await take(a[WINDOWED], 5, clock, log)
+        await take(b[WINDOWED], 4, clock, log)
+
+    run(one_then_other)
+    assert len(log) == 9
+    for stamp in log:
+        assert sum(stamp - 60 < other <= stamp for other in log) <= 5
+        assert sum(stamp - 3600 < other <= stamp for other in log) <= 8
+    assert log[5] - log[0] >= 60  # B waited for A's minute
+    assert log[8] - log[0] >= 3600  # and for the hour
+
+
 def test_a_process_whose_clock_is_late_does_not_wait_for_the_others_stamps(
     gate_url: str,
 ) -> None:

@@ -39,6 +39,25 @@ def lease(
     return grant.granted, grant.state
 
 
+def test_windows_let_out_at_most_their_limit_in_any_span_of_their_length(store: Store) -> None:
+    """500 a minute and 2,000 a day, shrunk: 5 a minute and 7 an hour (no per-second rate).
+    A full window answers how long until its oldest request leaves it."""
+    windows = GateConfig(windows=((60.0, 5), (3600.0, 7)))
+
+    def take(wanted: int, at: float) -> tuple[int, float]:
+        grant = store.lease_gate(
+            "w@acct", wanted, config=windows, holder=ME, lease_until=at + 60, now=at
+        )
+        return grant.granted, grant.wait
+
+    assert take(3, NOW) == (3, 0.0)
+    assert take(3, NOW + 10) == (2, 0.0)  # the minute holds 5
+    assert take(1, NOW + 20) == (0, pytest.approx(40.0))  # until the first 3 leave it
+    assert take(9, NOW + 60.5) == (2, 0.0)  # the minute has room for 3; the hour for 2
+    granted, wait = take(1, NOW + 200)
+    assert granted == 0 and wait == pytest.approx(3400.0)  # the hour: until NOW + 3600
+
+
 def test_a_new_gate_starts_half_full_and_grants_what_it_holds(store: Store) -> None:
     assert lease(store, 2)[0] == 2
     granted, state = lease(store, 20)

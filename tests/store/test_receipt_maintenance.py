@@ -20,8 +20,8 @@ def test_receipt_stats_count_by_tool_and_status(store: Store) -> None:
     assert store.receipt_stats() == {}
     _fill(store)
     assert store.receipt_stats() == {
-        "email": {"completed": 2, "failed": 0, "running": 1, "unknown": 1, "bytes": 9},
-        "company": {"completed": 1, "failed": 1, "running": 0, "unknown": 0, "bytes": 5},
+        "email": {"completed": 2, "failed": 0, "running": 1, "unknown": 1, "lost": 0, "bytes": 9},
+        "company": {"completed": 1, "failed": 1, "running": 0, "unknown": 0, "lost": 0, "bytes": 5},
     }
 
 
@@ -31,7 +31,7 @@ def test_clear_one_tool_keeps_the_others_and_running_receipts(store: Store) -> N
     assert set(store.receipt_stats()) == {"email"}
     assert store.clear_receipts() == 3  # e1, e2, e4; e3 is running: its owner will complete it
     assert store.receipt_stats() == {
-        "email": {"completed": 0, "failed": 0, "running": 1, "unknown": 0, "bytes": 0}
+        "email": {"completed": 0, "failed": 0, "running": 1, "unknown": 0, "lost": 0, "bytes": 0}
     }
     found = store.find_receipts(["e1", "e3"])
     assert found["e1"].status is ReceiptStatus.CLEARED and found["e1"].result is None

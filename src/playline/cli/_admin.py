@@ -100,7 +100,7 @@ def cache_clear(
     first purchase. To buy one column's calls again, run with --refresh COLUMN instead."""
     db = store_at(store, read_only=True)  # a store that is not there is not created
     stats = db.receipt_stats()
-    finished = {t: s.get("completed", 0) + s.get("failed", 0) + s.get("unknown", 0)
+    finished = {t: sum(s.get(k, 0) for k in ("completed", "failed", "unknown", "lost"))
                 for t, s in stats.items()}  # fmt: skip
     if tool is not None and not finished.get(tool):
         known = sorted(t for t, n in finished.items() if n)

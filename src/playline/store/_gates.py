@@ -22,12 +22,20 @@ never one per call. Times are wall-clock seconds (``Clock.now()``), which every 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ._claims import lease_live
 
-__all__ = ["GateConfig", "GateGrant", "GateState", "count_in_flight"]
+__all__ = [
+    "GateConfig",
+    "GateGrant",
+    "GateState",
+    "SendLog",
+    "Window",
+    "count_in_flight",
+    "window_room",
+]
 
 # Wall-clock time at epoch scale is coarse (a float holds it to about 2e-7 s), and so is a
 # refill computed from it: a token this much short counts as whole.
@@ -48,6 +56,7 @@ class GateConfig:
     ceiling: float = 0.0  # requests/s the rate may climb to; 0: none declared (learned on a 429)
     burst: int = 1
     cap: int = 0  # calls in flight shared by every holder; 0: each process keeps its own cap
+    windows: tuple[Window, ...] = ()  # (seconds, requests): at most that many in any such span
 
     def fresh(self, key: str, now: float) -> GateState:
         return GateState(
@@ -124,10 +133,72 @@ class GateState:
 
 @dataclass(frozen=True, slots=True)
 class GateGrant:
-    """A lease's answer: ``granted`` tokens (and slots, under a shared cap), and the gate."""
+    """A lease's answer: ``granted`` tokens (and slots, under a shared cap), and the gate;
+    ``wait``: when a window is full, seconds until it has room."""
 
     granted: int
     state: GateState
+    wait: float = 0.0
+
+
+Window = tuple[float, int]  # (seconds, requests)
+
+
+def window_room(
+    used: Sequence[int], windows: Sequence[Window], oldest: Callable[[Window, int], float]
+) -> tuple[int, float]:
+    """How many requests every window lets out now (``used[i]``: requests sent in the last
+    ``windows[i][0]`` seconds), and, when one is full, the seconds until it has room:
+    ``oldest(window, k)`` says how long until the ``k``-th oldest request in it leaves it.
+
+    A window is a sliding one: at most its limit in *any* span of its length. It never lets
+    more out than a provider's fixed window (minute, hour, day) or rolling one would."""
+    room, wait = math.inf, 0.0
+    for (seconds, limit), sent in zip(windows, used, strict=True):
+        if sent >= limit:
+            wait = max(wait, oldest((seconds, limit), sent - limit + 1))
+        room = min(room, max(0, limit - sent))
+    return int(room), wait if room <= 0 else 0.0
+
+
+class SendLog:
+    """The requests let out under sliding windows, in memory: a process's gate, and the
+    memory store's shared one (the SQL stores keep them in ``gate_sends``)."""
+
+    def __init__(self, windows: Sequence[Window]) -> None:
+        self.windows = tuple(windows)
+        self._span = max(seconds for seconds, _ in self.windows)
+        self._sends: list[tuple[float, int]] = []  # (when, how many), oldest first
+
+    def room(self, now: float) -> tuple[int, float]:
+        """How many may go now, and (none) the seconds until one may."""
+        self._sends = [(at, n) for at, n in self._sends if at > now - self._span]
+        used = [sum(n for at, n in self._sends if at > now - s) for s, _ in self.windows]
+        return window_room(used, self.windows, self._leaves(now))
+
+    def take(self, count: int, now: float) -> None:
+        if count > 0:
+            self._sends.append((now, count))
+
+    def give_back(self, count: int) -> None:
+        """``count`` of the latest requests were not sent after all."""
+        while count > 0 and self._sends:
+            at, n = self._sends.pop()
+            if n > count:
+                self._sends.append((at, n - count))
+            count -= n
+
+    def _leaves(self, now: float) -> Callable[[Window, int], float]:
+        def oldest(window: Window, k: int) -> float:
+            seconds = window[0]
+            for at, n in self._sends:
+                if at > now - seconds:
+                    k -= n
+                    if k <= 0:
+                        return at + seconds - now
+            return 0.0
+
+        return oldest
 
 
 def count_in_flight(

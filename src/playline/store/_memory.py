@@ -16,7 +16,7 @@ from .._json import dumps, loads
 from ..errors import StoreError
 from ._changes import ChangeFeed
 from ._claims import ReceiptWrites, decide_claim, decide_run_claim, doubtful
-from ._gates import GateConfig, GateGrant, GateState, count_in_flight
+from ._gates import GateConfig, GateGrant, GateState, SendLog, count_in_flight
 from ._messages import empty_receipt_stats, lost_run, never_claimed
 from ._records import (
     Answer,
@@ -105,6 +105,7 @@ class MemoryStore(ReceiptWrites):
         self._inbox: dict[str, tuple[bytes, str | None]] = {}  # key -> (payload, delivered to)
         self._gates: dict[str, GateState] = {}
         self._gate_slots: dict[str, dict[str, tuple[int, float]]] = {}  # key -> holder -> slots
+        self._gate_sends: dict[str, SendLog] = {}  # key -> the requests under its windows
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.url!r})"
@@ -589,6 +590,13 @@ class MemoryStore(ReceiptWrites):
             state = self._gates.get(key)
             if state is None or not state.declared_as(config):
                 state = config.fresh(key, now)
+            wait = 0.0
+            if config.windows:
+                log = self._gate_sends.get(key)
+                if log is None or log.windows != config.windows:
+                    log = self._gate_sends[key] = SendLog(config.windows)
+                room, wait = log.room(now)
+                wanted = min(wanted, room)
             slots = self._gate_slots.setdefault(key, {})
             in_use = 0
             if state.cap > 0:
@@ -601,7 +609,9 @@ class MemoryStore(ReceiptWrites):
             self._gates[key] = state
             if granted and state.cap > 0:
                 slots[holder] = (slots.get(holder, (0, 0.0))[0] + granted, lease_until)
-            return GateGrant(granted, replace(state, in_flight=in_use + granted))
+            if granted and config.windows:
+                self._gate_sends[key].take(granted, now)
+            return GateGrant(granted, replace(state, in_flight=in_use + granted), wait)
 
     def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:
         with self._lock:

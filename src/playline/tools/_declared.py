@@ -12,15 +12,18 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "JITTER",
     "PACE",
+    "WINDOW_MARGIN",
     "account_of",
     "gate_burst",
     "gate_key",
+    "gate_windows",
     "shares_gate",
 ]
 
 DEFAULT_CONCURRENCY = 8
 PACE = 0.95  # share of a declared rate used: network jitter must not push requests over it
 JITTER = 0.1  # seconds by which requests may arrive closer together than their tokens left
+WINDOW_MARGIN = 1.0  # seconds a window (500 a minute) is kept longer than declared
 
 
 def gate_burst(spec: ToolSpec, ceiling: float) -> int:
@@ -47,6 +50,14 @@ def account_of(spec: ToolSpec) -> str:
     return spec.id if spec.auth_scope == "local" else spec.auth_scope
 
 
+def gate_windows(spec: ToolSpec) -> tuple[tuple[float, int], ...]:
+    """The tool's windows as its gate keeps them: each held ``WINDOW_MARGIN`` longer than
+    declared. A gate counts a request when it lets it out, and the provider when it arrives,
+    a claim's commit later: a slot freed on the dot could be spent before the provider's
+    window has let the old request go."""
+    return tuple((seconds + WINDOW_MARGIN, limit) for seconds, limit in spec.rate.windows)
+
+
 def gate_key(spec: ToolSpec) -> str:
     """Whose budget a call spends: the tool's, per provider account (two accounts of one
     provider have a limit each; the account is the tool's ``auth_scope``, never a secret)."""
@@ -55,6 +66,7 @@ def gate_key(spec: ToolSpec) -> str:
 
 def shares_gate(spec: ToolSpec) -> bool:
     """Whether processes on one shared store share this tool's gate: a tool called at a
-    provider (its rate is the provider's, declared or learned), or one that declares a rate.
-    A local function with no declared rate is limited by nothing but this process."""
-    return spec.auth_scope != "local" or spec.rate.per_second is not None
+    provider (its rate is the provider's, declared or learned), or one that declares a rate
+    or a window. A local function with neither is limited by nothing but this process."""
+    rate = spec.rate
+    return spec.auth_scope != "local" or rate.per_second is not None or bool(rate.windows)

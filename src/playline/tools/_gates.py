@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .._clock import Clock
 from ..store import owner_id
+from ..store._gates import SendLog
 from ..store._owners import keep_alive
 from ._breaker import Breaker
 from ._declared import (
@@ -44,6 +45,7 @@ from ._declared import (
     account_of,
     gate_burst,
     gate_key,
+    gate_windows,
     shares_gate,
 )
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
@@ -177,6 +179,7 @@ class ToolGate:
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)
+        self._sends = SendLog(gate_windows(spec)) if rate.windows else None
         self.in_flight = 0
         self._seen = Observations(clock.monotonic())
         self._tuning = Tuning(rate=self.ceiling or 0.0, cap=self.declared_concurrency)
@@ -205,16 +208,42 @@ class ToolGate:
         returns how many may go. ``release`` them when they are done."""
         granted = await self._slots.acquire(wanted)
         try:
-            if self.limiter:
-                tokens = await self.limiter.acquire(granted)
-                if tokens < granted:  # the rate allows fewer now: give the rest back
-                    self._slots.release(granted - tokens)
-                    granted = tokens
+            allowed = 0
+            while not allowed:
+                allowed = await self._room(granted)
+                if self.limiter:
+                    allowed = await self.limiter.acquire(allowed)
+                allowed = self._into_windows(allowed)
         except BaseException:
             self._slots.release(granted)
             raise
-        self.in_flight += granted
-        return granted
+        if allowed < granted:  # the rate or a window allows fewer now: give the rest back
+            self._slots.release(granted - allowed)
+        self.in_flight += allowed
+        return allowed
+
+    async def _room(self, wanted: int) -> int:
+        """Up to ``wanted`` requests that every window has room for now (at least one: it
+        waits for room)."""
+        while self._sends is not None:
+            room, wait = self._sends.room(self._clock.monotonic())
+            if room:
+                return min(wanted, room)
+            await self._clock.sleep(wait)
+        return wanted
+
+    def _into_windows(self, tokens: int) -> int:
+        """Count ``tokens`` requests, about to go out, in the windows: as many as they still
+        have room for (other callers may have taken some while this one waited for the rate);
+        the rate tokens of the rest go back."""
+        if self._sends is None:
+            return tokens
+        now = self._clock.monotonic()
+        taken = min(tokens, self._sends.room(now)[0])
+        self._sends.take(taken, now)
+        if self.limiter and taken < tokens:
+            self.limiter.refund(tokens - taken)
+        return taken
 
     def release(self, count: int) -> None:
         self.in_flight -= count
@@ -225,6 +254,8 @@ class ToolGate:
         the budget deferred them): their rate tokens go back. ``release`` their slots too."""
         if self.limiter:
             self.limiter.refund(count)
+        if self._sends is not None:
+            self._sends.give_back(count)
 
     # learning from answers (the rules: _learning.py)
     def _learned(self, tuning: Tuning) -> None:

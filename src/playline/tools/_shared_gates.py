@@ -36,7 +36,7 @@ from .._clock import Clock
 from ..errors import PlaylineError
 from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
 from ._breaker import Breaker
-from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key
+from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key, gate_windows
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._slots import Slots
 from ._spec import ToolSpec
@@ -75,6 +75,7 @@ class SharedToolGate:
             burst=gate_burst(spec, ceiling) if ceiling else 1,
             # a provider's cap is its account's; a local function's is this process's
             cap=(rate.concurrency or 0) if spec.auth_scope != "local" else 0,
+            windows=gate_windows(spec),
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)
@@ -189,7 +190,7 @@ class SharedToolGate:
                     self._saw(grant.state, now)
                     if grant.granted:
                         return grant.granted
-                    wait = grant.state.wait(self._now())
+                    wait = max(grant.wait, grant.state.wait(self._now()))
                     if wait <= 0:  # tokens there, the cap full of other processes' calls
                         wait, poll = poll, min(poll * 2, SLOT_POLL_MAX)
                     await self._clock.sleep(max(wait, MIN_WAIT))
@@ -228,6 +229,7 @@ class SharedToolGate:
         return (
             state is not None
             and not self._config.cap
+            and not self._config.windows
             and state.rate <= 0
             and state.paused_until <= now
             and now - self._read_at < REFRESH

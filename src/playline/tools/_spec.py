@@ -18,11 +18,23 @@ __all__ = ["Batch", "Cost", "JobState", "Jobs", "Rate", "ToolSpec", "Transport"]
 
 @dataclass(frozen=True, kw_only=True)
 class Rate:
-    """How fast a tool may be called: requests per second, burst size, calls in flight."""
+    """How fast a tool may be called: requests per second (a token bucket with ``burst``),
+    calls in flight, and requests per minute, hour and day, any of them at once (Hunter: 15 a
+    second and 500 a minute). A window is sliding: at most its limit in any span of its
+    length, so it never sends more than the provider's fixed or rolling window allows."""
 
     per_second: float | None = None
     burst: int | None = None
     concurrency: int | None = None
+    per_minute: int | None = None
+    per_hour: int | None = None
+    per_day: int | None = None
+
+    @property
+    def windows(self) -> tuple[tuple[float, int], ...]:
+        """``(seconds, requests)`` of each window declared."""
+        spans = ((60.0, self.per_minute), (3600.0, self.per_hour), (86400.0, self.per_day))
+        return tuple((seconds, limit) for seconds, limit in spans if limit is not None)
 
     def __post_init__(self) -> None:
         if self.per_second is not None and not is_amount(self.per_second, positive=True):
@@ -30,7 +42,7 @@ class Rate:
                 f"Rate(per_second={self.per_second!r}) must be a positive number; "
                 "leave it unset for no limit."
             )
-        for name in ("burst", "concurrency"):
+        for name in ("burst", "concurrency", "per_minute", "per_hour", "per_day"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .._gates import GateConfig, GateGrant, GateState, count_in_flight
+from .._gates import GateConfig, GateGrant, GateState, Window, count_in_flight, window_room
 from ._cursor import Cursor
 from ._gate_tables import (
     GATE_COLUMNS,
@@ -57,10 +57,14 @@ class GateRows:
     ) -> GateGrant:
         shared_cap = config.cap > 0
         with self._transaction(f"take tokens from the rate gate {key}", write=True) as cur:
-            in_use = 0
-            if shared_cap:
+            in_use, wait = 0, 0.0
+            if shared_cap or config.windows:
                 self._lock_keys(cur, [f"gate:{key}"])
+            if shared_cap:
                 in_use = self._in_flight(cur, key, holder, now)
+            if config.windows:
+                room, wait = self._window_room(cur, key, config.windows, now)
+                wanted = min(wanted, room)
             row = cur.execute(lease_sql(self._functions), (now, wanted, in_use, key)).fetchone()
             if row is None and not shared_cap:
                 # A new gate: made once, whoever comes first (the others wait for the lock).
@@ -78,7 +82,41 @@ class GateRows:
                     "calls = gate_slots.calls + excluded.calls, lease_until = excluded.lease_until",
                     (key, holder, granted, lease_until),
                 )
-        return GateGrant(granted, replace(state, in_flight=in_use + granted))
+            if granted and config.windows:
+                cur.execute(
+                    "INSERT INTO gate_sends (key, at, n) VALUES (?, ?, ?)", (key, now, granted)
+                )
+        return GateGrant(granted, replace(state, in_flight=in_use + granted), wait)
+
+    @staticmethod
+    def _window_room(
+        cur: Cursor, key: str, windows: Sequence[Window], now: float
+    ) -> tuple[int, float]:
+        """``window_room`` over the requests ``gate_sends`` holds for ``key`` (those older
+        than its longest window are dropped first)."""
+        span = max(seconds for seconds, _ in windows)
+        cur.execute("DELETE FROM gate_sends WHERE key = ? AND at <= ?", (key, now - span))
+        used = [
+            int(cur.execute(
+                "SELECT COALESCE(SUM(n), 0) FROM gate_sends WHERE key = ? AND at > ?",
+                (key, now - seconds),
+            ).fetchone()[0])
+            for seconds, _ in windows
+        ]  # fmt: skip
+
+        def oldest(window: Window, k: int) -> float:
+            seconds = window[0]
+            rows = cur.execute(  # each holds one request at least: k rows are enough
+                "SELECT at, n FROM gate_sends WHERE key = ? AND at > ? ORDER BY at LIMIT ?",
+                (key, now - seconds, k),
+            ).fetchall()
+            for at, n in rows:
+                k -= int(n)
+                if k <= 0:
+                    return float(at) + seconds - now
+            return 0.0
+
+        return window_room(used, windows, oldest)
 
     @staticmethod
     def _in_flight(cur: Cursor, key: str, holder: str, now: float) -> int:

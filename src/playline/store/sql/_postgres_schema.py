@@ -218,10 +218,17 @@ _V5 = (
     "DROP TABLE rows_v4",
 )
 
-# v6: the provider's reported charge beside the declared cost, as SQLite's v9.
+# v6: the provider's reported charge beside the declared cost, lost receipts, and the
+# requests gates with windows let out, as SQLite's v9.
 _V6 = (
     "ALTER TABLE ledger ADD COLUMN declared DOUBLE PRECISION",
     "ALTER TABLE ledger ADD COLUMN reported DOUBLE PRECISION",
+    f"""CREATE TABLE gate_sends (
+        key {_T} NOT NULL,
+        at {_TIME} NOT NULL,
+        n BIGINT NOT NULL
+    )""",
+    "CREATE INDEX gate_sends_key ON gate_sends (key, at)",
 )
 
 Migration = Sequence[str]

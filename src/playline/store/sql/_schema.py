@@ -232,10 +232,19 @@ _V8 = (
 )
 
 # v9: a ledger entry keeps what the provider reported it charged beside the declared cost
-# (``credits`` is the higher of the two); both are NULL when the provider said nothing.
+# (``credits`` is the higher of the two); both are NULL when the provider said nothing. A
+# receipt may be ``lost`` (paid, its result gone: bought again only when asked). A gate with
+# windows (500 requests a minute, 2,000 a day) keeps the requests it let out in ``gate_sends``
+# for as long as its longest window.
 _V9 = (
     "ALTER TABLE ledger ADD COLUMN declared REAL",
     "ALTER TABLE ledger ADD COLUMN reported REAL",
+    """CREATE TABLE gate_sends (
+        key TEXT NOT NULL,
+        at REAL NOT NULL,
+        n INTEGER NOT NULL
+    )""",
+    "CREATE INDEX gate_sends_key ON gate_sends (key, at)",
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
@@ -256,6 +265,7 @@ _OURS = frozenset(
         "inbox",
         "rate_gates",
         "gate_slots",
+        "gate_sends",
         "sqlite_sequence",
     }
 )
