@@ -572,6 +572,14 @@ MUTANTS: list[Mutant] = [
         ("tests/store/test_gates.py", "-k", "windows"),
     ),
     Mutant(
+        "remaining-ignored",
+        "a provider's remaining-budget headers are not heard: the tool runs into 429s",
+        "playline/_engine/calls.py",
+        "            _heard(lane)  # what the provider says is left of its window: paced to it\n",
+        "            pass\n",
+        ("tests/httptools/test_http_tools.py", "-k", "remaining_budget"),
+    ),
+    Mutant(
         "block-ignored",
         "a provider's block of an account holds only the call that heard it",
         "playline/_engine/calls.py",

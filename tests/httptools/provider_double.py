@@ -6,6 +6,8 @@ counts what it was asked.
   the ``api_key`` query parameter): a person the double knows
   is ``200 {"data": {"email": ...}}``, anyone else ``404`` (People Data Labs' not found);
   with ``charge`` set, ``x-call-credits-spent`` says what it cost (0 for a 404, as PDL's);
+  with ``window`` set, it allows that many requests per span of the clock's time, says what
+  is left in ``RateLimit-Remaining``/``RateLimit-Reset`` and answers 429 past it;
   a first name of ``nomatch`` is ``200 {"error": true, "error_code": "NO_MATCH"}`` (Prospeo).
 - ``POST /v1/bulk`` ``{"requests": [{"params": {...}}]}``: a list of per-item answers, each
   with its own ``status`` (PDL's bulk person enrichment).
@@ -65,6 +67,11 @@ class Double:
         self.expired: set[str] = set()  # jobs whose result is no longer kept: polls get 410
         self.charge: float | None = None  # reported in x-call-credits-spent per found person
         self.clock: Any = None  # a run's clock: each request is stamped with its time
+        # (requests, seconds): /v1/find allows that many per window of the clock's time,
+        # says what is left in RateLimit-Remaining / RateLimit-Reset, and answers 429 past it
+        self.window: tuple[int, float] | None = None
+        self.window_sends: deque[float] = deque()
+        self.throttled = 0
         self.stamps: list[float] = []
         self.app = Starlette(
             routes=[
@@ -117,13 +124,36 @@ class Double:
             "data": {"email": email, "first_name": first, "email_status": status},
         }
 
+    def _windowed(self) -> tuple[dict[str, str], Response | None]:
+        """The window's headers for this request, or its 429 when the window is full."""
+        if self.window is None:
+            return {}, None
+        limit, seconds = self.window
+        now = self.clock.now()
+        with self.lock:
+            while self.window_sends and self.window_sends[0] <= now - seconds:
+                self.window_sends.popleft()
+            if len(self.window_sends) >= limit:
+                self.throttled += 1
+                wait = self.window_sends[0] + seconds - now
+                return {}, JSONResponse(
+                    {"error": "rate limited"}, 429, {"Retry-After": f"{wait:.3f}"}
+                )
+            self.window_sends.append(now)
+            reset = self.window_sends[0] + seconds - now
+            left = limit - len(self.window_sends)
+        return {"RateLimit-Remaining": str(left), "RateLimit-Reset": f"{reset:.3f}"}, None
+
     async def find(self, request: Request) -> Response:
         params = dict(request.query_params)
         refused = self._note("find", request, params)
         if refused is not None:
             return refused
+        window, throttled = self._windowed()
+        if throttled is not None:
+            return throttled
         status, body = self._person(params)
-        headers = {"x-request-id": f"req-{self.calls['find']}"}
+        headers = {"x-request-id": f"req-{self.calls['find']}", **window}
         if self.charge is not None:  # People Data Labs' header: what this call cost
             headers["x-call-credits-spent"] = str(self.charge if status == 200 else 0)
         return JSONResponse(body, status, headers=headers)

@@ -21,7 +21,7 @@ from provider_double import KEY, Double
 import playline as pl
 from playline.store import open_store
 from playline.tools import Answer
-from playline.tools._outcomes import match, wait_of
+from playline.tools._outcomes import match, remaining_of, wait_of
 from services import serve_asgi
 
 from virtual_clock import VirtualClock
@@ -205,6 +205,24 @@ def test_several_rate_windows_hold_at_once(double: Double) -> None:
         assert sum(stamp - 60 < other <= stamp for other in stamps) <= 20
     assert stamps[-1] - stamps[0] >= 120  # the 41st request waits for the third minute
     assert stamps[19] - stamps[0] >= (20 - 15) / 15  # past the burst, 15 a second at most
+
+
+def test_remaining_budget_headers_slow_the_tool_before_a_429(double: Double) -> None:
+    """The provider allows 5 requests a minute, where the tool declares 10 a second, and
+    says what is left in RateLimit-Remaining and RateLimit-Reset: the gate lets out no more
+    than that and holds once the window is spent, so no request draws a 429. (One request at
+    a time: each answer is heard before the next request leaves.)"""
+    clock = double.clock = VirtualClock()
+    double.window = (5, 60.0)
+    people = [{"first_name": f"p{i}", "domain": "acme.com"} for i in range(12)]  # not found
+    tool = finder(double, rate=pl.Rate(per_second=10, concurrency=1))
+
+    result = run(tool, people, "memory://", clock=clock)
+
+    assert result.ok, result.error
+    assert double.throttled == 0
+    assert double.calls["find"] == 12
+    assert clock.elapsed >= 120  # the 11th waits for the third window
 
 
 @pytest.mark.parametrize(
@@ -485,6 +503,25 @@ def test_a_job_whose_result_expired_fails_and_is_bought_again_only_on_retry_fail
 # the rules and waits, answer by answer
 def answer(status: int, body: Any = None, **headers: str) -> Answer:
     return Answer(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"RateLimit-Remaining": "3", "RateLimit-Reset": "30"}, (3, 30.0)),  # IETF, LeadMagic
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(NOW + 20)}, (0, 20.0)),
+        ({"x-minute-requests-left": "40", "x-24-hour-requests-left": "10"}, (10, 86400.0)),
+        ({"x-minute-requests-left": "2", "x-24-hour-requests-left": "900"}, (2, 60.0)),
+        ({"RateLimit-Remaining": "many"}, None),
+        ({}, None),
+    ],
+)
+def test_remaining_budget_headers_are_read_tightest_first(
+    headers: dict[str, str], said: tuple[int, float] | None
+) -> None:
+    """Apollo says what is left of each window: the one with the fewest requests left is
+    the one that runs out first; a reset past 1e9 is a time, not a delay."""
+    assert remaining_of(headers, now=NOW) == said
 
 
 def test_the_first_matching_rule_wins_then_429_and_2xx_fall_back() -> None:

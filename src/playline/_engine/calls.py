@@ -487,6 +487,7 @@ class CallExecutor:
                 self._gates.block(target, exc.retry_after or 0.0)
             return exc
         finally:
+            _heard(lane)  # what the provider says is left of its window: paced to it
             held.free(1)
         lane.gate.succeeded()
         if target.jobs is None:
@@ -1172,6 +1173,15 @@ class _LostJob(ToolError):
             code="unknown_job",
             request_id=error.request_id,
         )
+
+
+def _heard(lane: _Lane) -> None:
+    """Pass what the tool's last answer said is left of the account's window (an HTTP
+    tool's remaining-budget headers) to its gate."""
+    remaining = getattr(lane.target.transport, "remaining", None)
+    said = remaining() if remaining is not None else None
+    if said is not None:
+        lane.gate.remaining(*said)
 
 
 def _broken(lane: _Lane) -> ToolError | None:

@@ -49,6 +49,7 @@ from ._declared import (
     shares_gate,
 )
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._remaining import Remaining
 from ._shared_gates import SharedToolGate
 from ._slots import Slots
 from ._spec import ToolSpec
@@ -83,6 +84,7 @@ class RateGate(Protocol):
     def refund(self, count: int) -> None: ...
     def wait_time(self) -> float: ...
     def throttled(self, retry_after: float | None) -> float: ...
+    def remaining(self, left: int, reset: float) -> None: ...
     def succeeded(self) -> None: ...
     def failed(self, cause: str) -> None: ...
     def open_cause(self) -> str | None: ...
@@ -180,6 +182,7 @@ class ToolGate:
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)
         self._sends = SendLog(gate_windows(spec)) if rate.windows else None
+        self._said = Remaining(clock)
         self.in_flight = 0
         self._seen = Observations(clock.monotonic())
         self._tuning = Tuning(rate=self.ceiling or 0.0, cap=self.declared_concurrency)
@@ -209,11 +212,12 @@ class ToolGate:
         granted = await self._slots.acquire(wanted)
         try:
             allowed = 0
-            while not allowed:
-                allowed = await self._room(granted)
-                if self.limiter:
-                    allowed = await self.limiter.acquire(allowed)
-                allowed = self._into_windows(allowed)
+            while not allowed:  # what the provider said is left, the windows, the rate
+                said = await self._said.acquire(granted)
+                room = await self._room(said)
+                tokens = await self.limiter.acquire(room) if self.limiter else room
+                allowed = self._into_windows(tokens)
+                self._said.refund(said - allowed)
         except BaseException:
             self._slots.release(granted)
             raise
@@ -249,6 +253,11 @@ class ToolGate:
         self.in_flight -= count
         self._slots.release(count)
 
+    def remaining(self, left: int, reset: float) -> None:
+        """The provider's headers say ``left`` requests remain for ``reset`` seconds: no
+        more go out until then (``_remaining.py``)."""
+        self._said.said(left, reset)
+
     def refund(self, count: int) -> None:
         """``count`` calls let through were not sent (another worker holds their receipts, or
         the budget deferred them): their rate tokens go back. ``release`` their slots too."""
@@ -256,6 +265,7 @@ class ToolGate:
             self.limiter.refund(count)
         if self._sends is not None:
             self._sends.give_back(count)
+        self._said.refund(count)
 
     # learning from answers (the rules: _learning.py)
     def _learned(self, tuning: Tuning) -> None:

@@ -32,7 +32,7 @@ from .._json import digest
 from .._secrets import Secret, Secrets, redact, reveal
 from ..errors import PlayDefinitionError, ToolError
 from ._normalize import Normalize
-from ._outcomes import Answer, Outcome, Reported, match, wait_of
+from ._outcomes import Answer, Outcome, Reported, match, remaining_of, wait_of
 from ._result import Charged, dotted
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
 
@@ -247,6 +247,7 @@ class HttpTool:
         self.polling = poll
         self.idempotency = idempotency
         self.reported = reported
+        self._heard: tuple[int, float] | None = None  # the last remaining-budget headers
         self.timeout = timeout
         self._response = response
         self._request: RequestHook | None = None
@@ -494,11 +495,19 @@ class HttpTool:
             auth=basic or httpx.USE_CLIENT_DEFAULT,
             timeout=self.timeout,
         )
+        self._heard = remaining_of(response.headers) or self._heard
         try:
             body = response.json() if response.content else None
         except ValueError:
             body = None
         return Answer(response.status_code, body, response.headers, response.text)
+
+    def remaining(self) -> tuple[int, float] | None:
+        """What the latest answer's remaining-budget headers said (requests left, seconds
+        until their window resets), once: the engine slows the tool's gate to keep within
+        it (``tools/_remaining.py``). None when no answer said anything since."""
+        heard, self._heard = self._heard, None
+        return heard
 
     # answers
     def _state(

@@ -43,6 +43,7 @@ __all__ = [
     "Reported",
     "match",
     "parse_retry_after",
+    "remaining_of",
     "retry_after_seconds",
     "wait_of",
 ]
@@ -261,6 +262,39 @@ def wait_of(rule: Outcome, answer: Answer, now: float | None = None) -> float:
     if rule.wait is not None:
         return float(rule.wait)
     return DEFAULT_WAIT.get(rule.outcome, 1.0)
+
+
+# Remaining-budget headers and the window each one counts when the answer names no reset:
+# IETF RateLimit (LeadMagic), the common X-RateLimit, and Apollo's per window.
+_REMAINING = (
+    ("ratelimit-remaining", ("ratelimit-reset",), 60.0),
+    ("x-ratelimit-remaining", ("x-ratelimit-reset",), 60.0),
+    ("x-minute-requests-left", (), 60.0),
+    ("x-hourly-requests-left", (), 3600.0),
+    ("x-24-hour-requests-left", (), 86400.0),
+)
+
+
+def remaining_of(headers: Mapping[str, str], now: float | None = None) -> tuple[int, float] | None:
+    """What an answer's remaining-budget headers say of the window with the fewest requests
+    left: how many, and the seconds until it resets (the header's reset, in seconds or as an
+    epoch time, else the window's length); None when it says nothing."""
+    now = time.time() if now is None else now
+    lowered = {k.lower(): v for k, v in headers.items()}
+    tightest: tuple[int, float] | None = None
+    for name, resets, window in _REMAINING:
+        left = _number(lowered.get(name))
+        if left is None:
+            continue
+        reset = next((r for r in (_number(lowered.get(h)) for h in resets) if r is not None), None)
+        if reset is None:
+            reset = window
+        elif reset > _EPOCH:
+            reset = max(0.0, reset - now)
+        said = (int(left), reset)
+        if tightest is None or (said[0], -said[1]) < (tightest[0], -tightest[1]):
+            tightest = said
+    return tightest
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

@@ -38,6 +38,7 @@ from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
 from ._breaker import Breaker
 from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key, gate_windows
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
+from ._remaining import Remaining
 from ._slots import Slots
 from ._spec import ToolSpec
 
@@ -79,6 +80,7 @@ class SharedToolGate:
         )
         self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
         self._slots = Slots(self.declared_concurrency)
+        self._said = Remaining(clock)
         self._lock = asyncio.Lock()
         self._state: GateState | None = None  # as last read
         self._read_at = -math.inf
@@ -126,10 +128,12 @@ class SharedToolGate:
         how many may go. ``release`` them when they are done."""
         granted = await self._slots.acquire(wanted)
         try:
-            leased = await self._take(granted)
+            said = await self._said.acquire(granted)  # what the provider said is left
+            leased = await self._take(said)
         except BaseException:
             self._slots.release(granted)
             raise
+        self._said.refund(said - leased)
         if leased < granted:
             self._slots.release(granted - leased)
         self.in_flight += leased
@@ -144,10 +148,17 @@ class SharedToolGate:
         if not self.in_flight and self._renewing is not None:
             self._renewing.cancel()
 
+    def remaining(self, left: int, reset: float) -> None:
+        """The provider's headers say ``left`` requests remain for ``reset`` seconds: this
+        process sends no more until then (``_remaining.py``); the others do as their own
+        answers say."""
+        self._said.said(left, reset)
+
     def refund(self, count: int) -> None:
         """``count`` calls let through were not sent (another process holds their receipts,
         or the budget deferred them): their tokens go back to the shared bucket, written in
         the background. Processes racing for the same calls spend the rate of one."""
+        self._said.refund(count)
         if count > 0 and self.rate is not None:
             self._to_refund += count
             if self._refunding is None or self._refunding.done():

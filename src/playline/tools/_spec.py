@@ -116,6 +116,11 @@ class Transport(Protocol):
     None for "not found". Raises ``ToolError`` when the call as a whole failed. ``keys`` are
     the inputs' idempotency keys (derived from their receipts): a transport whose provider
     honours them sends them, so a call repeated after a crash is not paid twice.
+
+    A transport may also have ``remaining() -> (requests left, seconds until reset) | None``:
+    what its provider's latest answer said is left of the account's window, which the
+    engine's gate keeps within (``HttpTool`` reads it from ``RateLimit-Remaining`` and the
+    like).
     """
 
     # True when ``call`` never waits (a plain function): requests are then made one after
