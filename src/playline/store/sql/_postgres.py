@@ -17,8 +17,9 @@ deadlock, PostgreSQL aborts one of them and the store says to run it again.
 Changes are announced with LISTEN/NOTIFY (``_postgres_listen.py``): completing, failing or
 releasing receipts and sending an event NOTIFY in their transactions, and ``changes()`` is a
 feed that a waiter (a receipt HELD by another process, a worker waiting for events) hears them
-on, from a connection of its own outside the pool. Shared rate gates are the ``rate_gates``
-and ``gate_slots`` tables (``_gate_store.py``), leased with one ``UPDATE ... RETURNING``.
+on, from a connection of its own outside the pool. Shared rate gates are the ``rate_gates``,
+``gate_slots`` and ``gate_sends`` tables (``_gate_store.py``), leased with one ``UPDATE ...
+RETURNING`` (and, for a gate with windows, under the gate's advisory lock).
 """
 
 from __future__ import annotations
