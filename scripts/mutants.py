@@ -580,6 +580,14 @@ MUTANTS: list[Mutant] = [
         ("tests/httptools/test_http_tools.py", "-k", "remaining_budget"),
     ),
     Mutant(
+        "poll-backoff-ignored",
+        "a job is polled at its first interval however long it stays pending",
+        "playline/_engine/calls.py",
+        "        self._next = wait * self._factor\n",
+        "        self._next = wait\n",
+        ("tests/httptools/test_http_tools.py", "-k", "back_off"),
+    ),
+    Mutant(
         "block-ignored",
         "a provider's block of an account holds only the call that heard it",
         "playline/_engine/calls.py",
@@ -591,8 +599,8 @@ MUTANTS: list[Mutant] = [
         "poll-wait-ignored",
         "a pending job is polled at the declared interval whatever wait its answer names",
         "playline/_engine/calls.py",
-        "jobs.poll_interval if state.wait is None else state.wait",
-        "jobs.poll_interval",
+        "next(interval) if state.wait is None else state.wait",
+        "next(interval)",
         ("tests/httptools/test_http_tools.py", "-k", "wait_its_answer_names"),
     ),
 ]

@@ -461,6 +461,21 @@ def test_a_pending_job_is_polled_again_after_the_wait_its_answer_names(
     assert clock.now() - start == 30 + 45 + 45  # virtual seconds: the waits asked for
 
 
+def test_polls_back_off_as_declared(double: Double, store: str) -> None:
+    """HttpPoll(interval=10, backoff=2, max_interval=30): waits of 10, 20, 30, 30 seconds
+    for a job pending three polls."""
+    double.polls_pending = 3
+    tool = jobs_tool(double, interval=10, backoff=2, max_interval=30)
+    clock = pl.ManualClock()
+    start = clock.now()
+
+    result = run(tool, PEOPLE[:1], store, clock=clock)
+
+    assert result.ok, result.error
+    assert double.calls["poll"] == 4
+    assert clock.now() - start == 10 + 20 + 30 + 30
+
+
 def test_a_job_answered_for_another_input_fails_and_is_never_kept_as_found(
     double: Double, store: str
 ) -> None:
@@ -609,6 +624,12 @@ def test_a_wait_is_read_from_the_answer_else_the_rule_else_the_default(
         (lambda: pl.HttpTool("a.b", "GET", "https://x.io", timeout=0), "timeout"),
         (lambda: pl.HttpPoll(url="/jobs/{job}"), "poll's URL"),
         (lambda: pl.HttpPoll(url="https://x.io/{job}", interval=0), "interval"),
+        (lambda: pl.HttpPoll(url="https://x.io/{job}", backoff=0.5), "number >= 1"),
+        (lambda: pl.HttpPoll(url="https://x.io/{job}", interval=5, max_interval=2), "at least"),
+        (lambda: pl.HttpPoll(url="https://x.io/{job}", expired=[404]), "expired"),
+        (lambda: pl.Reported(header="a", path="b"), "one place"),
+        (lambda: pl.Reported(debited="DEBITED", header="x"), "path="),
+        (lambda: pl.Rate(per_minute=0), "per_minute"),
         (lambda: pl.HttpBulk(max_size=0), "max_size"),
         (lambda: pl.Outcome("fatal", status=402, credits=1), "found or"),
         (lambda: pl.Outcome("found", credits=-1), "found or"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -706,10 +707,11 @@ class CallExecutor:
         spec, jobs = lane.spec, lane.target.jobs
         assert jobs is not None
         failures = 0
+        interval = _Backoff(jobs)
         try:
             with self._unsettled.polling():
                 while not state.done:
-                    await self._poll_wait(jobs.poll_interval if state.wait is None else state.wait)
+                    await self._poll_wait(next(interval) if state.wait is None else state.wait)
                     try:
                         state = await jobs.poll(lane.target, state.job, request.calls[0].input)
                     except ToolError as exc:
@@ -1159,6 +1161,21 @@ def too_large(size: int, limit: int) -> str:
 
 
 _UNREACHABLE = frozenset({"timeout", "connection_error", "protocol_error"})
+
+
+class _Backoff(Iterator[float]):
+    """The waits between a job's polls: its ``poll_interval``, each ``poll_backoff`` times
+    the one before (1: the same), up to ``poll_max_interval``."""
+
+    def __init__(self, jobs: Jobs) -> None:
+        self._next = float(jobs.poll_interval)
+        self._factor = float(getattr(jobs, "poll_backoff", 1.0))
+        self._most = float(getattr(jobs, "poll_max_interval", None) or math.inf)
+
+    def __next__(self) -> float:
+        wait = min(self._next, self._most)
+        self._next = wait * self._factor
+        return wait
 
 
 class _LostJob(ToolError):

@@ -154,6 +154,8 @@ class HttpPoll:
     url: str
     method: str = "GET"
     interval: float = 1.0
+    backoff: float = 1.0  # each wait that many times the one before
+    max_interval: float | None = None  # the longest wait between polls
     outcomes: Sequence[Outcome] = ()
     result: str | None = None
     echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
@@ -167,6 +169,18 @@ class HttpPoll:
             )
         if not (isinstance(self.interval, int | float) and 0 < self.interval < float("inf")):
             raise PlayDefinitionError(f"HttpPoll(interval={self.interval!r}): seconds, > 0.")
+        if not (isinstance(self.backoff, int | float) and 1 <= self.backoff < float("inf")):
+            raise PlayDefinitionError(
+                f"HttpPoll(backoff={self.backoff!r}): each wait that many times the one "
+                "before, a number >= 1 (1: the same wait each time)."
+            )
+        if self.max_interval is not None and not (
+            isinstance(self.max_interval, int | float) and self.max_interval >= self.interval
+        ):
+            raise PlayDefinitionError(
+                f"HttpPoll(max_interval={self.max_interval!r}): the longest wait in seconds, "
+                f"at least interval ({self.interval})."
+            )
         if not all(isinstance(o, Outcome) for o in self.outcomes):
             raise PlayDefinitionError(
                 "HttpPoll(outcomes=...): a list of pl.Outcome rules, e.g. "
@@ -253,6 +267,8 @@ class HttpTool:
         self._request: RequestHook | None = None
         self.inline = False
         self.poll_interval = poll.interval if poll else 1.0
+        self.poll_backoff = poll.backoff if poll else 1.0
+        self.poll_max_interval = poll.max_interval if poll else None
         cost = Cost(cost) if isinstance(cost, int | float) else cost or Cost()
         self.account = (
             account
@@ -320,6 +336,8 @@ class HttpTool:
             else {
                 "url": polling.url,
                 "interval": polling.interval,
+                "backoff": polling.backoff,
+                "max_interval": polling.max_interval,
                 "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
                 "result": polling.result,
                 "echo": dict(polling.echo),

@@ -146,7 +146,11 @@ class JobState:
 
 class Jobs(Protocol):
     """Async tools: a call is submitted, then polled until done. The engine records the
-    submitted job on the call's receipt, so a resumed run polls it instead of paying again."""
+    submitted job on the call's receipt, so a resumed run polls it instead of paying again.
+
+    Polls are ``poll_interval`` seconds apart, unless an answer says how long to wait
+    (``JobState.wait``); a jobs object may also have ``poll_backoff`` (each wait that many
+    times the one before) and ``poll_max_interval`` (the longest wait)."""
 
     poll_interval: float
 
