@@ -588,6 +588,14 @@ MUTANTS: list[Mutant] = [
         ("tests/httptools/test_http_tools.py", "-k", "back_off"),
     ),
     Mutant(
+        "bulk-job-resubmitted",
+        "a resumed bulk job is submitted again (a second charge) instead of polled",
+        "playline/_engine/calls.py",
+        "        for index, call in enumerate(calls):\n            if call.job is None:\n",
+        "        for index, call in enumerate(calls):\n            if True:\n",
+        ("tests/httptools/test_http_tools.py", "-k", "bulk_job"),
+    ),
+    Mutant(
         "block-ignored",
         "a provider's block of an account holds only the call that heard it",
         "playline/_engine/calls.py",

@@ -14,6 +14,10 @@ counts what it was asked.
 - ``POST /v1/jobs`` (an async job, as Dropcontact's): ``202 {"request_id": ...}``; ``GET
   /v1/jobs/{id}``: ``{"status": "IN_PROGRESS"}`` for ``polls_pending`` polls, then done;
   ``410`` for a job in ``expired`` (its result no longer kept, as Apollo's after 30 days).
+- ``POST /v1/bulkjobs`` ``{"items": [...]}``: one job for many people (Dropcontact's batch):
+  ``202 {"request_id": ...}``; ``GET /v1/bulkjobs/{id}``: pending as a single job is, then
+  ``{"status": "DONE", "data": [...]}``, one entry per item (null: not found); ``503`` while
+  ``polls_down``.
 
 ``script(status, body, headers)`` queues an answer served before the normal ones, to the
 next request of any endpoint: how a test makes the provider rate limit, block, run out of
@@ -65,6 +69,7 @@ class Double:
         # its jobs from 1 again)
         self.misroute: dict[str, dict[str, Any]] = {}
         self.expired: set[str] = set()  # jobs whose result is no longer kept: polls get 410
+        self.polls_down = False  # polls answer 503 (the job stays the provider's)
         self.charge: float | None = None  # reported in x-call-credits-spent per found person
         self.clock: Any = None  # a run's clock: each request is stamped with its time
         # (requests, seconds): /v1/find allows that many per window of the clock's time,
@@ -79,6 +84,8 @@ class Double:
                 Route("/v1/bulk", self.bulk, methods=["POST"]),
                 Route("/v1/jobs", self.submit, methods=["POST"]),
                 Route("/v1/jobs/{job}", self.poll, methods=["GET"]),
+                Route("/v1/bulkjobs", self.submit_bulk, methods=["POST"]),
+                Route("/v1/bulkjobs/{job}", self.poll_bulk, methods=["GET"]),
             ]
         )
 
@@ -178,6 +185,32 @@ class Double:
             job = f"job-{len(self.jobs) + 1}"
             self.jobs[job] = {"input": body, "polls": 0}
         return JSONResponse({"request_id": job, "success": True}, 202)
+
+    async def submit_bulk(self, request: Request) -> Response:
+        body = await request.json()
+        refused = self._note("submit_bulk", request, body)
+        if refused is not None:
+            return refused
+        with self.lock:
+            job = f"bulk-{len(self.jobs) + 1}"
+            self.jobs[job] = {"inputs": body["items"], "polls": 0}
+        return JSONResponse({"request_id": job, "success": True}, 202)
+
+    async def poll_bulk(self, request: Request) -> Response:
+        job_id = request.path_params["job"]
+        refused = self._note("poll_bulk", request, job_id)
+        if refused is not None:
+            return refused
+        job = self.jobs.get(job_id)
+        if job is None:
+            return JSONResponse({"error": "unknown request_id"}, 404)
+        if self.polls_down:
+            return JSONResponse({"error": "busy"}, 503)
+        job["polls"] += 1
+        if job["polls"] <= self.polls_pending:
+            return JSONResponse({"status": "IN_PROGRESS"})
+        data = [self._person(item)[1].get("data") for item in job["inputs"]]
+        return JSONResponse({"status": "DONE", "data": data})
 
     async def poll(self, request: Request) -> Response:
         job_id = request.path_params["job"]

@@ -461,6 +461,66 @@ def test_a_pending_job_is_polled_again_after_the_wait_its_answer_names(
     assert clock.now() - start == 30 + 45 + 45  # virtual seconds: the waits asked for
 
 
+def bulk_jobs_tool(double: Double) -> pl.HttpTool:
+    """The double's bulk enrichment, declared as Dropcontact's batch API is: many people
+    in one job, polled, one answer per person."""
+    return pl.HttpTool(
+        "double.enrich",
+        "POST",
+        f"{double.url}/v1/bulkjobs",
+        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
+        outcomes=[pl.Outcome("pending", status=202, job="request_id")],
+        bulk=pl.HttpBulk(max_size=50, items="items", results="data"),
+        poll=pl.HttpPoll(
+            url=f"{double.url}/v1/bulkjobs/{{job}}",
+            interval=30,
+            outcomes=[pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
+            result="data",
+            echo={"first_name": "first_name"},
+        ),
+        cost=pl.Cost(1, charge="on_hit"),
+    )
+
+
+async def _enrich(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+    found = await ctx.tool(
+        "double.enrich", {"first_name": row["first_name"], "domain": row["domain"]}
+    )
+    return found.data
+
+
+def test_a_bulk_job_is_submitted_once_for_many_inputs_and_answers_each(
+    double: Double, store: str
+) -> None:
+    result = run(bulk_jobs_tool(double), PEOPLE, store, columns={"email": _enrich})
+
+    assert result.ok, result.error
+    assert double.calls["submit_bulk"] == 1  # three people, one job
+    assert double.calls["poll_bulk"] == 3  # two polls pending, the third done
+    emails = {row["first_name"]: (row["email"] or {}).get("email") for row in result.output}
+    assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com", "Dee": None}
+    assert result.stats.credits == 2  # on hit: Dee was not found
+
+
+def test_a_bulk_job_whose_polls_fail_is_polled_on_resume_never_submitted_again(
+    double: Double, store: str
+) -> None:
+    """The provider stops answering polls: the job's calls end in doubt with the job kept on
+    their receipts; the resume polls it, with no second submission (a second charge)."""
+    double.polls_down = True
+    tool = bulk_jobs_tool(double)
+    first = run(tool, PEOPLE, store, columns={"email": _enrich})
+    assert first.stats.tool_calls_failed == 3 and first.stats.credits_in_doubt == 3
+    double.polls_down = False
+
+    resumed = run(tool, PEOPLE, store, columns={"email": _enrich}, run_id=first.run_id)
+
+    assert resumed.ok, resumed.error
+    assert double.calls["submit_bulk"] == 1
+    emails = {row["first_name"]: (row["email"] or {}).get("email") for row in resumed.output}
+    assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com", "Dee": None}
+
+
 def test_polls_back_off_as_declared(double: Double, store: str) -> None:
     """HttpPoll(interval=10, backoff=2, max_interval=30): waits of 10, 20, 30, 30 seconds
     for a job pending three polls."""

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from .._clock import Clock
 from .._json import digest, dumps, loads
@@ -476,9 +476,12 @@ class CallExecutor:
             move(call, SENT)
         request.sends += 1
         spec, target = lane.spec, lane.target
+        bulk = _bulk_jobs(target)
         try:
             if target.jobs is None:
                 request.answers = await self._transport(spec, target, request.calls)
+            elif bulk is not None:
+                waiting = await self._submit_bulk(target, bulk, request)
             else:
                 state = await self._submit(spec, target, target.jobs, request.calls[0])
         except ToolError as exc:  # before its slot lets the next request out:
@@ -491,14 +494,17 @@ class CallExecutor:
             _heard(lane)  # what the provider says is left of its window: paced to it
             held.free(1)
         lane.gate.succeeded()
-        if target.jobs is None:
+        if target.jobs is None or (bulk is not None and not waiting):
             return True
-        if state.done:
+        if bulk is None and state.done:
             request.answers = [state.result]
             return True
         for call in request.calls:
             move(call, PENDING_JOB)
-        self._tasks.spawn(self._poll(lane, request, state))
+        if bulk is not None:
+            self._tasks.spawn(self._poll_bulk(lane, bulk, request, waiting))
+        else:
+            self._tasks.spawn(self._poll(lane, request, state))
         return False
 
     async def _went(self, lane: _Lane, request: _Request, sent: bool | ToolError) -> bool:
@@ -700,6 +706,83 @@ class CallExecutor:
             await self._io(self._io.store.save_jobs, [(call.key, call.job)], owner=self._owner)
         return state
 
+    async def _submit_bulk(
+        self, target: ToolSpec, jobs: BulkJobs, request: _Request
+    ) -> dict[bytes, dict[int, int]]:
+        """Submit the request's calls that have no job as one job, and keep it on their
+        receipts with each call's place in it, so a resume polls it; returns the jobs to
+        poll: each one's items, by the index of their call in the request (calls kept from
+        an earlier attempt may come from several jobs)."""
+        calls = request.calls
+        request.answers = [None] * len(calls)
+        waiting: dict[bytes, dict[int, int]] = {}
+        fresh = []
+        for index, call in enumerate(calls):
+            if call.job is None:
+                fresh.append(index)
+                continue
+            kept = loads(call.job)
+            waiting.setdefault(dumps(kept["job"]), {})[kept["item"]] = index
+        if not fresh:
+            return waiting
+        inputs = [calls[i].input for i in fresh]
+        state = await jobs.submit_bulk(target, inputs, _Keys([calls[i] for i in fresh]))
+        if state.done:  # answered at once
+            for item, index in enumerate(fresh):
+                request.answers[index] = state.result[item]
+            return waiting
+        job = dumps(state.job, what=f"The job of tool {target.id}")
+        mine = waiting.setdefault(job, {})
+        for item, index in enumerate(fresh):
+            calls[index].job = dumps({"job": state.job, "item": item})
+            mine[item] = index
+        kept_jobs = [(calls[i].key, calls[i].job) for i in fresh]
+        await self._io(self._io.store.save_jobs, kept_jobs, owner=self._owner)
+        return waiting
+
+    async def _poll_bulk(
+        self, lane: _Lane, jobs: BulkJobs, request: _Request, waiting: dict[bytes, dict[int, int]]
+    ) -> None:
+        """Poll the request's jobs to their ends, then record the calls they answered. A
+        job whose polls fail fails its calls as one job does (``_poll``), the others go on."""
+        spec, calls = lane.spec, request.calls
+        failures: dict[bytes, int] = {}
+        interval = _Backoff(jobs)
+        try:
+            with self._unsettled.polling():
+                while waiting:
+                    await self._poll_wait(next(interval))
+                    for job, items in list(waiting.items()):
+                        asked = {item: calls[i].input for item, i in items.items()}
+                        try:
+                            state = await jobs.poll_bulk(lane.target, loads(job), asked)
+                        except ToolError as exc:
+                            failures[job] = failures.get(job, 0) + 1
+                            error = self._poll_failed(spec, exc, failures[job])
+                            if error is not None:
+                                del waiting[job]
+                                mine = _Request([calls[i] for i in items.values()], claimed=True)
+                                await self._job_failed(spec, mine, error)
+                            continue
+                        if state.done:
+                            del waiting[job]
+                            for item, index in items.items():
+                                request.answers[index] = state.result[item]
+                await self._complete(spec, [_answered(request)])
+        except BaseException as exc:  # submitted, maybe charged: a resume polls its jobs
+            stopped = isinstance(exc, _PastGrace)
+            self._abandon(
+                spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True
+            )
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _job_failed(self, spec: ToolSpec, request: _Request, error: ToolError) -> None:
+        """A job's polls failed: its calls fail in doubt (it was submitted, so may have been
+        charged), or, when its result expired, as lost."""
+        lost = error.code == "job_expired"
+        await self._fail(spec, request, error, in_doubt=not lost, lost=lost)
+
     async def _poll(self, lane: _Lane, request: _Request, state: JobState) -> None:
         """Poll a submitted job to its end, then record it. Polls are free and safe to
         repeat. A job that fails to answer them was submitted, so may have been charged: its
@@ -717,9 +800,8 @@ class CallExecutor:
                     except ToolError as exc:
                         failures += 1
                         error = self._poll_failed(spec, exc, failures)
-                        if error is not None:  # an expired result is known lost, not in doubt
-                            lost = error.code == "job_expired"
-                            await self._fail(spec, request, error, in_doubt=not lost, lost=lost)
+                        if error is not None:
+                            await self._job_failed(spec, request, error)
                             return
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                 request.answers = [state.result]
@@ -1161,6 +1243,38 @@ def too_large(size: int, limit: int) -> str:
 
 
 _UNREACHABLE = frozenset({"timeout", "connection_error", "protocol_error"})
+
+
+class BulkJobs(Jobs, Protocol):
+    """Async tools that take many inputs as one job (``HttpTool`` with ``bulk=`` and
+    ``poll=``): ``submit_bulk`` is pending with the job, or done with results aligned with
+    the inputs; ``poll_bulk`` answers, once done, the results of the items asked for (by
+    their place in the job)."""
+
+    async def submit_bulk(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> JobState: ...
+
+    async def poll_bulk(
+        self, spec: ToolSpec, job: Any, inputs: Mapping[int, Mapping[str, Any]]
+    ) -> JobState: ...
+
+
+def _bulk_jobs(target: ToolSpec) -> BulkJobs | None:
+    """The tool's jobs when it submits many inputs as one job (a batch tool whose jobs can)."""
+    jobs = target.jobs
+    if jobs is None or target.batch is None or not hasattr(jobs, "submit_bulk"):
+        return None
+    return jobs  # type: ignore[return-value]
+
+
+def _answered(request: _Request) -> _Request:
+    """The request's calls its jobs answered (the others failed with their job), with its
+    whole reservation: recording them gives it back."""
+    kept = [i for i, call in enumerate(request.calls) if call.state is PENDING_JOB]
+    answered = _Request([request.calls[i] for i in kept], reserved=request.reserved)
+    answered.answers = [request.answers[i] for i in kept]
+    return answered
 
 
 class _Backoff(Iterator[float]):

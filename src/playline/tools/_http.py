@@ -370,6 +370,59 @@ class HttpTool:
     async def poll(self, spec: ToolSpec, job: Any, input: Mapping[str, Any]) -> JobState:
         """Where ``job`` stands; its answer is checked against ``input`` where the provider
         echoes it (``HttpPoll(echo=...)``)."""
+        polling, answer = await self._poll_answer(job)
+        state = self._state(
+            polling.outcomes, answer, polling.result, job, reported=self._reported(answer)
+        )
+        if state.done and state.result is not None:
+            self._check_echo(polling, answer, input)
+        return state
+
+    # bulk async jobs (``bulk=`` and ``poll=``): one job for many inputs
+    async def submit_bulk(
+        self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
+    ) -> JobState:
+        """Submit ``inputs`` as one job (Dropcontact's batch, Icypeas' bulk search): pending
+        with the job's id, or done with the per-item results, aligned with ``inputs``."""
+        key = digest("bulk", *keys) if keys else None  # the same items again: the same request
+        answer = await self._send(self._bulk_request(inputs), key)
+        rule = match(self.outcomes, answer, None)
+        if rule is not None and rule.outcome == "pending":
+            job = dotted(answer.body, rule.job) if rule.job else None
+            if job is None or job == "":
+                raise self._failure(
+                    answer, f"answered pending without a job id at {rule.job!r}", "bad_job"
+                )
+            return JobState(done=False, job=job, wait=_said_wait(rule, answer))
+        assert self.bulk is not None
+        return JobState(done=True, result=self._items(answer, rule, len(inputs), self.bulk.results))
+
+    async def poll_bulk(
+        self, spec: ToolSpec, job: Any, inputs: Mapping[int, Mapping[str, Any]]
+    ) -> JobState:
+        """Where a bulk ``job`` stands; once done, the results of the items asked for (by
+        their place in the job: ``inputs``), each checked against its input where the
+        provider echoes it."""
+        polling, answer = await self._poll_answer(job)
+        rule = match(polling.outcomes, answer, polling.result)
+        if rule is not None and rule.outcome == "pending":
+            return JobState(done=False, job=job, wait=_said_wait(rule, answer))
+        if rule is None or rule.outcome not in ("found", "not_found"):
+            raise self._refusal(rule, answer)
+        parts = answer.body if polling.result is None else dotted(answer.body, polling.result)
+        if not isinstance(parts, list) or len(parts) <= max(inputs, default=-1):
+            raise self._misaligned(answer, polling.result, f"item {max(inputs)} of job {job!r}")
+        results = {}
+        for item, input in inputs.items():
+            part = Answer(answer.status, parts[item], answer.headers, _text(parts[item]))
+            results[item] = self._item(answer, parts[item], None)
+            if results[item] is not None:
+                self._check_echo(polling, part, input)
+        return JobState(done=True, result=results)
+
+    async def _poll_answer(self, job: Any) -> tuple[HttpPoll, Answer]:
+        """The poll's answer for ``job``; an answer that says its result is gone (``expired``)
+        is the call's ``job_expired`` failure."""
         polling = self.polling
         if polling is None:
             raise self._no_poll()
@@ -386,12 +439,7 @@ class HttpTool:
                 request_id=_request_id(answer),
                 outcome="fatal",
             )
-        state = self._state(
-            polling.outcomes, answer, polling.result, job, reported=self._reported(answer)
-        )
-        if state.done and state.result is not None:
-            self._check_echo(polling, answer, input)
-        return state
+        return polling, answer
 
     def _check_echo(self, polling: HttpPoll, answer: Answer, input: Mapping[str, Any]) -> None:
         """A job's answer for another input (a provider that lost the job and numbered a new
@@ -454,19 +502,15 @@ class HttpTool:
         assert bulk is not None
         key = digest("bulk", *keys) if keys else None  # the same items again: the same request
         answer = await self._send(self._bulk_request(inputs), key)
-        rule = match(self.outcomes, answer, None)
+        return self._items(answer, match(self.outcomes, answer, None), len(inputs), bulk.results)
+
+    def _items(self, answer: Answer, rule: Outcome | None, count: int, path: str) -> list[Any]:
+        """The per-item results of a bulk answer (its items at ``path``: ``count`` of them)."""
         if rule is None or rule.outcome not in ("found", "not_found"):
             raise self._refusal(rule, answer)
-        answers = answer.body if not bulk.results else dotted(answer.body, bulk.results)
-        if not isinstance(answers, list) or len(answers) != len(inputs):
-            raise ToolError(
-                self.id,
-                f"the bulk answer did not hold {len(inputs)} per-item answers at "
-                f"{bulk.results or 'its top level'!r}: {_clip(answer.text)}",
-                status=answer.status,
-                code="misaligned_batch",
-                outcome="fatal",
-            )
+        answers = answer.body if not path else dotted(answer.body, path)
+        if not isinstance(answers, list) or len(answers) != count:
+            raise self._misaligned(answer, path, f"{count} per-item answers")
         share = None  # a header's charge is the request's: its items share it
         if self.reported is not None and self.reported.header is not None:
             total = self.reported.credits(answer, self.spec.cost.credits)
@@ -487,6 +531,16 @@ class HttpTool:
         reported = share if share is not None else self._reported(answer, item=True)
         state = self._state(self.outcomes, answer, bulk.item_result, reported=reported)
         return state.result
+
+    def _misaligned(self, answer: Answer, path: str | None, wanted: str) -> ToolError:
+        return ToolError(
+            self.id,
+            f"the bulk answer did not hold {wanted} at {path or 'its top level'!r}: "
+            f"{_clip(answer.text)}",
+            status=answer.status,
+            code="misaligned_batch",
+            outcome="fatal",
+        )
 
     def _reported(self, answer: Answer, *, item: bool = False) -> float | None:
         """What the provider says it charged for ``answer`` (None: the tool does not read
@@ -587,7 +641,8 @@ class HttpTool:
             return self._failure(answer, "an answer no outcome rule matches", "unexpected_answer")
         if rule.outcome == "pending":
             why = (
-                "answered pending to a bulk request (bulk async jobs are not supported yet)"
+                "answered an item of a bulk answer as pending (a bulk job is pending as a "
+                "whole: declare poll= for it)"
                 if self.bulk is not None
                 else f"answered pending without a job id at {rule.job!r}"
             )
