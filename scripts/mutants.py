@@ -596,6 +596,14 @@ MUTANTS: list[Mutant] = [
         ("tests/httptools/test_http_tools.py", "-k", "bulk_job"),
     ),
     Mutant(
+        "fetch-ignored",
+        "a job whose poll only says it is done is kept with the poll's answer, not its results",
+        "playline/tools/_http.py",
+        "        if polling.fetch is None:\n            return answer\n",
+        "        if True:\n            return answer\n",
+        ("tests/httptools/test_http_tools.py", "-k", "apart"),
+    ),
+    Mutant(
         "block-ignored",
         "a provider's block of an account holds only the call that heard it",
         "playline/_engine/calls.py",

@@ -17,7 +17,8 @@ counts what it was asked.
 - ``POST /v1/bulkjobs`` ``{"items": [...]}``: one job for many people (Dropcontact's batch):
   ``202 {"request_id": ...}``; ``GET /v1/bulkjobs/{id}``: pending as a single job is, then
   ``{"status": "DONE", "data": [...]}``, one entry per item (null: not found); ``503`` while
-  ``polls_down``.
+  ``polls_down``. With ``results_apart``, a done poll says only ``DONE``: a single job's
+  result is at ``/v1/jobs/{id}/result``, a bulk job's at ``/v1/bulkjobs/{id}/download`` (CSV).
 
 ``script(status, body, headers)`` queues an answer served before the normal ones, to the
 next request of any endpoint: how a test makes the provider rate limit, block, run out of
@@ -70,6 +71,7 @@ class Double:
         self.misroute: dict[str, dict[str, Any]] = {}
         self.expired: set[str] = set()  # jobs whose result is no longer kept: polls get 410
         self.polls_down = False  # polls answer 503 (the job stays the provider's)
+        self.results_apart = False  # a done poll says only DONE: results are fetched apart
         self.charge: float | None = None  # reported in x-call-credits-spent per found person
         self.clock: Any = None  # a run's clock: each request is stamped with its time
         # (requests, seconds): /v1/find allows that many per window of the clock's time,
@@ -86,6 +88,8 @@ class Double:
                 Route("/v1/jobs/{job}", self.poll, methods=["GET"]),
                 Route("/v1/bulkjobs", self.submit_bulk, methods=["POST"]),
                 Route("/v1/bulkjobs/{job}", self.poll_bulk, methods=["GET"]),
+                Route("/v1/jobs/{job}/result", self.result, methods=["GET"]),
+                Route("/v1/bulkjobs/{job}/download", self.download, methods=["GET"]),
             ]
         )
 
@@ -209,8 +213,27 @@ class Double:
         job["polls"] += 1
         if job["polls"] <= self.polls_pending:
             return JSONResponse({"status": "IN_PROGRESS"})
+        if self.results_apart:
+            return JSONResponse({"status": "DONE"})
         data = [self._person(item)[1].get("data") for item in job["inputs"]]
         return JSONResponse({"status": "DONE", "data": data})
+
+    async def download(self, request: Request) -> Response:
+        """A finished bulk job's results as a CSV file (NeverBounce's download): one row
+        per submitted item, in order; an empty email where nothing was found."""
+        job = self.jobs[request.path_params["job"]]
+        self._note("download", request, request.path_params["job"])
+        lines = ["first_name,email"]
+        for item in job["inputs"]:
+            found = self._person(item)[1].get("data") or {}
+            lines.append(f"{item['first_name']},{found.get('email', '')}")
+        return Response("\n".join(lines) + "\n", media_type="text/csv")
+
+    async def result(self, request: Request) -> Response:
+        job = self.jobs[request.path_params["job"]]
+        self._note("result", request, request.path_params["job"])
+        _, answer = self._person(job["input"])
+        return JSONResponse({"data": answer.get("data")})
 
     async def poll(self, request: Request) -> Response:
         job_id = request.path_params["job"]
@@ -226,5 +249,7 @@ class Double:
         if job["polls"] <= self.polls_pending:
             wait = {} if self.poll_wait is None else {"retry_after_seconds": self.poll_wait}
             return JSONResponse({"status": "IN_PROGRESS", **wait})
+        if self.results_apart:
+            return JSONResponse({"status": "DONE"})
         _, answer = self._person(self.misroute.get(job_id, job["input"]))
         return JSONResponse({"status": "DONE", "data": answer.get("data")})

@@ -461,9 +461,16 @@ def test_a_pending_job_is_polled_again_after_the_wait_its_answer_names(
     assert clock.now() - start == 30 + 45 + 45  # virtual seconds: the waits asked for
 
 
-def bulk_jobs_tool(double: Double) -> pl.HttpTool:
+def bulk_jobs_tool(double: Double, **poll: Any) -> pl.HttpTool:
     """The double's bulk enrichment, declared as Dropcontact's batch API is: many people
-    in one job, polled, one answer per person."""
+    in one job, polled, one answer per person (``poll``: where a test's poll differs)."""
+    declared: dict[str, Any] = {
+        "url": f"{double.url}/v1/bulkjobs/{{job}}",
+        "interval": 30,
+        "outcomes": [pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
+        "result": "data",
+        "echo": {"first_name": "first_name"},
+    }
     return pl.HttpTool(
         "double.enrich",
         "POST",
@@ -471,13 +478,7 @@ def bulk_jobs_tool(double: Double) -> pl.HttpTool:
         auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"),
         outcomes=[pl.Outcome("pending", status=202, job="request_id")],
         bulk=pl.HttpBulk(max_size=50, items="items", results="data"),
-        poll=pl.HttpPoll(
-            url=f"{double.url}/v1/bulkjobs/{{job}}",
-            interval=30,
-            outcomes=[pl.Outcome("pending", body={"status": "IN_PROGRESS"})],
-            result="data",
-            echo={"first_name": "first_name"},
-        ),
+        poll=pl.HttpPoll(**(declared | poll)),
         cost=pl.Cost(1, charge="on_hit"),
     )
 
@@ -519,6 +520,26 @@ def test_a_bulk_job_whose_polls_fail_is_polled_on_resume_never_submitted_again(
     assert double.calls["submit_bulk"] == 1
     emails = {row["first_name"]: (row["email"] or {}).get("email") for row in resumed.output}
     assert emails == {"Ann": "ann@acme.com", "Bob": "bob@acme.com", "Dee": None}
+
+
+def test_results_a_finished_job_keeps_apart_are_fetched(double: Double, store: str) -> None:
+    """The poll says only that the job is done: its result is another request (JSON), and a
+    bulk job's a CSV file of rows, one per item."""
+    double.results_apart = True
+    single = jobs_tool(double, fetch=f"{double.url}/v1/jobs/{{job}}/result", result="data")
+    csv_file = bulk_jobs_tool(
+        double, fetch=f"{double.url}/v1/bulkjobs/{{job}}/download", fetch_format="csv", result=None
+    )
+
+    result = run([single, csv_file], PEOPLE, store, columns={"email": _find, "file": _enrich})
+
+    assert result.ok, result.error
+    assert double.calls["result"] == 3  # one per single job
+    assert double.calls["download"] == double.calls["submit_bulk"]  # one file per bulk job
+    for row in result.output:
+        expected = {"Ann": "ann@acme.com", "Bob": "bob@acme.com"}.get(row["first_name"])
+        assert (row["email"] or {}).get("email") == expected
+        assert (row["file"] or {}).get("email") == (expected or "")
 
 
 def test_polls_back_off_as_declared(double: Double, store: str) -> None:

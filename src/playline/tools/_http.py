@@ -18,6 +18,8 @@ with timeouts, connection limits, and the proxies of the environment (``HTTPS_PR
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import string
 import urllib.parse
 import weakref
@@ -149,7 +151,9 @@ class HttpPoll:
     (``job_mismatch``) instead of being kept as found. ``expired``: rules (any outcome name;
     only their status and body are read) for an answer that says the job's result is no
     longer kept (Apollo keeps one 30 days): the call fails with ``job_expired``, and is bought
-    again only when the run is resumed with ``--retry-failed``."""
+    again only when the run is resumed with ``--retry-failed``. ``fetch``: where a finished
+    job's results are, when the poll only says it is done (a URL with ``{job}``);
+    ``fetch_format="csv"`` reads them as a file of rows (one per item, in order)."""
 
     url: str
     method: str = "GET"
@@ -160,6 +164,8 @@ class HttpPoll:
     result: str | None = None
     echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
     expired: Sequence[Outcome] = ()
+    fetch: str | None = None
+    fetch_format: Literal["json", "csv"] = "json"
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
@@ -185,6 +191,17 @@ class HttpPoll:
             raise PlayDefinitionError(
                 "HttpPoll(outcomes=...): a list of pl.Outcome rules, e.g. "
                 '[pl.Outcome("pending", body={"status": "IN_PROGRESS"})].'
+            )
+        if self.fetch is not None and not (
+            isinstance(self.fetch, str) and self.fetch.startswith(("http://", "https://"))
+        ):
+            raise PlayDefinitionError(
+                f"HttpPoll(fetch={self.fetch!r}): the URL of a finished job's results, with "
+                "{job} for the job id, e.g. 'https://api.acme.com/v1/jobs/{job}/results'."
+            )
+        if self.fetch_format not in ("json", "csv"):
+            raise PlayDefinitionError(
+                f"HttpPoll(fetch_format={self.fetch_format!r}): 'json' or 'csv'."
             )
         if not all(isinstance(o, Outcome) for o in self.expired):
             raise PlayDefinitionError(
@@ -342,6 +359,8 @@ class HttpTool:
                 "result": polling.result,
                 "echo": dict(polling.echo),
                 "expired": [_rule_doc(rule).rsplit(": ", 1)[0] for rule in polling.expired],
+                "fetch": polling.fetch,
+                "fetch_format": polling.fetch_format,
             },
         }
 
@@ -371,6 +390,7 @@ class HttpTool:
         """Where ``job`` stands; its answer is checked against ``input`` where the provider
         echoes it (``HttpPoll(echo=...)``)."""
         polling, answer = await self._poll_answer(job)
+        answer = await self._fetched(polling, job, answer)
         state = self._state(
             polling.outcomes, answer, polling.result, job, reported=self._reported(answer)
         )
@@ -404,6 +424,7 @@ class HttpTool:
         their place in the job: ``inputs``), each checked against its input where the
         provider echoes it."""
         polling, answer = await self._poll_answer(job)
+        answer = await self._fetched(polling, job, answer)
         rule = match(polling.outcomes, answer, polling.result)
         if rule is not None and rule.outcome == "pending":
             return JobState(done=False, job=job, wait=_said_wait(rule, answer))
@@ -419,6 +440,21 @@ class HttpTool:
             if results[item] is not None:
                 self._check_echo(polling, part, input)
         return JobState(done=True, result=results)
+
+    async def _fetched(self, polling: HttpPoll, job: Any, answer: Answer) -> Answer:
+        """Where the poll only says the job is done, its results from ``fetch`` (a JSON
+        answer, or a CSV file read as its rows); otherwise the poll's own answer."""
+        if polling.fetch is None:
+            return answer
+        rule = match(polling.outcomes, answer, None)
+        if rule is None or rule.outcome not in ("found", "not_found"):
+            return answer  # pending, or refused: the poll's answer says so
+        url = polling.fetch.replace("{job}", urllib.parse.quote(str(job), safe=""))
+        fetched = await self._send(_Request("GET", url), None)
+        if polling.fetch_format == "csv" and 200 <= fetched.status < 300:
+            rows = list(csv.DictReader(io.StringIO(fetched.text)))
+            return Answer(fetched.status, rows, fetched.headers, fetched.text)
+        return fetched
 
     async def _poll_answer(self, job: Any) -> tuple[HttpPoll, Answer]:
         """The poll's answer for ``job``; an answer that says its result is gone (``expired``)
