@@ -39,7 +39,6 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol, TypeVar, overload
 
 from .._clock import Clock
@@ -376,15 +375,16 @@ class CallExecutor:
                 if blocked:  # the provider blocks the account: nothing goes out until then
                     await self._drain.until_stop(self._clock.sleep(blocked))
                     continue
-                wanted = min(len(requests), max(1, gate.concurrency // 2))
+                wanted = min(lane.units(requests), max(1, gate.concurrency // 2))
                 granted = await self._drain.until_stop(gate.acquire(wanted))
                 if isinstance(granted, Stopped):
                     continue
                 _repack(requests, lane.spec.max_batch)  # what queued while it waited
-                wave = _take(requests, min(granted, len(requests)))
-                if len(wave) < granted:
-                    gate.release(granted - len(wave))
-                self._tasks.spawn(self._send_wave(lane, _Held(gate, len(wave)), wave))
+                wave = lane.take(granted)
+                held = lane.units(wave)
+                if held < granted:
+                    gate.release(granted - held)
+                self._tasks.spawn(self._send_wave(lane, _Held(gate, held), wave))
         except BaseException as exc:  # settle whatever is left; never leave a row hanging
             self._abandon(lane.spec, _take(requests, len(requests)), exc)
             if not isinstance(exc, Exception):
@@ -423,25 +423,24 @@ class CallExecutor:
                     return
                 exhausted = self._ledger.exhausted(lane.spec)
                 if exhausted is not None:  # since the pump let it out
-                    lane.gate.refund(len(ready))
+                    lane.gate.refund(lane.units(ready))
                     for request in ready:
                         await self._fail(lane.spec, request, exhausted)
                     return
                 blocked = self._gates.blocked_for(lane.target)
                 if blocked:  # since the pump let it out: back to the lane once it ends
-                    lane.gate.refund(len(ready))
+                    lane.gate.refund(lane.units(ready))
                     due = self._clock.monotonic() + blocked
                     for request in ready:
                         self._tasks.spawn(self._retry(lane, request, due))
-                    mine = []
                     return
                 self._sent(lane, ready)
                 if lane.target.transport.inline:  # a plain function: one after the other
-                    sent = [await self._send(lane, held, r) for r in ready]
-                    went = await asyncio.gather(*map(partial(self._went, lane), ready, sent))
-                    await self._complete(
-                        lane.spec, [r for r, ok in zip(ready, went, strict=True) if ok]
-                    )
+                    sent = [(r, await self._send(lane, held, r)) for r in ready]
+                    failed = [(r, s) for r, s in sent if isinstance(s, ToolError)]
+                    if failed:  # they end together, in one commit (no task per request)
+                        await asyncio.gather(*(self._failed(lane, r, e) for r, e in failed))
+                    await self._complete(lane.spec, [r for r, s in sent if s is True])
                 else:
                     await asyncio.gather(*(self._send_one(lane, held, r) for r in ready))
         except BaseException as exc:
@@ -457,7 +456,7 @@ class CallExecutor:
         fresh = [r for r in wave if not r.claimed]
         ready, deferred = await self._claim(lane.spec, fresh) if fresh else ([], [])
         ready.extend(r for r in wave if r.claimed)
-        unsent = len(wave) - len(ready)  # deferred, or answered or held at the claim
+        unsent = lane.units(wave) - lane.units(ready)  # deferred, answered or held at the claim
         held.free(unsent)
         lane.gate.refund(unsent)  # a token is spent only by a request sent
         if deferred:
@@ -476,7 +475,7 @@ class CallExecutor:
             move(call, SENT)
         request.sends += 1
         spec, target = lane.spec, lane.target
-        bulk = _bulk_jobs(target)
+        bulk = lane.bulk
         try:
             if target.jobs is None:
                 request.answers = await self._transport(spec, target, request.calls)
@@ -491,8 +490,9 @@ class CallExecutor:
                 self._gates.block(target, exc.retry_after or 0.0)
             return exc
         finally:
-            _heard(lane)  # what the provider says is left of its window: paced to it
-            held.free(1)
+            if lane.remaining is not None:  # what the provider says is left of its window
+                _heard(lane.gate, lane.remaining)
+            held.free(lane.units([request]))
         lane.gate.succeeded()
         if target.jobs is None or (bulk is not None and not waiting):
             return True
@@ -1139,7 +1139,8 @@ class _Record:
 
 
 class _Held:
-    """The gate slots a wave holds, one per request, each given back once it is answered."""
+    """The gate slots a wave holds, one per request (per input of a tool counted per
+    record), each request's given back once it is answered."""
 
     __slots__ = ("count", "gate")
 
@@ -1164,10 +1165,56 @@ class _Lane:
     requests: deque[_Request] = field(default_factory=deque)
     pump: asyncio.Task[None] | None = None
     retried: asyncio.Event | None = None  # set when a retry comes back while the pump waits
+    bulk: BulkJobs | None = field(init=False)  # its jobs, when it submits many inputs as one
+    # what the provider said is left of the account's window, when its transport can say
+    remaining: Callable[[], tuple[int, float] | None] | None = field(init=False)
+    per_record: bool = field(init=False)  # its provider counts every input of a request
+
+    def __post_init__(self) -> None:
+        self.bulk = _bulk_jobs(self.target)
+        self.remaining = getattr(self.target.transport, "remaining", None)
+        self.per_record = self.target.rate.per_record
+
+    def units(self, requests: Sequence[_Request]) -> int:
+        """What ``requests`` spend of the tool's gate: one each, or one per input when the
+        provider counts every record of a bulk request (``Rate(per_record=True)``)."""
+        if not self.per_record:
+            return len(requests)
+        return sum(len(request.calls) for request in requests)
+
+    def take(self, granted: int) -> list[_Request]:
+        """The requests ``granted`` units of the gate let out, from the front of the lane;
+        counted per record, the last one is split to fit (its rest stays first in line)."""
+        if not self.per_record:
+            return _take(self.requests, min(granted, len(self.requests)))
+        wave: list[_Request] = []
+        while self.requests and granted > 0:
+            first = self.requests[0]
+            if len(first.calls) > granted:
+                wave.append(_split(first, granted))
+                break
+            wave.append(self.requests.popleft())
+            granted -= len(first.calls)
+        return wave
 
 
 def _take(requests: deque[_Request], count: int) -> list[_Request]:
     return [requests.popleft() for _ in range(count)]
+
+
+def _split(request: _Request, count: int) -> _Request:
+    """The first ``count`` calls of ``request`` as a request of their own (with their share
+    of its budget reservation); ``request`` keeps the rest."""
+    head = _Request(
+        request.calls[:count],
+        reserved=min(request.reserved, count),
+        claimed=request.claimed,
+        sends=request.sends,
+        maybe_charged=request.maybe_charged,
+    )
+    request.calls = request.calls[count:]
+    request.reserved -= head.reserved
+    return head
 
 
 def _repack(requests: deque[_Request], size: int) -> None:
@@ -1306,13 +1353,12 @@ class _LostJob(ToolError):
         )
 
 
-def _heard(lane: _Lane) -> None:
+def _heard(gate: RateGate, remaining: Callable[[], tuple[int, float] | None]) -> None:
     """Pass what the tool's last answer said is left of the account's window (an HTTP
     tool's remaining-budget headers) to its gate."""
-    remaining = getattr(lane.target.transport, "remaining", None)
-    said = remaining() if remaining is not None else None
+    said = remaining()
     if said is not None:
-        lane.gate.remaining(*said)
+        gate.remaining(*said)
 
 
 def _broken(lane: _Lane) -> ToolError | None:
