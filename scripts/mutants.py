@@ -575,8 +575,8 @@ MUTANTS: list[Mutant] = [
         "remaining-ignored",
         "a provider's remaining-budget headers are not heard: the tool runs into 429s",
         "playline/_engine/calls.py",
-        "            _heard(lane)  # what the provider says is left of its window: paced to it\n",
-        "            pass\n",
+        "                _heard(lane.gate, lane.remaining)\n",
+        "                pass\n",
         ("tests/httptools/test_http_tools.py", "-k", "remaining_budget"),
     ),
     Mutant(
@@ -602,6 +602,14 @@ MUTANTS: list[Mutant] = [
         "        if polling.fetch is None:\n            return answer\n",
         "        if True:\n            return answer\n",
         ("tests/httptools/test_http_tools.py", "-k", "apart"),
+    ),
+    Mutant(
+        "per-record-ignored",
+        "a bulk request the provider counts per record spends the rate of one request",
+        "playline/_engine/calls.py",
+        "        self.per_record = self.target.rate.per_record\n",
+        "        self.per_record = False\n",
+        ("tests/httptools/test_http_tools.py", "-k", "per_record"),
     ),
     Mutant(
         "block-ignored",

@@ -135,8 +135,9 @@ class Double:
             "data": {"email": email, "first_name": first, "email_status": status},
         }
 
-    def _windowed(self) -> tuple[dict[str, str], Response | None]:
-        """The window's headers for this request, or its 429 when the window is full."""
+    def _windowed(self, count: int = 1) -> tuple[dict[str, str], Response | None]:
+        """The window's headers for a request that counts ``count`` (a bulk request counted
+        per record, as Prospeo's), or its 429 when the window has no room for it."""
         if self.window is None:
             return {}, None
         limit, seconds = self.window
@@ -144,13 +145,13 @@ class Double:
         with self.lock:
             while self.window_sends and self.window_sends[0] <= now - seconds:
                 self.window_sends.popleft()
-            if len(self.window_sends) >= limit:
+            if len(self.window_sends) + count > limit:
                 self.throttled += 1
                 wait = self.window_sends[0] + seconds - now
                 return {}, JSONResponse(
                     {"error": "rate limited"}, 429, {"Retry-After": f"{wait:.3f}"}
                 )
-            self.window_sends.append(now)
+            self.window_sends.extend([now] * count)
             reset = self.window_sends[0] + seconds - now
             left = limit - len(self.window_sends)
         return {"RateLimit-Remaining": str(left), "RateLimit-Reset": f"{reset:.3f}"}, None
@@ -174,6 +175,9 @@ class Double:
         refused = self._note("bulk", request, body)
         if refused is not None:
             return refused
+        _, throttled = self._windowed(len(body.get("requests", [])))  # counted per record
+        if throttled is not None:
+            return throttled
         answers = []
         for item in body.get("requests", []):
             status, answer = self._person(item.get("params", {}))

@@ -411,6 +411,37 @@ def test_bulk_requests_map_per_item_statuses_back_to_their_inputs(
     assert result.stats.credits == 2
 
 
+def test_a_bulk_request_counted_per_record_spends_the_rate_of_its_records(
+    double: Double,
+) -> None:
+    """Prospeo counts a bulk request as one request per record: with 10 records a minute,
+    20 people go in requests that fit the minute's room, none drawing a 429, over two
+    minutes (four requests of 5 at once would have drawn two)."""
+    clock = double.clock = VirtualClock()
+    double.window = (10, 60.0)
+    tool = finder(
+        double,
+        bulk=pl.HttpBulk(
+            url=f"{double.url}/v1/bulk",
+            max_size=5,
+            items="requests",
+            item={"params": {"first_name": "{first_name}", "domain": "{domain}"}},
+            results="",
+            item_status="status",
+            item_result="data",
+        ),
+        rate=pl.Rate(per_minute=10, per_record=True),
+    )
+    people = [{"first_name": f"p{i}", "domain": "acme.com"} for i in range(20)]
+
+    result = run(tool, people, "memory://", clock=clock)
+
+    assert result.ok, result.error
+    assert double.throttled == 0
+    assert sum(len(a["asked"]["requests"]) for a in double.asked) == 20
+    assert clock.elapsed >= 60
+
+
 def jobs_tool(double: Double, **poll: Any) -> pl.HttpTool:
     """The double's async enrichment, declared as Dropcontact's batch API is (``poll``:
     the poll's declaration where a test differs)."""

@@ -16,6 +16,7 @@ __all__ = [
     "account_of",
     "gate_burst",
     "gate_key",
+    "gate_units",
     "gate_windows",
     "shares_gate",
 ]
@@ -56,6 +57,14 @@ def gate_windows(spec: ToolSpec) -> tuple[tuple[float, int], ...]:
     a claim's commit later: a slot freed on the dot could be spent before the provider's
     window has let the old request go."""
     return tuple((seconds + WINDOW_MARGIN, limit) for seconds, limit in spec.rate.windows)
+
+
+def gate_units(spec: ToolSpec) -> int:
+    """How many of a gate's units a call slot is: 1, or, when the provider counts every
+    record of a bulk request (``Rate(per_record=True)``), the bulk size, so that the declared
+    ``concurrency`` (in requests) still lets full requests through."""
+    rate = spec.rate
+    return spec.batch.max_size if rate.per_record and spec.batch else 1
 
 
 def gate_key(spec: ToolSpec) -> str:

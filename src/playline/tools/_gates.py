@@ -45,6 +45,7 @@ from ._declared import (
     account_of,
     gate_burst,
     gate_key,
+    gate_units,
     gate_windows,
     shares_gate,
 )
@@ -179,7 +180,7 @@ class ToolGate:
             if self.ceiling is not None
             else None
         )
-        self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
+        self.declared_concurrency = (rate.concurrency or DEFAULT_CONCURRENCY) * gate_units(spec)
         self._slots = Slots(self.declared_concurrency)
         self._sends = SendLog(gate_windows(spec)) if rate.windows else None
         self._said = Remaining(clock)

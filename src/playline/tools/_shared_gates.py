@@ -36,7 +36,14 @@ from .._clock import Clock
 from ..errors import PlaylineError
 from ..store import GateConfig, GateGrant, GateState, Store, StoreIO
 from ._breaker import Breaker
-from ._declared import DEFAULT_CONCURRENCY, PACE, gate_burst, gate_key, gate_windows
+from ._declared import (
+    DEFAULT_CONCURRENCY,
+    PACE,
+    gate_burst,
+    gate_key,
+    gate_units,
+    gate_windows,
+)
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._remaining import Remaining
 from ._slots import Slots
@@ -75,10 +82,10 @@ class SharedToolGate:
             ceiling=ceiling,
             burst=gate_burst(spec, ceiling) if ceiling else 1,
             # a provider's cap is its account's; a local function's is this process's
-            cap=(rate.concurrency or 0) if spec.auth_scope != "local" else 0,
+            cap=(rate.concurrency or 0) * gate_units(spec) if spec.auth_scope != "local" else 0,
             windows=gate_windows(spec),
         )
-        self.declared_concurrency = rate.concurrency or DEFAULT_CONCURRENCY
+        self.declared_concurrency = (rate.concurrency or DEFAULT_CONCURRENCY) * gate_units(spec)
         self._slots = Slots(self.declared_concurrency)
         self._said = Remaining(clock)
         self._lock = asyncio.Lock()

@@ -21,7 +21,10 @@ class Rate:
     """How fast a tool may be called: requests per second (a token bucket with ``burst``),
     calls in flight, and requests per minute, hour and day, any of them at once (Hunter: 15 a
     second and 500 a minute). A window is sliding: at most its limit in any span of its
-    length, so it never sends more than the provider's fixed or rolling window allows."""
+    length, so it never sends more than the provider's fixed or rolling window allows.
+    ``per_record``: the provider counts each input of a bulk request as a request, so the
+    rate, the windows and ``concurrency`` count inputs, and a bulk request carries no more
+    inputs than they let out at once."""
 
     per_second: float | None = None
     burst: int | None = None
@@ -29,6 +32,7 @@ class Rate:
     per_minute: int | None = None
     per_hour: int | None = None
     per_day: int | None = None
+    per_record: bool = False  # a bulk request counts one request per input in it (Prospeo)
 
     @property
     def windows(self) -> tuple[tuple[float, int], ...]:
@@ -41,6 +45,11 @@ class Rate:
             raise PlayDefinitionError(
                 f"Rate(per_second={self.per_second!r}) must be a positive number; "
                 "leave it unset for no limit."
+            )
+        if self.per_record is not True and self.per_record is not False:
+            raise PlayDefinitionError(
+                f"Rate(per_record={self.per_record!r}): True when the provider counts each "
+                "input of a bulk request as a request, else False."
             )
         for name in ("burst", "concurrency", "per_minute", "per_hour", "per_day"):
             value = getattr(self, name)
