@@ -492,7 +492,7 @@ class CallExecutor:
         finally:
             if lane.remaining is not None:  # what the provider says is left of its window
                 _heard(lane.gate, lane.remaining)
-            held.free(lane.units([request]))
+            held.free(len(request.calls) if lane.per_record else 1)
         lane.gate.succeeded()
         if target.jobs is None or (bulk is not None and not waiting):
             return True
