@@ -204,17 +204,26 @@ class Double:
             self.jobs[job] = {"inputs": body["items"], "polls": 0}
         return JSONResponse({"request_id": job, "success": True}, 202)
 
-    async def poll_bulk(self, request: Request) -> Response:
+    def _polled(self, route: str, request: Request) -> tuple[str, dict[str, Any], Response | None]:
+        """The job a poll asks for, counted, or the answer that refuses the poll (a wrong
+        key, an unknown job, an expired result, polls down)."""
         job_id = request.path_params["job"]
-        refused = self._note("poll_bulk", request, job_id)
+        refused = self._note(route, request, job_id)
+        job = self.jobs.get(job_id, {})
+        if refused is None and not job:
+            refused = JSONResponse({"error": "unknown request_id"}, 404)
+        elif refused is None and job_id in self.expired:
+            refused = JSONResponse({"error": "result expired"}, 410)
+        elif refused is None and self.polls_down:
+            refused = JSONResponse({"error": "busy"}, 503)
+        if refused is None:
+            job["polls"] += 1
+        return job_id, job, refused
+
+    async def poll_bulk(self, request: Request) -> Response:
+        _, job, refused = self._polled("poll_bulk", request)
         if refused is not None:
             return refused
-        job = self.jobs.get(job_id)
-        if job is None:
-            return JSONResponse({"error": "unknown request_id"}, 404)
-        if self.polls_down:
-            return JSONResponse({"error": "busy"}, 503)
-        job["polls"] += 1
         if job["polls"] <= self.polls_pending:
             return JSONResponse({"status": "IN_PROGRESS"})
         if self.results_apart:
@@ -240,16 +249,9 @@ class Double:
         return JSONResponse({"data": answer.get("data")})
 
     async def poll(self, request: Request) -> Response:
-        job_id = request.path_params["job"]
-        refused = self._note("poll", request, job_id)
+        job_id, job, refused = self._polled("poll", request)
         if refused is not None:
             return refused
-        job = self.jobs.get(job_id)
-        if job is None:
-            return JSONResponse({"error": "unknown request_id"}, 404)
-        if job_id in self.expired:
-            return JSONResponse({"error": "result expired"}, 410)
-        job["polls"] += 1
         if job["polls"] <= self.polls_pending:
             wait = {} if self.poll_wait is None else {"retry_after_seconds": self.poll_wait}
             return JSONResponse({"status": "IN_PROGRESS", **wait})

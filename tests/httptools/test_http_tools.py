@@ -386,21 +386,25 @@ def test_a_request_function_that_fails_fails_its_cell_not_the_run(
     assert double.calls["find"] == 1
 
 
+def bulk_finder(double: Double, max_size: int = 100, **options: Any) -> pl.HttpTool:
+    """The double's finder with its bulk form, as People Data Labs' bulk enrichment is:
+    items under ``requests``, one answer each with its own status."""
+    bulk = pl.HttpBulk(
+        url=f"{double.url}/v1/bulk",
+        max_size=max_size,
+        items="requests",
+        item={"params": {"first_name": "{first_name}", "domain": "{domain}"}},
+        results="",
+        item_status="status",
+        item_result="data",
+    )
+    return finder(double, bulk=bulk, **options)
+
+
 def test_bulk_requests_map_per_item_statuses_back_to_their_inputs(
     double: Double, store: str
 ) -> None:
-    tool = finder(
-        double,
-        bulk=pl.HttpBulk(
-            url=f"{double.url}/v1/bulk",
-            max_size=100,
-            items="requests",
-            item={"params": {"first_name": "{first_name}", "domain": "{domain}"}},
-            results="",
-            item_status="status",
-            item_result="data",
-        ),
-    )
+    tool = bulk_finder(double)
 
     result = run(tool, PEOPLE, store)
 
@@ -419,19 +423,7 @@ def test_a_bulk_request_counted_per_record_spends_the_rate_of_its_records(
     minutes (four requests of 5 at once would have drawn two)."""
     clock = double.clock = VirtualClock()
     double.window = (10, 60.0)
-    tool = finder(
-        double,
-        bulk=pl.HttpBulk(
-            url=f"{double.url}/v1/bulk",
-            max_size=5,
-            items="requests",
-            item={"params": {"first_name": "{first_name}", "domain": "{domain}"}},
-            results="",
-            item_status="status",
-            item_result="data",
-        ),
-        rate=pl.Rate(per_minute=10, per_record=True),
-    )
+    tool = bulk_finder(double, max_size=5, rate=pl.Rate(per_minute=10, per_record=True))
     people = [{"first_name": f"p{i}", "domain": "acme.com"} for i in range(20)]
 
     result = run(tool, people, "memory://", clock=clock)

@@ -769,11 +769,8 @@ class CallExecutor:
                             for item, index in items.items():
                                 request.answers[index] = state.result[item]
                 await self._complete(spec, [_answered(request)])
-        except BaseException as exc:  # submitted, maybe charged: a resume polls its jobs
-            stopped = isinstance(exc, _PastGrace)
-            self._abandon(
-                spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True
-            )
+        except BaseException as exc:
+            self._left_to_resume(spec, request, exc)
             if not isinstance(exc, Exception):
                 raise
 
@@ -806,13 +803,17 @@ class CallExecutor:
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                 request.answers = [state.result]
                 await self._complete(spec, [request])
-        except BaseException as exc:  # submitted, maybe charged: a resume polls its job
-            stopped = isinstance(exc, _PastGrace)
-            self._abandon(
-                spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True
-            )
+        except BaseException as exc:
+            self._left_to_resume(spec, request, exc)
             if not isinstance(exc, Exception):
                 raise
+
+    def _left_to_resume(self, spec: ToolSpec, request: _Request, exc: BaseException) -> None:
+        """Polling ended early (past a stop's grace, a cancel, an error): the jobs were
+        submitted, so may have been charged. Their calls end in doubt (stopped, past the
+        grace) and the jobs stay on their receipts for a resume to poll."""
+        stopped = isinstance(exc, _PastGrace)
+        self._abandon(spec, [request], asyncio.CancelledError() if stopped else exc, in_doubt=True)
 
     async def _poll_wait(self, seconds: float) -> None:
         """Wait before the next poll; past a stop's grace, the job is left to the resume."""
