@@ -185,23 +185,20 @@ class Double:
         return JSONResponse(answers)
 
     async def submit(self, request: Request) -> Response:
-        body = await request.json()
-        refused = self._note("submit", request, body)
-        if refused is not None:
-            return refused
-        with self.lock:
-            job = f"job-{len(self.jobs) + 1}"
-            self.jobs[job] = {"input": body, "polls": 0}
-        return JSONResponse({"request_id": job, "success": True}, 202)
+        return await self._accept("submit", request, "job", lambda body: {"input": body})
 
     async def submit_bulk(self, request: Request) -> Response:
+        return await self._accept("submit_bulk", request, "bulk", lambda b: {"inputs": b["items"]})
+
+    async def _accept(self, route: str, request: Request, prefix: str, kept: Any) -> Response:
+        """A job submitted: ``202 {"request_id": ...}``, its body kept as ``kept`` says."""
         body = await request.json()
-        refused = self._note("submit_bulk", request, body)
+        refused = self._note(route, request, body)
         if refused is not None:
             return refused
         with self.lock:
-            job = f"bulk-{len(self.jobs) + 1}"
-            self.jobs[job] = {"inputs": body["items"], "polls": 0}
+            job = f"{prefix}-{len(self.jobs) + 1}"
+            self.jobs[job] = {**kept(body), "polls": 0}
         return JSONResponse({"request_id": job, "success": True}, 202)
 
     def _polled(self, route: str, request: Request) -> tuple[str, dict[str, Any], Response | None]:
