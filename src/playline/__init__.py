@@ -4,6 +4,7 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
+from . import providers
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats
@@ -102,6 +103,7 @@ __all__ = [
     "arun",
     "plan",
     "play",
+    "providers",
     "register_waterfall",
     "run",
     "send_event",

@@ -300,15 +300,25 @@ def sim(
     latency_ms: Annotated[
         float | None, typer.Option("--latency-ms", help="Answer latency (default ~20 ms).")
     ] = None,
+    providers: Annotated[
+        bool,
+        typer.Option(
+            "--providers",
+            help="Also serve doubles of the real providers (Hunter, Apollo...) under "
+            "/<provider>; their key is the token.",
+        ),
+    ] = False,
 ) -> None:
     """Run the provider simulator (paid data providers behind a gateway) until Ctrl-C.
 
-    The first line on stdout names the URL it listens on.
+    The first line on stdout names the URL it listens on. With --providers, the next lines
+    name each provider's double: point an adapter at one with PLAYLINE_HUNTER_URL=<its URL>
+    and HUNTER_API_KEY=<the token>.
     """
     from playline.sim import main as sim_main
 
     try:
-        sim_main(port, seed, host, token=token, latency_ms=latency_ms)
+        sim_main(port, seed, host, token=token, latency_ms=latency_ms, providers=providers)
     except OSError as exc:
         raise cannot_listen(host, port, exc) from None
 

@@ -1,5 +1,5 @@
 """``python -m playline.sim [--port 8765] [--seed 7] [--host 127.0.0.1] [--token dev]
-[--latency-ms N] [--stop-on-stdin-eof]``; ``--port 0`` picks a free port, and the first line
+[--latency-ms N] [--providers] [--stop-on-stdin-eof]``; ``--port 0`` picks a free port, and the first line
 on stdout names the URL."""
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ parser.add_argument("--host", default="127.0.0.1")
 parser.add_argument("--token", default="dev")
 parser.add_argument("--latency-ms", type=float, default=None)
 parser.add_argument(
+    "--providers", action="store_true", help="also serve the real providers' doubles"
+)
+parser.add_argument(
     "--stop-on-stdin-eof",
     action="store_true",
     help="also stop when stdin closes (a parent process that dies takes the simulator along)",
@@ -29,6 +32,7 @@ try:
         token=args.token,
         latency_ms=args.latency_ms,
         stop_on_stdin_eof=args.stop_on_stdin_eof,
+        providers=args.providers,
     )
 except OSError as exc:
     sys.exit(

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+from ._doubles import Double
 from ._server import build_app
 from ._state import SimState
 
@@ -111,6 +112,15 @@ class Simulator:
             doc["tools"] = tools
         return self._call(lambda: self._state.update_faults(doc))
 
+    def double(self, name: str) -> Double:
+        """The double of provider ``name`` (served with ``providers=True``): its counters
+        (``charged``, ``duplicates``, ``throttled``...) and faults (``credits``, ``storm``...)."""
+        try:
+            return self._state.doubles[name]
+        except KeyError:
+            served = ", ".join(self._state.doubles) or "none: serve(providers=True)"
+            raise KeyError(f"no double of {name!r} is served ({served})") from None
+
     def people(self, limit: int = 100, offset: int = 0) -> list[dict[str, object]]:
         """Sample people of the world with their true email and phone."""
         return [p.public() for p in self._state.world.people[offset : offset + limit]]
@@ -145,14 +155,16 @@ def serve(
     latency_ms: float | None = None,
     *,
     host: str = "127.0.0.1",
+    providers: bool = False,
 ) -> Iterator[Simulator]:
     """Run a simulator in a background thread for the duration of the ``with`` block.
 
     ``port=0`` picks a free port (see ``sim.url``); ``latency_ms=0`` answers without delay
-    (default 20 ms with jitter). The server is accepting connections when the block starts
-    and its thread has ended when it exits.
+    (default 20 ms with jitter). ``providers=True`` also serves the doubles of the real
+    providers under ``/<provider>`` (see :meth:`Simulator.double`). The server is accepting
+    connections when the block starts and its thread has ended when it exits.
     """
-    state = SimState(seed=seed, token=token, latency_ms=latency_ms)
+    state = SimState(seed=seed, token=token, latency_ms=latency_ms, providers=providers)
     server = _Server(_config(state, host, port, foreground=False))
 
     def run() -> None:
@@ -187,6 +199,7 @@ def main(
     token: str = "dev",
     latency_ms: float | None = None,
     stop_on_stdin_eof: bool = False,
+    providers: bool = False,
 ) -> None:
     """Run the simulator in the foreground until Ctrl-C (``playline sim``).
 
@@ -195,7 +208,7 @@ def main(
     ``stop_on_stdin_eof`` it also stops when its stdin closes, so a parent that dies without
     stopping it (see :func:`spawn`) leaves no simulator behind.
     """
-    state = SimState(seed=seed, token=token, latency_ms=latency_ms)
+    state = SimState(seed=seed, token=token, latency_ms=latency_ms, providers=providers)
 
     def announce(server: _Server) -> None:
         print(
@@ -204,6 +217,8 @@ def main(
             f"({len(state.world.companies):,} companies, {len(state.world.people):,} people)",
             flush=True,
         )
+        for name in state.doubles:
+            print(f"  {name}: {_url(host, server.port)}/{name}", flush=True)
 
     server = _Server(_config(state, host, port, foreground=True), on_listening=announce)
     if stop_on_stdin_eof:

@@ -56,6 +56,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ._catalog import ToolSpec
+from ._doubles import mounts
 from ._faults import FaultError
 from ._idempotency import Done, header_key, item_keys
 from ._inputs import Fields, InvalidInput, canonical_json, parse_bulk, parse_single
@@ -452,6 +453,7 @@ def build_app(state: SimState) -> Starlette:
         Route("/__faults", faults, methods=["GET", "POST"]),
         Route("/__world/people", people, methods=["GET"]),
         Route("/__world/companies", companies, methods=["GET"]),
+        *mounts(state.doubles),
     ]
     return Starlette(
         routes=routes,

@@ -98,6 +98,15 @@ class SimProcess:
         ]
         return rows
 
+    def double(self, name: str, **faults: Any) -> dict[str, Any]:
+        """The counters of provider ``name``'s double (``GET /<name>/__double``); with
+        ``faults`` (``credits=5``, ``storm=20``...), sets them first (``POST``)."""
+        if faults:
+            result: dict[str, Any] = self._json("POST", f"/{name}/__double", json=faults)
+        else:
+            result = self._json("GET", f"/{name}/__double")
+        return result
+
     def close(self) -> None:
         self._http.close()
 
@@ -123,18 +132,21 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def spawn(
-    seed: int = 7, latency_ms: float | None = None, token: str = "dev"
+    seed: int = 7, latency_ms: float | None = None, token: str = "dev", *, providers: bool = False
 ) -> Iterator[SimProcess]:
     """Run ``python -m playline.sim`` on a free port for the duration of the ``with`` block.
 
     The child has its own process group, so killing a client's group leaves it (and its
     ledger) alone; it also stops if this process dies (its stdin closes). Raises
-    ``RuntimeError`` with the child's stderr if it does not come up.
+    ``RuntimeError`` with the child's stderr if it does not come up. ``providers=True``
+    serves the real providers' doubles too (see :meth:`SimProcess.double`).
     """
     args = [sys.executable, "-m", "playline.sim", "--port", "0", "--seed", str(seed)]
     args += ["--token", token, "--stop-on-stdin-eof"]
     if latency_ms is not None:
         args += ["--latency-ms", str(latency_ms)]
+    if providers:
+        args.append("--providers")
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
             args,

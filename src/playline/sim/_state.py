@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ._catalog import ToolSpec, build_catalog
+from ._doubles import Double, build_doubles
 from ._faults import Faults, ToolFault, injected_failure, throttled
 from ._idempotency import KeyMemory
 from ._jobs import Jobs
@@ -27,7 +28,14 @@ DEFAULT_LATENCY_MS = 20.0
 class SimState:
     """The state behind one running simulator."""
 
-    def __init__(self, *, seed: int = 7, token: str = "dev", latency_ms: float | None = None):
+    def __init__(
+        self,
+        *,
+        seed: int = 7,
+        token: str = "dev",
+        latency_ms: float | None = None,
+        providers: bool = False,
+    ):
         self.seed = seed
         self.token = token
         self.authorization = f"Bearer {token}"
@@ -44,6 +52,10 @@ class SimState:
         self._requests = 0
         self._jitter = random.Random(seed)
         self._faults_changed: asyncio.Event | None = None
+        # the real providers' doubles (``--providers``), taking the token as their key
+        self.doubles: dict[str, Double] = build_doubles(self.world, token) if providers else {}
+        for double in self.doubles.values():
+            double.latency = self.default_latency_ms / 1000
         self.meta_json: dict[str, bytes] = {}
         self.catalog_json = b""
         self._publish()

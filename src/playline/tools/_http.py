@@ -450,7 +450,7 @@ class HttpTool:
         if rule is None or rule.outcome not in ("found", "not_found"):
             return answer  # pending, or refused: the poll's answer says so
         url = polling.fetch.replace("{job}", urllib.parse.quote(str(job), safe=""))
-        fetched = await self._send(_Request("GET", url), None)
+        fetched = await self._send(_Request("GET", url), None, json=polling.fetch_format == "json")
         if polling.fetch_format == "csv" and 200 <= fetched.status < 300:
             rows = list(csv.DictReader(io.StringIO(fetched.text)))
             return Answer(fetched.status, rows, fetched.headers, fetched.text)
@@ -585,7 +585,10 @@ class HttpTool:
             return None
         return self.reported.credits(answer, self.spec.cost.credits)
 
-    async def _send(self, request: _Request, key: str | None) -> Answer:
+    async def _send(self, request: _Request, key: str | None, *, json: bool = True) -> Answer:
+        """The provider's answer to ``request``. A 2xx whose body is not the JSON expected
+        (``json``) was cut short or garbled after the provider did the work: the call fails
+        in doubt (``protocol_error``), never read as "nothing found"."""
         headers = {"Accept": "application/json", **self._headers, **request.headers}
         params = dict(request.query)
         basic = self.auth.apply(headers, params) if self.auth else None
@@ -608,6 +611,15 @@ class HttpTool:
             body = response.json() if response.content else None
         except ValueError:
             body = None
+            if json and response.is_success:
+                raise ToolError(
+                    self.id,
+                    f"answered {response.status_code} with a body that is not JSON (cut short?): "
+                    f"{_clip(response.text)}",
+                    status=response.status_code,
+                    code="protocol_error",
+                    request_id=response.headers.get("x-request-id"),
+                ) from None
         return Answer(response.status_code, body, response.headers, response.text)
 
     def remaining(self) -> tuple[int, float] | None:

@@ -1,0 +1,30 @@
+"""LeadMagic: a skeleton, filled in from the provider's documentation (see hunter.py)."""
+
+from __future__ import annotations
+
+from .._secrets import Secret
+from ..tools import Auth, HttpTool
+from ._provider import Provider, ProviderTools
+
+__all__ = ["PROVIDER", "leadmagic"]
+
+
+def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
+    return []
+
+
+PROVIDER = Provider(
+    name="leadmagic",
+    title="LeadMagic",
+    key="LEADMAGIC_API_KEY",
+    url="https://api.leadmagic.io",
+    auth=lambda secret: Auth.header("X-API-Key", secret),
+    build=_tools,
+)
+
+
+def leadmagic(
+    api_key: str | Secret | None = None, base_url: str | None = None, account: str | None = None
+) -> ProviderTools:
+    """LeadMagic's tools. The key: ``api_key``, else ``LEADMAGIC_API_KEY``."""
+    return PROVIDER.tools(api_key, base_url, account)

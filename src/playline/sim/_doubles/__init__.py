@@ -1,0 +1,56 @@
+"""Doubles of the real providers ``playline.providers`` has adapters for, each under its
+documented paths below ``/<provider>`` (``playline sim --providers``): point an adapter at
+one with ``PLAYLINE_HUNTER_URL=http://127.0.0.1:8765/hunter`` and the simulator's token as
+the key, and try it without an account."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.routing import Mount
+
+from .._world import World
+from ._base import Double
+from .apollo import ApolloDouble
+from .dropcontact import DropcontactDouble
+from .fullenrich import FullEnrichDouble
+from .hunter import HunterDouble
+from .icypeas import IcypeasDouble
+from .leadmagic import LeadMagicDouble
+from .neverbounce import NeverBounceDouble
+from .pdl import PdlDouble
+from .prospeo import ProspeoDouble
+from .zerobounce import ZeroBounceDouble
+
+__all__ = ["DOUBLES", "Double", "build_doubles", "mounts"]
+
+DOUBLES: dict[str, type[Double]] = {
+    kind.name: kind
+    for kind in (
+        HunterDouble,
+        ApolloDouble,
+        PdlDouble,
+        ProspeoDouble,
+        LeadMagicDouble,
+        DropcontactDouble,
+        IcypeasDouble,
+        ZeroBounceDouble,
+        NeverBounceDouble,
+        FullEnrichDouble,
+    )
+}
+
+
+def build_doubles(
+    world: World, key: str, *, clock: Callable[[], float] | None = None
+) -> dict[str, Double]:
+    """One double of every provider, sharing ``world``, each taking ``key`` as its key."""
+    return {name: kind(world, key, clock=clock) for name, kind in DOUBLES.items()}
+
+
+def mounts(doubles: dict[str, Double]) -> list[Mount]:
+    """Routes serving each double under ``/<name>``."""
+    return [
+        Mount(f"/{name}", routes=[*double.routes(), *double.control_routes()])
+        for name, double in doubles.items()
+    ]

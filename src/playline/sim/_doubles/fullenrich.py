@@ -1,0 +1,16 @@
+"""FullEnrich's API, as its documentation describes it: a skeleton (see hunter.py)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from ._base import Double
+
+__all__ = ["FullEnrichDouble"]
+
+
+class FullEnrichDouble(Double):
+    name = "fullenrich"
+
+    def routes(self) -> list[BaseRoute]:
+        return []

@@ -1,0 +1,16 @@
+"""NeverBounce's API, as its documentation describes it: a skeleton (see hunter.py)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from ._base import Double
+
+__all__ = ["NeverBounceDouble"]
+
+
+class NeverBounceDouble(Double):
+    name = "neverbounce"
+
+    def routes(self) -> list[BaseRoute]:
+        return []

@@ -1,0 +1,16 @@
+"""People Data Labs's API, as its documentation describes it: a skeleton (see hunter.py)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from ._base import Double
+
+__all__ = ["PdlDouble"]
+
+
+class PdlDouble(Double):
+    name = "pdl"
+
+    def routes(self) -> list[BaseRoute]:
+        return []
