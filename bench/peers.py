@@ -2,7 +2,7 @@
 
 The job: a work email for each of 2,000 people of the simulated world
 (``/__world/people?limit=2000``, seed 7) through the 3-step waterfall beta -> alpha -> gamma
-of ``src/playline/waterfalls/work_email.py`` (a gamma guess below 0.6 confidence is kept
+of ``src/playline/waterfalls/simulated.py`` (a gamma guess below 0.6 confidence is kept
 only when the verifier says ``valid``), against the simulator with its real rate limits
 (alpha 20/s, beta 10/s with a bulk operation of 50, gamma 5/s) and default latency.
 

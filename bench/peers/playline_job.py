@@ -1,6 +1,6 @@
 """The Playline program: the shipped ``work_email`` waterfall in one column of a play.
 
-Beta, alpha, then gamma with its verification rule, as ``src/playline/waterfalls/work_email.py``
+Beta, alpha, then gamma with its verification rule, as ``src/playline/waterfalls/simulated.py``
 defines them; the gateway's metadata gives Playline each provider's rate, concurrency and bulk
 operation. Receipts live in a SQLite store in ``--state``, so a second run with the same state
 answers from them.

@@ -4,7 +4,7 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
-from . import providers
+from . import providers, waterfalls
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats
@@ -108,6 +108,7 @@ __all__ = [
     "run",
     "send_event",
     "tool",
+    "waterfalls",
 ]
 
 __version__ = "0.1.0"

@@ -72,10 +72,13 @@ class RunResult:
 
 
 def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
-    """The tool table of a run from ``tools=`` (default: every @pl.tool plus the env gateway)."""
+    """The tool table of a run from ``tools=`` (default: every @pl.tool, the tools of every
+    provider whose key is set, and the env gateway)."""
     sources: list[Any]
     if tools is None:
-        sources = [default_registry]
+        from . import providers
+
+        sources = [default_registry, *providers.configured()]
         url = os.environ.get("PLAYLINE_GATEWAY_URL")
         if url:
             from .tools import Gateway
@@ -109,7 +112,8 @@ def resolve_tools(tools: Iterable[Any] | None) -> dict[str, ToolSpec]:
                     "pass only one of them in tools="
                     if tools is not None
                     else "pass tools= to choose (by default a run has every @pl.tool of the "
-                    "process and the tools of the gateway PLAYLINE_GATEWAY_URL names)"
+                    "process, the tools of every provider whose key is set and those of the "
+                    "gateway PLAYLINE_GATEWAY_URL names)"
                 )
                 raise PlayDefinitionError(
                     f"Two tools of this run are named {spec.id!r}, with different "

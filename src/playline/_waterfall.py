@@ -165,7 +165,7 @@ class Waterfall:
 
 _registry: dict[str, Waterfall] = {}
 # The waterfalls that ship with Playline: module and attribute, imported when first named.
-SHIPPED = {"work_email": ("playline.waterfalls.work_email", "WORK_EMAIL")}
+SHIPPED = {"work_email": ("playline.waterfalls.simulated", "WORK_EMAIL")}
 
 
 def register_waterfall(spec: Waterfall, *, replace: bool = False) -> Waterfall:

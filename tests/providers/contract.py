@@ -165,12 +165,29 @@ class Contract:
                    for row, p in zip(result.output, asked, strict=True))  # fmt: skip
         assert not result.stats.rows_failed
 
+    def test_a_run_stops_before_the_account_runs_out(self, double: Double) -> None:
+        """What the account endpoint says is left is a budget: the calls past it fail
+        unsent, naming the provider, and the provider refuses nothing."""
+        provider = named(self.case.provider)
+        if provider.balance is None:
+            return  # nothing says what is left: the provider's own refusal stops it
+        setattr(double, *self.case.left[:1], 2)
+        asked = [p for p in people(60, offset=3000) if self.case.found(double, p)][:6]
+
+        result = run_tool(self.case, self.tools(), asked, "memory://", double=double)
+
+        assert result.output is not None, result.error
+        failed = result.output.errors
+        assert failed and {e.code for e in failed} == {"account_used_up"}
+        assert all(e.tool == self.case.tool for e in failed)
+        assert not double.refused, "the provider was never asked past what it has"
+
     def test_an_account_used_up_fails_its_cells_naming_the_provider_and_a_waterfall_goes_on(
         self, double: Double
     ) -> None:
+        """The provider refuses mid-run (another program spent the account): its cells fail
+        with its cause, and a waterfall goes on with its next step."""
         case = self.case
-        for name, value in case.used_up.items():
-            setattr(double, name, value)
         asked = [p for p in people(60, offset=3000) if case.found(double, p)][:8]
         backup_calls: list[Any] = []
 
@@ -184,7 +201,9 @@ class Contract:
             output="email",
             steps=[pl.ToolStep("provider", case.tool), pl.ToolStep("backup", "backup.find")],
         )
-        plain = run_tool(case, self.tools(), asked, "memory://", double=double)
+        for name, value in case.used_up.items():
+            setattr(double, name, value)
+        plain = run_tool(case, self._unbalanced(), asked, "memory://", double=double)
         assert plain.output is not None, plain.error
         failed = plain.output.errors
         assert failed, "the account ran out: some cells must fail"
@@ -200,12 +219,19 @@ class Contract:
             return await ctx.waterfall(waterfall, dict(row["ask"]))
 
         fell = run_tool(
-            case, [*self.tools().specs(), backup], asked, "memory://", double=double,
+            case, [*self._unbalanced().specs(), backup], asked, "memory://", double=double,
             resolver=through,
         )  # fmt: skip
         assert fell.status == "completed", fell.error
         assert all(row["out"] is not None for row in fell.output)
         assert backup_calls, "the waterfall went on to its next step"
+
+    def _unbalanced(self) -> Any:
+        """The tools, not told what the account has left (the provider's answers tell)."""
+        tools = self.tools()
+        for _, tool in tools.operations():
+            tool.balance = None
+        return tools
 
     def test_a_wrong_key_fails_its_cells_with_the_provider_s_words(
         self, double: Double, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -357,6 +357,7 @@ class CallExecutor:
         the concurrency, so the next wave is claimed while one is sent and recorded."""
         gate, requests = lane.gate, lane.requests
         try:
+            await self._ask_balance(lane.spec)
             while requests:
                 error = self._ledger.exhausted(lane.spec) or _broken(lane)
                 if error is not None:
@@ -389,6 +390,21 @@ class CallExecutor:
             self._abandon(lane.spec, _take(requests, len(requests)), exc)
             if not isinstance(exc, Exception):
                 raise
+
+    async def _ask_balance(self, spec: ToolSpec) -> None:
+        """Once per run and provider account: what it has left, from its provider's account
+        endpoint (``playline.providers``), as a budget of the tools it counts. A provider that
+        cannot say (down, a refused key) sets none: the calls themselves will tell."""
+        balance = getattr(spec.transport, "balance", None)
+        if balance is None or not self._ledger.ask_balance(spec):
+            return
+        try:
+            left = await self._drain.until_stop(balance())
+        except Exception as exc:
+            self._events.log(redact(f"{spec.id}: the account's balance could not be read ({exc})"))
+            return
+        if isinstance(left, int | float):
+            self._ledger.limit_account(spec, float(left))
 
     async def _room(self, lane: _Lane) -> None:
         """Wait until a request in flight settles (it may leave room in the budget) or a
@@ -607,7 +623,9 @@ class CallExecutor:
                     if not call.force:
                         self._ledger.resolve(call.key)
             reserved = self._reserve(spec, len(calls))
-            if reserved is None:  # later, once the requests sent have settled
+            if reserved is None or (reserved == 0 and self._ledger.exhausted(spec)):
+                # later, once the requests sent have settled; or the provider account is
+                # used up, which the lane's pump tells its calls
                 deferred.extend(requests[number:])
                 break
             if reserved == 0:  # the budget is spent: these and every later call fail

@@ -58,6 +58,9 @@ class Ledger:
         self.settles = 0  # reservations settled so far: what a deferred request waits past
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
         self._exhausted: dict[str, ToolError] = {}  # provider account -> what it answered
+        # provider account -> [credits it has left, reserved of them]: what its provider said
+        # when the run first called it (``limit_account``), spent down as the run goes
+        self._accounts: dict[str, list[int] | None] = {}  # None: asked, no answer yet
 
     @property
     def spent(self) -> float:
@@ -90,17 +93,47 @@ class Ledger:
 
     def reserve(self, spec: ToolSpec, calls: int) -> int:
         """Reserve the worst-case cost of as many of ``calls`` as every budget in force
-        allows (this run's and its parents'); returns how many may be sent."""
+        allows (this run's and its parents', and what the provider account has left);
+        returns how many may be sent. When the account has no room for one call, it is
+        used up for the run (``exhausted``): its calls fail, and a waterfall goes on."""
         each = _exact(spec.cost.credits)
         allowed = calls
+        account = self._account(spec)
         if each > 0:
             for ledger in self._chain():
                 room = ledger._room()
                 if room is not None:
                     allowed = max(0, min(allowed, room // each))
+            if account is not None:
+                left = max(0, account[0] - account[1])
+                allowed = min(allowed, left // each)
+                if left < each and not account[1]:  # nothing in flight may give some back
+                    self.exhaust(spec, _account_used_up(spec, account[0]))
         for ledger in self._chain():
             ledger._reserved += each * allowed
+        if account is not None:
+            account[1] += each * allowed
         return allowed
+
+    def ask_balance(self, spec: ToolSpec) -> bool:
+        """Whether to ask the provider what ``spec``'s account has left: once per run."""
+        key = _balance_key(spec)
+        accounts = self._chain()[-1]._accounts
+        if key is None or key in accounts:
+            return False
+        accounts[key] = None
+        return True
+
+    def limit_account(self, spec: ToolSpec, left: float) -> None:
+        """The provider says ``spec``'s account has ``left`` credits (in the units of the
+        tool's declared cost): the run spends no more than that on the tools it counts."""
+        key = _balance_key(spec)
+        if key is not None:
+            self._chain()[-1]._accounts[key] = [_exact(max(0.0, left)), 0]
+
+    def _account(self, spec: ToolSpec) -> list[int] | None:
+        accounts = self._chain()[-1]._accounts
+        return accounts.get(_balance_key(spec) or "") if accounts else None
 
     def waits(self, spec: ToolSpec) -> bool:
         """Whether a call to ``spec`` must wait for the requests in flight to settle: no
@@ -108,6 +141,9 @@ class Ledger:
         each = _exact(spec.cost.credits)
         if each <= 0 or not self._reserved:
             return False
+        account = self._account(spec)
+        if account is not None and account[1] and account[0] - account[1] < each:
+            return True
         return any((room := ledger._room()) is not None and room < each for ledger in self._chain())
 
     def exceeded(self, spec: ToolSpec, calls: int) -> BudgetExceeded:
@@ -175,6 +211,10 @@ class Ledger:
         writes them, with the results they paid for)."""
         charged = sum(_exact(entry.credits) for entry in entries)
         given_back = _exact(spec.cost.credits) * reserved
+        account = self._account(spec)
+        if account is not None:
+            account[0] -= charged
+            account[1] -= given_back
         for ledger in self._chain():
             ledger._reserved -= given_back
             ledger._spent += charged
@@ -220,6 +260,26 @@ class Ledger:
             generation=generation,
             column=column,
         )
+
+
+def _balance_key(spec: ToolSpec) -> str | None:
+    """The balance ``spec`` spends: its account's, of the unit its provider counts it in
+    (Hunter's searches and verifications are two); None when its provider says none."""
+    balance = getattr(spec.transport, "balance", None)
+    return None if balance is None else f"{account_of(spec)}/{balance.unit}"
+
+
+def _account_used_up(spec: ToolSpec, left: int) -> ToolError:
+    unit = spec.transport.balance.unit  # type: ignore[attr-defined]
+    return ToolError(
+        spec.id,
+        f"the account has {max(0, left) / _UNIT:g} {unit} left, too few for another call at "
+        f"{spec.cost.credits:g} (what its provider said when the run first called it, less "
+        "what the run spent since): the run stops before the account runs out. Add credits "
+        "and resume the run",
+        code="account_used_up",
+        outcome="insufficient_credits",
+    )
 
 
 _UNIT = 10**9  # credits are counted in billionths of a credit

@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,9 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import Play, play
+from .. import Play, play, providers
 from .._secrets import redact
 from ..errors import full_stop
+from ..providers import ProviderTools
 from ..tools import Gateway, HttpTool, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
 __all__ = [
@@ -63,6 +65,17 @@ class LoadedPlay:
     module: ModuleType = field(repr=False)
     tools: tuple[ToolSpec, ...] = ()  # the local tools the file defines
     sources: tuple[ToolRegistry, ...] = ()  # where a run finds local tools
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module's dotted name (``playline.plays``)."""
+    try:
+        return bool(_MODULE.fullmatch(name)) and importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package that is not there
+        return False
 
 
 def _split(ref: str) -> tuple[str, str | None]:
@@ -123,15 +136,20 @@ class LoadedModule:
 
 
 def load_module(path: str) -> LoadedModule:
-    """Import a play file; a usage error (code 2) when it is missing or does not import."""
+    """Import a play file (or a module of plays by name: ``playline.plays``); a usage error
+    (code 2) when it is missing or does not import."""
     file = Path(path)
-    if not file.is_file():
+    if not file.is_file() and _is_module(path):
+        module = importlib.import_module(path)  # kept by name: a resume imports it again
+    elif not file.is_file():
         raise CliError(
             f"Play file {path!r} not found. Give the path of a .py file that defines a "
-            "@pl.play, e.g. `playline run plays/enrich.py`."
+            "@pl.play, e.g. `playline run plays/enrich.py` (or a shipped play: "
+            "`playline run playline.plays:work_email`)."
         )
-    file = file.resolve()
-    module = _import(file)
+    else:
+        file = file.resolve()
+        module = _import(file)
     registries = [
         v
         for v in vars(module).values()
@@ -143,9 +161,12 @@ def load_module(path: str) -> LoadedModule:
         if isinstance(s.transport, LocalTransport)
         and getattr(s.transport.fn, "__module__", None) == module.__name__
     ]
-    declared = ToolRegistry(  # pl.HttpTool declarations at the file's top level
-        s for v in vars(module).values() if isinstance(v, HttpTool) for s in v.specs()
-    )
+    # pl.HttpTool declarations and providers' tools at the file's top level, then the tools
+    # of every provider whose key is set (unless the file chose an account of its own)
+    found = [v for v in vars(module).values() if isinstance(v, HttpTool | ProviderTools)]
+    chosen = {v.provider.name for v in found if isinstance(v, ProviderTools)}
+    found += [t for t in providers.configured() if t.provider.name not in chosen]
+    declared = ToolRegistry(s for v in found for s in v.specs())
     if len(declared):
         registries.append(declared)
     for registry in registries:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -28,18 +29,33 @@ from .._secrets import Secret, Secrets
 from ..errors import PlayDefinitionError
 from ..tools import Auth, HttpTool, ToolSpec
 
-__all__ = ["Balance", "Provider", "ProviderTools", "has_key"]
+__all__ = ["AccountBalance", "Balance", "Provider", "ProviderTools", "has_key"]
 
 
 @dataclass(frozen=True)
 class Balance:
     """Where the provider says what the account has left: a GET of ``path`` (under the base
     URL), ``read`` turning its JSON into the number left (None when it does not say), in
-    ``unit`` (``credits`` or ``requests``)."""
+    ``unit`` (``credits``, ``searches``...), spent by ``tools`` (operations; default: all)
+    at their declared cost."""
 
     path: str
     read: Callable[[Any], float | None]
     unit: str = "credits"
+    tools: tuple[str, ...] = ()
+
+
+class AccountBalance:
+    """What a provider account has left, asked of the provider (``await balance()``): the
+    engine asks once per run, when it first calls one of the tools it counts, and spends no
+    more than that (``_engine/ledger.py``)."""
+
+    def __init__(self, tools: ProviderTools, balance: Balance) -> None:
+        self._tools = tools
+        self.unit = balance.unit
+
+    async def __call__(self) -> float | None:
+        return await self._tools.balance()
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,13 @@ class Provider:
                 f"playline.providers.{self.name}(account={account!r}): a name for the account."
             )
         auth = self.auth(secret)
-        return ProviderTools(self, base, auth, self.build(base, auth, account))
+        tools = ProviderTools(self, base, auth, self.build(base, auth, account))
+        if self.balance is not None:
+            counted = AccountBalance(tools, self.balance)
+            for operation, tool in tools.operations():
+                if not self.balance.tools or operation in self.balance.tools:
+                    tool.balance = counted
+        return tools
 
 
 class ProviderTools:
@@ -127,7 +149,14 @@ class ProviderTools:
     def specs(self) -> list[ToolSpec]:
         return [spec for tool in self._tools.values() for spec in tool.specs()]
 
+    def operations(self) -> Iterator[tuple[str, HttpTool]]:
+        return iter(self._tools.items())
+
     def remaining(self, *, timeout: float = 15.0) -> float | None:
+        """``balance()``, from code that is not async (``playline providers check``)."""
+        return asyncio.run(self.balance(wait=timeout))
+
+    async def balance(self, *, wait: float = 15.0) -> float | None:
         """What the account has left (in ``provider.balance.unit``), asked of the provider;
         None when it has no such endpoint or does not say. Raises ``httpx.HTTPError`` when
         the provider cannot be reached and ``PermissionError`` when it refuses the key."""
@@ -137,13 +166,13 @@ class ProviderTools:
         headers: dict[str, str] = {}
         params: dict[str, Any] = {}
         basic = self.auth.apply(headers, params)
-        answer = httpx.get(
-            self.base_url + balance.path,
-            headers=headers,
-            params=params,
-            auth=basic,
-            timeout=timeout,
-        )
+        async with httpx.AsyncClient(timeout=wait) as client:
+            answer = await client.get(
+                self.base_url + balance.path,
+                headers=headers,
+                params=params,
+                auth=basic or httpx.USE_CLIENT_DEFAULT,
+            )
         if answer.status_code in (401, 403):
             raise PermissionError(
                 f"{self.provider.title} refused the key ({answer.status_code}): check "

@@ -1,6 +1,6 @@
 """``python -m playline.sim [--port 8765] [--seed 7] [--host 127.0.0.1] [--token dev]
-[--latency-ms N] [--providers] [--stop-on-stdin-eof]``; ``--port 0`` picks a free port, and the first line
-on stdout names the URL."""
+[--latency-ms N] [--providers] [--stop-on-stdin-eof]``; ``--port 0`` picks a free port, and
+the first line on stdout names the URL."""
 
 from __future__ import annotations
 

@@ -153,10 +153,14 @@ class HttpPoll:
     longer kept (Apollo keeps one 30 days): the call fails with ``job_expired``, and is bought
     again only when the run is resumed with ``--retry-failed``. ``fetch``: where a finished
     job's results are, when the poll only says it is done (a URL with ``{job}``);
-    ``fetch_format="csv"`` reads them as a file of rows (one per item, in order)."""
+    ``fetch_format="csv"`` reads them as a file of rows (one per item, in order). ``json``
+    and ``fetch_json``: the JSON bodies of the poll and of the fetch (templates taking
+    ``{job}``), for providers that are asked by POST (Icypeas: ``{"id": "{job}"}``); a fetch
+    with a body is a POST."""
 
     url: str
     method: str = "GET"
+    json: Any = None
     interval: float = 1.0
     backoff: float = 1.0  # each wait that many times the one before
     max_interval: float | None = None  # the longest wait between polls
@@ -166,8 +170,13 @@ class HttpPoll:
     expired: Sequence[Outcome] = ()
     fetch: str | None = None
     fetch_format: Literal["json", "csv"] = "json"
+    fetch_json: Any = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.method, str) or self.method.upper() not in _METHODS:
+            raise PlayDefinitionError(
+                f"HttpPoll(method={self.method!r}): one of {sorted(_METHODS)}."
+            )
         if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
             raise PlayDefinitionError(
                 f"HttpPoll(url={self.url!r}): the poll's URL, with {{job}} for the job id, "
@@ -279,6 +288,9 @@ class HttpTool:
         self.idempotency = idempotency
         self.reported = reported
         self._heard: tuple[int, float] | None = None  # the last remaining-budget headers
+        # what the account has left, asked of its provider (``playline.providers``): an
+        # async callable with a ``unit``; the engine spends no more than it says
+        self.balance: Any = None
         self.timeout = timeout
         self._response = response
         self._request: RequestHook | None = None
@@ -359,8 +371,10 @@ class HttpTool:
                 "result": polling.result,
                 "echo": dict(polling.echo),
                 "expired": [_rule_doc(rule).rsplit(": ", 1)[0] for rule in polling.expired],
+                "json": polling.json,
                 "fetch": polling.fetch,
                 "fetch_format": polling.fetch_format,
+                "fetch_json": polling.fetch_json,
             },
         }
 
@@ -450,7 +464,12 @@ class HttpTool:
         if rule is None or rule.outcome not in ("found", "not_found"):
             return answer  # pending, or refused: the poll's answer says so
         url = polling.fetch.replace("{job}", urllib.parse.quote(str(job), safe=""))
-        fetched = await self._send(_Request("GET", url), None, json=polling.fetch_format == "json")
+        body = None if polling.fetch_json is None else _fill(polling.fetch_json, {"job": job})
+        fetched = await self._send(
+            _Request("GET" if body is None else "POST", url, json=body),
+            None,
+            json=polling.fetch_format == "json",
+        )
         if polling.fetch_format == "csv" and 200 <= fetched.status < 300:
             rows = list(csv.DictReader(io.StringIO(fetched.text)))
             return Answer(fetched.status, rows, fetched.headers, fetched.text)
@@ -463,7 +482,8 @@ class HttpTool:
         if polling is None:
             raise self._no_poll()
         url = polling.url.replace("{job}", urllib.parse.quote(str(job), safe=""))
-        answer = await self._send(_Request(polling.method.upper(), url), None)
+        body = None if polling.json is None else _fill(polling.json, {"job": job})
+        answer = await self._send(_Request(polling.method.upper(), url, json=body), None)
         if any(rule.matches(answer) for rule in polling.expired):
             raise ToolError(
                 self.id,

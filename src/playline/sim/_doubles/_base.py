@@ -259,15 +259,18 @@ class Double:
         """The provider's answer while it is down."""
         return JSONResponse({"error": "service unavailable"}, 503)
 
-    async def answer(self, request: Request, route: str, handle: Callable[[], Any]) -> Response:
+    async def answer(
+        self, request: Request, route: str, handle: Callable[[], Any], *, faults: bool = True
+    ) -> Response:
         """Count the request, wait the latency, meet the fault in force (a storm of rate-limit
         answers, an outage, an answer cut short), else run ``handle`` (which may raise a
-        ``Refusal``)."""
+        ``Refusal``). An account endpoint (``faults=False``) meets no fault: a test's faults
+        are for the calls it makes."""
         with self.lock:
             self.calls[route] += 1
         if self.latency:
             await asyncio.sleep(self.latency)
-        fault = self.fault()
+        fault = self.fault() if faults else None
         if fault == "storm":
             return self.rate_limited(1.0)
         if fault == "down":

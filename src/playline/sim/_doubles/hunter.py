@@ -184,14 +184,14 @@ class HunterDouble(Double):
         )
 
     def routes(self) -> list[BaseRoute]:
-        def route(path: str, handler: Any, name: str) -> Route:
+        def route(path: str, handler: Any, name: str, faults: bool = True) -> Route:
             async def endpoint(request: Request) -> Response:
-                return await self.answer(request, name, lambda: handler(request))
+                return await self.answer(request, name, lambda: handler(request), faults=faults)
 
             return Route(path, endpoint, methods=["GET"])
 
         return [
             route("/v2/email-finder", self.find, "email-finder"),
             route("/v2/email-verifier", self.verify, "email-verifier"),
-            route("/v2/account", self.account, "account"),
+            route("/v2/account", self.account, "account", faults=False),
         ]

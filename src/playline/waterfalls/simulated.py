@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import CodeStep, Context, ToolStep, Waterfall
+from .._context import Context
+from .._waterfall import CodeStep, ToolStep, Waterfall
 
 __all__ = ["WORK_EMAIL"]
 

@@ -1,0 +1,219 @@
+"""Waterfalls over the real providers (``playline.providers``): ``work_email``,
+``linkedin_to_email`` and ``person_to_phone``.
+
+Each is made for the providers a user has: ``pl.waterfalls.work_email(providers=["hunter",
+"prospeo", "leadmagic", "dropcontact"], verify="zerobounce", catch_all="verify")``. The order
+is the cheapest expected credits per hit: from the store's history once every step has 50
+recorded attempts (``Waterfall(order="cheapest")``), until then from the documented prices
+(each finder's declared credits per email found). A found email then meets the catch-all
+policy: ``accept`` keeps a catch-all (or unknown) address as found, ``reject`` drops it and
+the waterfall goes on, ``verify`` asks the verifier and keeps it only when it says ``valid``.
+An ``invalid`` address is never kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .._context import Context
+from .._waterfall import CodeStep, Waterfall
+from ..errors import PlayDefinitionError
+from ..providers import named
+from ..providers._vocab import INPUTS
+
+__all__ = ["EMAIL_FINDERS", "PHONE_FINDERS", "VERIFIERS", "linkedin_to_email", "person_to_phone",
+           "work_email"]  # fmt: skip
+
+CatchAll = Literal["accept", "verify", "reject"]
+
+
+@dataclass(frozen=True)
+class Finder:
+    """A provider's tool for one waterfall: its id and the input fields it needs (all of one
+    of the alternatives)."""
+
+    tool: str
+    needs: tuple[tuple[str, ...], ...]
+
+    def input(self, given: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The vocabulary fields of ``given`` that are set; None when none of the
+        alternatives this tool needs is complete (the step is skipped for the row)."""
+        fields = {
+            name: value.strip() if isinstance(value, str) else value
+            for name in INPUTS
+            if (value := given.get(name)) is not None
+            and (not isinstance(value, str) or value.strip())
+        }
+        return fields if any(all(n in fields for n in need) for need in self.needs) else None
+
+
+_NAME = (("first_name", "last_name", "domain"), ("full_name", "domain"))
+_NAME_OR_COMPANY = (*_NAME, ("first_name", "last_name", "company"))
+_LINKEDIN = (("linkedin_url",),)
+
+# by work email from a name and a company; the reference system's default order
+EMAIL_FINDERS: dict[str, Finder] = {
+    "hunter": Finder("hunter.email_finder", _NAME_OR_COMPANY),
+    "leadmagic": Finder("leadmagic.email_finder", _NAME_OR_COMPANY),
+    "pdl": Finder("pdl.person_enrich", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "dropcontact": Finder("dropcontact.enrich", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "prospeo": Finder("prospeo.email_finder", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "apollo": Finder("apollo.people_match", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "icypeas": Finder("icypeas.email_search", _NAME_OR_COMPANY),
+    "fullenrich": Finder("fullenrich.enrich", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+}
+LINKEDIN_FINDERS = ("prospeo", "pdl", "apollo", "dropcontact", "fullenrich")
+PHONE_FINDERS: dict[str, Finder] = {
+    "leadmagic": Finder("leadmagic.mobile_finder", (*_LINKEDIN, ("email",))),
+    "fullenrich": Finder("fullenrich.enrich", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "pdl": Finder("pdl.person_enrich", (*_NAME_OR_COMPANY, *_LINKEDIN, ("email",))),
+}
+VERIFIERS = {
+    "zerobounce": "zerobounce.validate",
+    "neverbounce": "neverbounce.verify",
+    "hunter": "hunter.email_verifier",
+    "leadmagic": "leadmagic.email_validate",
+}
+
+
+def _price(tool: str) -> float:
+    """Documented credits per hit of a tool: its declared cost, per found result."""
+    provider = named(tool.split(".", 1)[0])
+    spec = next((s for s in provider.tools().specs() if s.id == tool), None)  # no key read
+    if spec is None:
+        return float("inf")
+    credits = spec.cost.credits
+    return credits if spec.cost.charge == "on_hit" else credits / 0.5  # half found, assumed
+
+
+def _chosen(
+    providers: Sequence[str] | None, table: Mapping[str, Finder], default: Sequence[str], what: str
+) -> list[str]:
+    names = list(default if providers is None else providers)
+    if isinstance(providers, str) or not names:
+        raise PlayDefinitionError(
+            f"{what}(providers=...): a list of provider names, e.g. {list(default)[:3]}."
+        )
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise PlayDefinitionError(
+            f"{what}(providers={names!r}): {', '.join(map(repr, unknown))} cannot do it; "
+            f"choose among {', '.join(table)}."
+        )
+    # documented prices first; equal prices keep the order given
+    return sorted(dict.fromkeys(names), key=lambda n: _price(table[n].tool))
+
+
+def _checked_policy(catch_all: str, verify: str | None, what: str) -> None:
+    if catch_all not in ("accept", "verify", "reject"):
+        raise PlayDefinitionError(
+            f"{what}(catch_all={catch_all!r}): 'accept' (keep catch-all addresses), 'verify' "
+            "(keep them when the verifier says valid) or 'reject'."
+        )
+    if verify is not None and verify not in VERIFIERS:
+        raise PlayDefinitionError(
+            f"{what}(verify={verify!r}): one of {', '.join(VERIFIERS)}, or None."
+        )
+    if catch_all == "verify" and verify is None:
+        raise PlayDefinitionError(
+            f"{what}(catch_all='verify') needs a verifier: verify='zerobounce' (or "
+            f"{', '.join(v for v in VERIFIERS if v != 'zerobounce')})."
+        )
+
+
+def _email_step(name: str, finder: Finder, verify: str | None, catch_all: CatchAll) -> CodeStep:
+    async def run(input: Mapping[str, Any], ctx: Context) -> str | None:
+        asked = finder.input(input)
+        if asked is None:
+            return None
+        found = await ctx.tool(finder.tool, asked, key=f"{name}.find")
+        email, status = found.get("email"), found.get("status")
+        if not isinstance(email, str) or "@" not in email or status == "invalid":
+            return None
+        sure = status == "valid"
+        if not sure and catch_all == "reject":
+            return None
+        if not sure and catch_all == "verify" and verify is not None:
+            check = await ctx.tool(VERIFIERS[verify], {"email": email}, key=f"{name}.verify")
+            return email if check.get("status") == "valid" else None
+        return email
+
+    return CodeStep(name, run)
+
+
+def _email_waterfall(
+    id: str,
+    names: list[str],
+    verify: str | None,
+    catch_all: CatchAll,
+    description: str,
+) -> Waterfall:
+    return Waterfall(
+        id,
+        output="email",
+        steps=[_email_step(n, EMAIL_FINDERS[n], verify, catch_all) for n in names],
+        order="cheapest",
+        description=description,
+    )
+
+
+def work_email(
+    providers: Sequence[str] | None = None,
+    *,
+    verify: str | None = "zerobounce",
+    catch_all: CatchAll = "verify",
+) -> Waterfall:
+    """A work email from ``first_name``, ``last_name`` and ``domain`` (or ``full_name``, or
+    ``company``), over ``providers`` (default: hunter, leadmagic, pdl, dropcontact, prospeo),
+    cheapest first; ``catch_all`` says what a catch-all or unknown address is worth."""
+    _checked_policy(catch_all, verify, "work_email")
+    default = ("hunter", "leadmagic", "pdl", "dropcontact", "prospeo")
+    names = _chosen(providers, EMAIL_FINDERS, default, "work_email")
+    return _email_waterfall(
+        "work_email", names, verify, catch_all, f"Work email: {', '.join(names)}."
+    )
+
+
+def linkedin_to_email(
+    providers: Sequence[str] | None = None,
+    *,
+    verify: str | None = "zerobounce",
+    catch_all: CatchAll = "verify",
+) -> Waterfall:
+    """A work email from a person's ``linkedin_url`` (default: prospeo, pdl, apollo,
+    dropcontact, fullenrich), with the catch-all policy of ``work_email``."""
+    _checked_policy(catch_all, verify, "linkedin_to_email")
+    table = {n: EMAIL_FINDERS[n] for n in LINKEDIN_FINDERS}
+    names = _chosen(providers, table, LINKEDIN_FINDERS, "linkedin_to_email")
+    return _email_waterfall(
+        "linkedin_to_email", names, verify, catch_all, f"Email from LinkedIn: {', '.join(names)}."
+    )
+
+
+def person_to_phone(providers: Sequence[str] | None = None) -> Waterfall:
+    """A person's mobile phone from ``linkedin_url`` or ``email`` (or a name and a company),
+    over ``providers`` (default: leadmagic, fullenrich, pdl), cheapest first."""
+    names = _chosen(providers, PHONE_FINDERS, tuple(PHONE_FINDERS), "person_to_phone")
+
+    def step(name: str) -> CodeStep:
+        finder = PHONE_FINDERS[name]
+
+        async def run(input: Mapping[str, Any], ctx: Context) -> str | None:
+            asked = finder.input(input)
+            if asked is None:
+                return None
+            found = await ctx.tool(finder.tool, asked, key=f"{name}.phone")
+            phone = found.get("phone")
+            return phone if isinstance(phone, str) and phone.strip() else None
+
+        return CodeStep(name, run)
+
+    return Waterfall(
+        "person_to_phone",
+        output="phone",
+        steps=[step(n) for n in names],
+        order="cheapest",
+        description=f"Mobile phone: {', '.join(names)}.",
+    )
