@@ -183,9 +183,8 @@ class ProviderTools:
 
 
 def has_key(provider: Provider) -> bool:
-    """Whether the provider's key is set in the environment (never read otherwise)."""
+    """Whether the provider's key is set (and not blank) in the environment."""
     try:
-        Secrets().get(provider.key)
+        return bool(Secrets().get(provider.key).reveal().strip())
     except PlayDefinitionError:
         return False
-    return True

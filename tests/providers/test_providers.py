@@ -1,0 +1,207 @@
+"""What every provider shares: keys, base URLs and accounts; runs that find the providers
+whose keys are set; the shipped waterfalls and plays with their catch-all policy;
+`playline providers` and `playline sim --providers`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from contract import KEY, people
+
+import playline as pl
+from playline.providers import PROVIDERS, named
+from playline.sim import Simulator, spawn
+from playline.sim._doubles import Double
+from playline.sim._world import Person
+from playline.store import open_store
+
+
+@pytest.fixture
+def hunter(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Double]:
+    for provider in PROVIDERS.values():  # only Hunter's key is set
+        monkeypatch.delenv(provider.key, raising=False)
+        monkeypatch.delenv(f"PLAYLINE_SECRET_{provider.key}", raising=False)
+    monkeypatch.setenv("HUNTER_API_KEY", KEY)
+    monkeypatch.setenv("PLAYLINE_HUNTER_URL", f"{sim.url}/hunter")
+    double = sim.double("hunter")
+    double.reset()
+    yield double
+    double.reset()
+
+
+def _ask(p: Person) -> dict[str, str]:
+    return {"first_name": p.first_name, "last_name": p.last_name, "domain": p.domain}
+
+
+@pl.play(name="finder")
+async def finder(ctx: pl.Context, input: Any) -> pl.Dataset:
+    async def email(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+        return (await ctx.tool("hunter.email_finder", dict(row["ask"]))).get("email")
+
+    return await ctx.dataset("people", input["people"], key="n").with_column("email", email).run()
+
+
+def _rows(asked: list[Person]) -> dict[str, Any]:
+    return {"people": [{"n": p.ordinal, "ask": _ask(p)} for p in asked]}
+
+
+def test_a_run_without_tools_has_the_providers_whose_key_is_set(
+    hunter: Double, tmp_path: Path
+) -> None:
+    asked = [p for p in people(20) if hunter.knows(p)][:3]
+
+    result = pl.run(finder, _rows(asked), store=f"sqlite:///{tmp_path}/s.db",
+                    clock=pl.ManualClock())  # fmt: skip
+
+    assert result.status == "completed", result.error
+    assert [row["email"] for row in result.output] == [p.email for p in asked]
+    assert {spec.id for t in pl.providers.configured() for spec in t.specs()} == {
+        "hunter.email_finder",
+        "hunter.email_verifier",
+    }
+
+
+def test_a_key_given_in_code_is_an_account_of_its_own_and_never_stored(
+    hunter: Double, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two keys are two accounts: receipts are not shared between them; the key in the
+    environment can rotate and keep its receipts."""
+    store = f"sqlite:///{tmp_path}/s.db"
+    asked = [p for p in people(20) if hunter.knows(p)][:2]
+    monkeypatch.setenv("HUNTER_API_KEY", "k-not-this-one-0123456789abcdef")
+
+    mine = pl.providers.hunter(api_key=KEY)
+    first = pl.run(finder, _rows(asked), store=store, tools=[mine], clock=pl.ManualClock())
+    again = pl.run(finder, _rows(asked), store=store, tools=[pl.providers.hunter(api_key=KEY)],
+                   clock=pl.ManualClock())  # fmt: skip
+
+    assert first.stats.credits == 2 and again.stats.credits == 0  # the same account
+    monkeypatch.setenv("HUNTER_API_KEY", KEY)
+    other = pl.run(finder, _rows(asked), store=store, tools=[pl.providers.hunter()],
+                   clock=pl.ManualClock())  # fmt: skip
+    assert other.stats.credits == 2  # the environment's account: its own receipts
+    assert hunter.duplicates == 2  # the provider charged each account (as it would)
+    assert KEY.encode() not in Path(f"{tmp_path}/s.db").read_bytes()
+
+
+def test_a_provider_s_base_url_comes_from_the_call_else_the_environment_else_its_docs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PLAYLINE_HUNTER_URL", raising=False)
+    assert pl.providers.hunter().base_url == "https://api.hunter.io"
+    monkeypatch.setenv("PLAYLINE_HUNTER_URL", "http://127.0.0.1:9/hunter/")
+    assert pl.providers.hunter()["email_finder"].url == "http://127.0.0.1:9/hunter/v2/email-finder"
+    assert pl.providers.hunter(base_url="https://proxy.example").base_url == "https://proxy.example"
+    monkeypatch.setenv("PLAYLINE_HUNTER_URL", "api.hunter.io")
+    with pytest.raises(pl.PlayDefinitionError, match="PLAYLINE_HUNTER_URL='api.hunter.io'"):
+        pl.providers.hunter()
+    monkeypatch.delenv("PLAYLINE_HUNTER_URL")
+    with pytest.raises(pl.PlayDefinitionError, match="the key as a string or a pl.Secret"):
+        pl.providers.hunter(api_key=" ")
+    with pytest.raises(pl.PlayDefinitionError, match="adapters for hunter, apollo"):
+        named("huntr")
+
+
+def _verified_waterfall(hunter: Double, catch_all: str, asked: list[Person]) -> pl.RunResult:
+    spec = pl.waterfalls.work_email(["hunter"], verify="hunter", catch_all=catch_all)  # type: ignore[arg-type]
+
+    @pl.play(name=f"work-email-{catch_all}")
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("people", [_ask(p) for p in asked], key=["first_name", "last_name"])
+            .with_column("email", lambda row, ctx: ctx.waterfall(spec, dict(row)))
+            .run()
+        )
+
+    return pl.run(play, {}, store="memory://", clock=pl.ManualClock())
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept", "verified"), [("accept", True, 0), ("reject", False, 0), ("verify", False, 1)]
+)
+def test_a_catch_all_address_is_kept_dropped_or_verified_as_the_policy_says(
+    hunter: Double, policy: str, kept: bool, verified: int
+) -> None:
+    """Hunter finds a catch-all domain's address; the verifier says accept_all again, so
+    "verify" keeps it only when the verifier would say valid (it does not here)."""
+    catch_all = [p for p in people(400) if hunter.knows(p) and hunter.catch_all(p.email)][:1]
+    valid = [p for p in people(40) if hunter.knows(p) and not hunter.catch_all(p.email)][:1]
+
+    result = _verified_waterfall(hunter, policy, catch_all + valid)
+
+    emails = [row["email"] for row in result.output]
+    assert emails == [catch_all[0].email if kept else None, valid[0].email]
+    assert hunter.calls["email-verifier"] == verified  # a valid address is not verified
+
+
+def test_the_waterfalls_refuse_what_cannot_work_and_order_by_documented_price() -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="'fastmail' cannot do it"):
+        pl.waterfalls.work_email(["hunter", "fastmail"])
+    with pytest.raises(pl.PlayDefinitionError, match="needs a verifier"):
+        pl.waterfalls.work_email(verify=None, catch_all="verify")
+    with pytest.raises(pl.PlayDefinitionError, match="'accept'"):
+        pl.waterfalls.linkedin_to_email(catch_all="maybe")  # type: ignore[arg-type]
+    spec = pl.waterfalls.work_email(verify=None, catch_all="accept")
+    assert spec.order == "cheapest" and len(spec.steps) == 5
+
+
+def _cli(*args: str, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "playline", *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_shipped_play_runs_from_the_command_line_against_the_doubles(tmp_path: Path) -> None:
+    """`playline sim --providers` in a process of its own, as a user runs it."""
+    with spawn(seed=7, latency_ms=0, token="dev", providers=True) as sim:
+        env = {"HUNTER_API_KEY": "dev", "PLAYLINE_HUNTER_URL": f"{sim.url}/hunter",
+               "PLAYLINE_STORE": f"sqlite:///{tmp_path}/s.db"}  # fmt: skip
+        asked = people(6)
+        (tmp_path / "leads.csv").write_text(
+            "first_name,last_name,domain\n"
+            + "".join(f"{p.first_name},{p.last_name},{p.domain}\n" for p in asked)
+        )
+
+        listed = _cli("providers", "list", "--json", env=env, cwd=tmp_path)
+        checked = _cli("providers", "check", "hunter", env=env, cwd=tmp_path)
+        ran = _cli("run", "playline.plays:work_email", "-i", "file=leads.csv",
+                   "-i", 'providers:=["hunter"]', "-i", "verify=hunter",
+                   "--out", "enriched.csv", env=env, cwd=tmp_path)  # fmt: skip
+        counted = sim.double("hunter")
+
+    docs = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [d["provider"] for d in docs] == list(PROVIDERS)
+    assert docs[0]["key_set"] and not docs[1]["key_set"]
+    assert checked.returncode == 0 and "hunter: ok, the key works; 10000 searches left" in (
+        checked.stdout
+    ), checked.stdout + checked.stderr
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    written = (tmp_path / "enriched.csv").read_text()
+    assert written.count("@") >= 1 and counted["duplicates"] == 0
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    (run,) = store.list_runs()
+    credits = sum(e.credits for e in store.read_ledger(run.run_id))
+    assert credits == pytest.approx(counted["charged"]) and credits > 0
+
+
+def test_providers_check_fails_naming_the_refused_key(tmp_path: Path, sim: Simulator) -> None:
+    env = {"HUNTER_API_KEY": "k-wrong-key-fedcba9876543210",
+           "PLAYLINE_HUNTER_URL": f"{sim.url}/hunter"}  # fmt: skip
+    checked = _cli("providers", "check", "hunter", env=env, cwd=tmp_path)
+    assert checked.returncode == 1
+    assert "hunter: failed, Hunter refused the key (401): check HUNTER_API_KEY." in checked.stdout
+    assert "k-wrong-key" not in checked.stdout + checked.stderr
+    missing = _cli("providers", "check", "apollo", env={"APOLLO_API_KEY": ""}, cwd=tmp_path)
+    assert missing.returncode == 2 and "APOLLO_API_KEY is not set" in missing.stderr
