@@ -21,6 +21,7 @@ BENCHMARKS = [
     "ui",
     "ui_streams",
     "crash",
+    "providers_crash",
     "contention",
     "temporal",
 ]

@@ -22,7 +22,7 @@ import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._clock import SystemClock
@@ -32,6 +32,7 @@ from ._engine.options import DEFAULT_ROW_WINDOW, RunOptions
 from ._engine.planning import PlanCount, Planner
 from ._play import Play, PlayFn, get_play
 from ._runner import resolve_tools
+from ._secrets import redact
 from .errors import PlayDefinitionError
 from .store import (
     Answer,
@@ -240,8 +241,42 @@ async def aplan(
         run_id = f"plan_{secrets.token_hex(8)}"
         await open_run(memory, clock, run_id=run_id, play=target, input=input)
         outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
-    return _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner, table,
-                     sources)  # fmt: skip
+    estimate = _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner,
+                         table, sources)  # fmt: skip
+    balances = await _balances(estimate, table)
+    return replace(estimate, notes=(*estimate.notes, *balances)) if balances else estimate
+
+
+async def _balances(estimate: Plan, table: dict[str, ToolSpec]) -> list[str]:
+    """What each provider account the plan pays says it has left (``playline.providers``):
+    a run stops before it runs out, so a plan that may need more says so."""
+    needed: dict[Any, list[ToolPlan]] = {}
+    for tool in estimate.tools:
+        balance = getattr(table[tool.tool].transport, "balance", None)
+        if balance is not None and tool.calls:
+            needed.setdefault(balance, []).append(tool)
+    notes = []
+    for balance, planned in needed.items():
+        names = ", ".join(p.tool for p in planned)
+        try:
+            left = await balance()
+        except Exception as exc:
+            notes.append(redact(f"{names}: the account's balance could not be read ({exc})."))
+            continue
+        if left is None:
+            continue
+        most = sum(p.credits_max for p in planned)
+        expected = sum(p.credits_expected for p in planned)
+        verdict = (
+            "enough" if most <= left
+            else "the run would stop when they are spent: add credits first" if expected > left
+            else "enough as expected, not for every call"
+        )  # fmt: skip
+        notes.append(
+            f"{names}: the account has {left:g} {balance.unit} left; this plan needs "
+            f"{expected:g} expected, {most:g} at most ({verdict})."
+        )
+    return notes
 
 
 def _readable(store: str | Store | None) -> AbstractContextManager[Store]:

@@ -205,3 +205,17 @@ def test_providers_check_fails_naming_the_refused_key(tmp_path: Path, sim: Simul
     assert "k-wrong-key" not in checked.stdout + checked.stderr
     missing = _cli("providers", "check", "apollo", env={"APOLLO_API_KEY": ""}, cwd=tmp_path)
     assert missing.returncode == 2 and "APOLLO_API_KEY is not set" in missing.stderr
+
+
+def test_a_plan_says_when_the_account_has_too_little_left(hunter: Double) -> None:
+    hunter.quota = 2
+    asked = people(6)
+
+    estimate = pl.plan(finder, _rows(asked), store="memory://")
+
+    assert estimate.calls == 6
+    assert (
+        "hunter.email_finder: the account has 2 searches left; this plan needs 3 expected, "
+        "6 at most (the run would stop when they are spent: add credits first)."
+    ) in estimate.notes
+    assert sum(hunter.calls.values()) == 1  # the account endpoint; nothing bought

@@ -149,7 +149,7 @@ PROVIDER = Provider(
     url="https://api.hunter.io",
     auth=lambda secret: Auth.header("X-API-KEY", secret),
     build=_tools,
-    balance=Balance("/v2/account", _left, unit="searches"),
+    balance=Balance("/v2/account", _left, unit="searches", tools=("email_finder",)),
     docs=(
         "https://hunter.io/api-documentation/v2",
         "https://help.hunter.io/en/articles/1911617",

@@ -19,6 +19,13 @@ parser.add_argument(
     "--providers", action="store_true", help="also serve the real providers' doubles"
 )
 parser.add_argument(
+    "--time-scale",
+    type=float,
+    default=1.0,
+    help="the doubles' time runs this many times faster (tests of documented rates)",
+)
+parser.add_argument("--time-origin", type=float, default=None, help="epoch seconds it starts at")
+parser.add_argument(
     "--stop-on-stdin-eof",
     action="store_true",
     help="also stop when stdin closes (a parent process that dies takes the simulator along)",
@@ -33,6 +40,8 @@ try:
         latency_ms=args.latency_ms,
         stop_on_stdin_eof=args.stop_on_stdin_eof,
         providers=args.providers,
+        time_scale=args.time_scale,
+        time_origin=args.time_origin,
     )
 except OSError as exc:
     sys.exit(

@@ -200,6 +200,8 @@ def main(
     latency_ms: float | None = None,
     stop_on_stdin_eof: bool = False,
     providers: bool = False,
+    time_scale: float = 1.0,
+    time_origin: float | None = None,
 ) -> None:
     """Run the simulator in the foreground until Ctrl-C (``playline sim``).
 
@@ -208,7 +210,14 @@ def main(
     ``stop_on_stdin_eof`` it also stops when its stdin closes, so a parent that dies without
     stopping it (see :func:`spawn`) leaves no simulator behind.
     """
-    state = SimState(seed=seed, token=token, latency_ms=latency_ms, providers=providers)
+    state = SimState(
+        seed=seed,
+        token=token,
+        latency_ms=latency_ms,
+        providers=providers,
+        time_scale=time_scale,
+        time_origin=time_origin,
+    )
 
     def announce(server: _Server) -> None:
         print(

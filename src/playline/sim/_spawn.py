@@ -132,21 +132,30 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def spawn(
-    seed: int = 7, latency_ms: float | None = None, token: str = "dev", *, providers: bool = False
+    seed: int = 7,
+    latency_ms: float | None = None,
+    token: str = "dev",
+    *,
+    providers: bool = False,
+    time_scale: float = 1.0,
+    time_origin: float | None = None,
 ) -> Iterator[SimProcess]:
     """Run ``python -m playline.sim`` on a free port for the duration of the ``with`` block.
 
     The child has its own process group, so killing a client's group leaves it (and its
     ledger) alone; it also stops if this process dies (its stdin closes). Raises
     ``RuntimeError`` with the child's stderr if it does not come up. ``providers=True``
-    serves the real providers' doubles too (see :meth:`SimProcess.double`).
+    serves the real providers' doubles too (see :meth:`SimProcess.double`), their time
+    running ``time_scale`` times faster from ``time_origin``.
     """
     args = [sys.executable, "-m", "playline.sim", "--port", "0", "--seed", str(seed)]
     args += ["--token", token, "--stop-on-stdin-eof"]
     if latency_ms is not None:
         args += ["--latency-ms", str(latency_ms)]
     if providers:
-        args.append("--providers")
+        args += ["--providers", "--time-scale", str(time_scale)]
+        if time_origin is not None:
+            args += ["--time-origin", repr(time_origin)]
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(
             args,

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ._catalog import ToolSpec, build_catalog
-from ._doubles import Double, build_doubles
+from ._doubles import Double, build_doubles, scaled_clock
 from ._faults import Faults, ToolFault, injected_failure, throttled
 from ._idempotency import KeyMemory
 from ._jobs import Jobs
@@ -35,6 +35,8 @@ class SimState:
         token: str = "dev",
         latency_ms: float | None = None,
         providers: bool = False,
+        time_scale: float = 1.0,
+        time_origin: float | None = None,
     ):
         self.seed = seed
         self.token = token
@@ -53,7 +55,11 @@ class SimState:
         self._jitter = random.Random(seed)
         self._faults_changed: asyncio.Event | None = None
         # the real providers' doubles (``--providers``), taking the token as their key
-        self.doubles: dict[str, Double] = build_doubles(self.world, token) if providers else {}
+        self.doubles: dict[str, Double] = (
+            build_doubles(self.world, token, clock=scaled_clock(time_scale, time_origin))
+            if providers
+            else {}
+        )
         for double in self.doubles.values():
             double.latency = self.default_latency_ms / 1000
         self.meta_json: dict[str, bytes] = {}
