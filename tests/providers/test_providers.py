@@ -180,6 +180,14 @@ def test_the_shipped_play_runs_from_the_command_line_against_the_doubles(tmp_pat
                    "-i", 'providers:=["hunter"]', "-i", "verify=hunter",
                    "--out", "enriched.csv", env=env, cwd=tmp_path)  # fmt: skip
         counted = sim.double("hunter")
+        sim.double("hunter", quota=0)  # the month used up: the next leads fail, naming it
+        (tmp_path / "more.csv").write_text(
+            "first_name,last_name,domain\n"
+            + "".join(f"{p.first_name},{p.last_name},{p.domain}\n" for p in people(6, 100))
+        )
+        used_up = _cli("run", "playline.plays:work_email", "-i", "file=more.csv",
+                       "-i", 'providers:=["hunter"]', "-i", "verify=hunter", env=env,
+                       cwd=tmp_path)  # fmt: skip
 
     docs = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [d["provider"] for d in docs] == list(PROVIDERS)
@@ -188,11 +196,13 @@ def test_the_shipped_play_runs_from_the_command_line_against_the_doubles(tmp_pat
         checked.stdout
     ), checked.stdout + checked.stderr
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert used_up.returncode == 1, used_up.stdout + used_up.stderr
+    assert "All 6 rows failed" in used_up.stdout + used_up.stderr
+    assert "account_used_up from hunter.email_finder" in used_up.stdout + used_up.stderr
     written = (tmp_path / "enriched.csv").read_text()
     assert written.count("@") >= 1 and counted["duplicates"] == 0
     store = open_store(f"sqlite:///{tmp_path}/s.db")
-    (run,) = store.list_runs()
-    credits = sum(e.credits for e in store.read_ledger(run.run_id))
+    credits = sum(e.credits for run in store.list_runs() for e in store.read_ledger(run.run_id))
     assert credits == pytest.approx(counted["charged"]) and credits > 0
 
 

@@ -255,8 +255,18 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
             highlight=False,
         )
     elif result.stats.rows_failed:
+        used_up = any(
+            word in line
+            for _, line in failure_lines(result.stats)
+            for word in ("account_used_up", "quota_exhausted", "insufficient_credits")
+        )
+        why = (
+            "a provider account is used up: renew its quota or add credits, then "
+            if used_up
+            else ""
+        )
         console.print(
-            f"  retry the failed cells: playline resume {result.run_id} --retry-failed",
+            f"  {why}retry the failed cells: playline resume {result.run_id} --retry-failed",
             highlight=False,
         )
     elif result.output is not None and not isinstance(result.output, Dataset):
