@@ -51,6 +51,7 @@ class Case:
     used_up_outcome: str  # "quota_exhausted" or "insufficient_credits"
     found: Callable[[Double, Person], bool] = lambda double, person: double.knows(person)
     left: tuple[str, float] = ("credits", 42)  # a double fault, and what the account says then
+    room: float = 2  # what the account has left when a run must stop before running out
     misses: bool = True  # some people are not found (a verifier answers everyone)
     people: int = 24  # how many people of the world the found/not-found test asks for
     rate_calls: int = 60  # how many calls the rate test sends (past the tightest window)
@@ -168,10 +169,10 @@ class Contract:
     def test_a_run_stops_before_the_account_runs_out(self, double: Double) -> None:
         """What the account endpoint says is left is a budget: the calls past it fail
         unsent, naming the provider, and the provider refuses nothing."""
-        provider = named(self.case.provider)
-        if provider.balance is None:
+        operation = self.case.tool.split(".", 1)[1]
+        if self.tools()[operation].balance is None:
             return  # nothing says what is left: the provider's own refusal stops it
-        setattr(double, *self.case.left[:1], 2)
+        setattr(double, self.case.left[0], self.case.room)
         asked = [p for p in people(60, offset=3000) if self.case.found(double, p)][:6]
 
         result = run_tool(self.case, self.tools(), asked, "memory://", double=double)
@@ -208,8 +209,8 @@ class Contract:
         failed = plain.output.errors
         assert failed, "the account ran out: some cells must fail"
         assert {e.tool for e in failed} == {case.tool}
-        assert all(e.code == case.used_up_outcome or case.used_up_outcome in e.message
-                   for e in failed), failed  # fmt: skip
+        meaning = _USED_UP[case.used_up_outcome]
+        assert all(e.code == case.used_up_outcome or meaning in e.message for e in failed), failed
         assert double.duplicates == 0
         double.reset()
         for name, value in case.used_up.items():
@@ -280,6 +281,13 @@ class Contract:
             provider.tools(api_key="k-wrong-key-fedcba9876543210").remaining()
 
 
+_USED_UP = {  # what a cell's error says when the account is used up (its code may be the
+    # provider's own)
+    "quota_exhausted": "the account's quota is used up",
+    "insufficient_credits": "the account is out of credits",
+}
+
+
 class JobContract(Contract):
     """The contract of a tool whose provider answers with a job to poll."""
 
@@ -303,7 +311,7 @@ class JobContract(Contract):
         )
         child = subprocess.Popen([sys.executable, str(script), store], stderr=subprocess.PIPE)
         try:
-            _wait_for_jobs(Path(f"{tmp_path}/s.db"), child)
+            _wait_for_jobs(Path(f"{tmp_path}/s.db"), child, len(asked))
         finally:
             child.kill()
             child.communicate()
@@ -333,10 +341,11 @@ def _jobs_on_receipts(path: Path) -> int:
             return 0
 
 
-def _wait_for_jobs(path: Path, child: subprocess.Popen[bytes]) -> None:
-    """Until the child has a job on a receipt (an observable state of its, polled)."""
+def _wait_for_jobs(path: Path, child: subprocess.Popen[bytes], count: int) -> None:
+    """Until the child has a job on the receipt of each of its ``count`` calls (an observable
+    state of its, polled): a call still being submitted would be in doubt."""
     deadline = time.monotonic() + 60
-    while not _jobs_on_receipts(path):
+    while _jobs_on_receipts(path) < count:
         assert child.poll() is None, child.communicate()[1]
         assert time.monotonic() < deadline, "the child recorded no job in 60 s"
         time.sleep(0.01)

@@ -100,10 +100,10 @@ def test_a_provider_s_base_url_comes_from_the_call_else_the_environment_else_its
     assert pl.providers.hunter()["email_finder"].url == "http://127.0.0.1:9/hunter/v2/email-finder"
     assert pl.providers.hunter(base_url="https://proxy.example").base_url == "https://proxy.example"
     monkeypatch.setenv("PLAYLINE_HUNTER_URL", "api.hunter.io")
-    with pytest.raises(pl.PlayDefinitionError, match="PLAYLINE_HUNTER_URL='api.hunter.io'"):
+    with pytest.raises(pl.PlayDefinitionError, match=r"PLAYLINE_HUNTER_URL='api\.hunter\.io'"):
         pl.providers.hunter()
     monkeypatch.delenv("PLAYLINE_HUNTER_URL")
-    with pytest.raises(pl.PlayDefinitionError, match="the key as a string or a pl.Secret"):
+    with pytest.raises(pl.PlayDefinitionError, match=r"the key as a string or a pl\.Secret"):
         pl.providers.hunter(api_key=" ")
     with pytest.raises(pl.PlayDefinitionError, match="adapters for hunter, apollo"):
         named("huntr")
@@ -124,7 +124,8 @@ def _verified_waterfall(hunter: Double, catch_all: str, asked: list[Person]) -> 
 
 
 @pytest.mark.parametrize(
-    ("policy", "kept", "verified"), [("accept", True, 0), ("reject", False, 0), ("verify", False, 1)]
+    ("policy", "kept", "verified"),
+    [("accept", True, 0), ("reject", False, 0), ("verify", False, 1)],
 )
 def test_a_catch_all_address_is_kept_dropped_or_verified_as_the_policy_says(
     hunter: Double, policy: str, kept: bool, verified: int

@@ -848,7 +848,8 @@ class CallExecutor:
         status = exc.status or 0
         if exc.code == "unknown_job":
             return _LostJob(spec.id, exc)
-        if not (exc.throttled or status >= 500 or exc.code in _UNREACHABLE):
+        again = exc.throttled or exc.outcome == "retryable"  # the provider said: ask later
+        if not (again or status >= 500 or exc.code in _UNREACHABLE):
             return exc
         if failures >= MAX_POLL_FAILURES:
             return exc
@@ -896,6 +897,11 @@ class CallExecutor:
         ledgered = bool(spec.cost.credits) or self._options.ledger_all
         for request in requests:
             for call, raw in zip(request.calls, request.answers, strict=True):
+                if isinstance(raw, ToolError):  # the provider refused this item alone
+                    if raw.exhausted:
+                        self._ledger.exhaust(spec, raw)
+                    record.refused(call, raw)
+                    continue
                 result, charged = record.result(call, raw)
                 entry = (
                     self._entry(spec, call, result, charged)
@@ -1152,6 +1158,11 @@ class _Record:
         self.completions.append(Completion(call.key, stored, entry))
         self.outcomes.append((call, result))
 
+    def refused(self, call: ToolCall, error: ToolError) -> None:
+        """An item of a bulk answer the provider refused on its own (its other items
+        answered): the call fails with the provider's words, nothing charged."""
+        self._unusable(call, error, None)
+
     def _unusable(self, call: ToolCall, error: ToolError, entry: LedgerEntry | None) -> None:
         self.failures.append(Failure(call.key, redact(str(error)), charge=entry, rebuy=self._rebuy))
         self.outcomes.append((call, error))
@@ -1395,9 +1406,11 @@ def _cached(spec: ToolSpec, stored: bytes) -> ToolResult:
 
 
 def _refused(error: BaseException) -> bool:
-    """The provider refused the caller, not the input: a wrong token, an unknown tool."""
+    """The provider refused the caller, not the input: a wrong token, an unknown tool (a
+    403 an outcome rule reads as something else, Dropcontact's "too few credits", is not)."""
     return isinstance(error, ToolError) and (
-        error.status in (401, 403) or error.code == "unknown_tool"
+        (error.status in (401, 403) and error.outcome in (None, "fatal"))
+        or error.code == "unknown_tool"
     )
 
 

@@ -166,13 +166,11 @@ class ProviderTools:
         headers: dict[str, str] = {}
         params: dict[str, Any] = {}
         basic = self.auth.apply(headers, params)
+        url = httpx.URL(self.base_url + balance.path).copy_merge_params(
+            params
+        )  # its own query kept
         async with httpx.AsyncClient(timeout=wait) as client:
-            answer = await client.get(
-                self.base_url + balance.path,
-                headers=headers,
-                params=params,
-                auth=basic or httpx.USE_CLIENT_DEFAULT,
-            )
+            answer = await client.get(url, headers=headers, auth=basic or httpx.USE_CLIENT_DEFAULT)
         if answer.status_code in (401, 403):
             raise PermissionError(
                 f"{self.provider.title} refused the key ({answer.status_code}): check "

@@ -23,7 +23,7 @@ import io
 import string
 import urllib.parse
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,6 +42,9 @@ __all__ = ["Auth", "HttpBulk", "HttpPoll", "HttpTool", "request_or_raise"]
 
 CLIPPED = 300  # characters of an unexpected answer's body kept in its error
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+_USED_UP = frozenset({"quota_exhausted", "insufficient_credits"})
+_PLACE = "_place"  # in a bulk item template: the item's place in its request ("0", "1"...)
+_SINGLE = "single"  # a bulk tool's job that is a lone input's single job: {"single": id}
 _FIELDS = string.Formatter()
 RequestHook = Callable[[dict[str, Any]], Mapping[str, Any]]
 ResponseHook = Callable[[Answer], Any]
@@ -53,7 +56,7 @@ class Auth:
     (read as ``ctx.secrets.get`` reads it) or a ``pl.Secret``. The key never enters an input,
     so rotating it keeps every receipt."""
 
-    kind: Literal["bearer", "header", "query", "basic"]
+    kind: Literal["bearer", "header", "query", "basic", "body"]
     secret: str | Secret
     name: str = ""  # the header or query parameter; basic: the user name
 
@@ -73,14 +76,22 @@ class Auth:
         return cls("query", secret, name)
 
     @classmethod
+    def body(cls, name: str, secret: str | Secret) -> Auth:
+        """A field of the JSON body (ZeroBounce's batch: ``{"api_key": ...}``), or of the
+        query for a request without one (its single ``GET /validate?api_key=``)."""
+        return cls("body", secret, name)
+
+    @classmethod
     def basic(cls, secret: str | Secret, user: str = "") -> Auth:
         """HTTP basic auth: the secret as the password (as the user when ``user`` is blank,
         which is how providers that use a key as the user name expect it)."""
         return cls("basic", secret, user)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("bearer", "header", "query", "basic"):
-            raise PlayDefinitionError(f"Auth kind {self.kind!r}: bearer, header, query or basic.")
+        if self.kind not in ("bearer", "header", "query", "basic", "body"):
+            raise PlayDefinitionError(
+                f"Auth kind {self.kind!r}: bearer, header, query, body or basic."
+            )
         if not isinstance(self.secret, Secret) and not (
             isinstance(self.secret, str) and self.secret
         ):
@@ -88,7 +99,9 @@ class Auth:
                 "pl.Auth needs the secret's environment variable name (e.g. 'HUNTER_API_KEY') "
                 "or a pl.Secret."
             )
-        if self.kind in ("header", "query") and not (isinstance(self.name, str) and self.name):
+        if self.kind in ("header", "query", "body") and not (
+            isinstance(self.name, str) and self.name
+        ):
             raise PlayDefinitionError(
                 f"pl.Auth.{self.kind}(name, secret) needs the {self.kind} name, e.g. 'X-Api-Key'."
             )
@@ -102,14 +115,19 @@ class Auth:
         secret = self.secret if isinstance(self.secret, Secret) else Secrets().get(self.secret)
         return secret.reveal()
 
-    def apply(self, headers: dict[str, str], params: dict[str, Any]) -> httpx.BasicAuth | None:
-        """Put the secret where the provider reads it; returns basic auth when it is that."""
+    def apply(
+        self, headers: dict[str, str], params: dict[str, Any], body: Any = None
+    ) -> httpx.BasicAuth | None:
+        """Put the secret where the provider reads it (``body``: the request's JSON object,
+        if it has one); returns basic auth when it is that."""
         key = self.value()
         if self.kind == "bearer":
             headers["Authorization"] = f"Bearer {key}"
         elif self.kind == "header":
             headers[self.name] = key
-        elif self.kind == "query":
+        elif self.kind == "body" and isinstance(body, dict):
+            body[self.name] = key
+        elif self.kind in ("query", "body"):
             params[self.name] = key
         else:
             return httpx.BasicAuth(self.name or key, "" if not self.name else key)
@@ -122,7 +140,13 @@ class HttpBulk:
     (``""``: the body is the list); each item is built by ``item`` (a template, as ``json=``)
     or is the input. ``results``: the answer's path to the list of per-item answers, aligned
     with the items; ``item_status``: each one's status path (per-item statuses go through
-    the outcome rules); ``item_result``: where each one's result is."""
+    the outcome rules); ``item_result``: where each one's result is. ``body``: fixed fields
+    sent beside the items (NeverBounce's ``{"input_location": "supplied"}``). ``match``: the
+    answers are found by what they echo (input field -> answer path; ``_place`` is the
+    item's place in the request, which an ``item`` template can send as ``"{_place}"``), not
+    by position; an input no answer is for fails its call (``missing="fail"``) or is not
+    found (``missing="not_found"``: Prospeo lists only the records it matched). ``poll``: a
+    bulk job's poll, when it differs from the single one's."""
 
     max_size: int
     url: str | None = None  # the bulk endpoint, when it is not the single one
@@ -133,6 +157,10 @@ class HttpBulk:
     item_status: str | None = None
     item_result: str | None = None
     max_wait: float | None = None  # seconds a partial batch may wait for more (pl.Batch)
+    body: Mapping[str, Any] | None = None  # fixed fields of the request's body, beside items
+    poll: HttpPoll | None = None  # a bulk job's poll, when it is not the single one's
+    match: Mapping[str, str] | None = None  # input field -> answer path: answers matched by it
+    missing: Literal["fail", "not_found"] = "fail"  # an input no matched answer is for
 
     def __post_init__(self) -> None:
         Batch(max_size=self.max_size, max_wait=self.max_wait)  # the same rules
@@ -417,7 +445,15 @@ class HttpTool:
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
     ) -> JobState:
         """Submit ``inputs`` as one job (Dropcontact's batch, Icypeas' bulk search): pending
-        with the job's id, or done with the per-item results, aligned with ``inputs``."""
+        with the job's id, or done with the per-item results, aligned with ``inputs``. A lone
+        input goes to the single form when the bulk form has a URL of its own (Icypeas'
+        single search), its job kept as ``{"single": id}`` and polled by the single poll."""
+        assert self.bulk is not None
+        if len(inputs) == 1 and self.bulk.url is not None:
+            state = await self.submit(spec, inputs[0], keys[0] if keys else None)
+            if state.done:
+                return JobState(done=True, result=[state.result])
+            return JobState(done=False, job={_SINGLE: state.job}, wait=state.wait)
         key = digest("bulk", *keys) if keys else None  # the same items again: the same request
         answer = await self._send(self._bulk_request(inputs), key)
         rule = match(self.outcomes, answer, None)
@@ -428,8 +464,7 @@ class HttpTool:
                     answer, f"answered pending without a job id at {rule.job!r}", "bad_job"
                 )
             return JobState(done=False, job=job, wait=_said_wait(rule, answer))
-        assert self.bulk is not None
-        return JobState(done=True, result=self._items(answer, rule, len(inputs), self.bulk.results))
+        return JobState(done=True, result=self._items(answer, rule, inputs, self.bulk.results))
 
     async def poll_bulk(
         self, spec: ToolSpec, job: Any, inputs: Mapping[int, Mapping[str, Any]]
@@ -437,7 +472,14 @@ class HttpTool:
         """Where a bulk ``job`` stands; once done, the results of the items asked for (by
         their place in the job: ``inputs``), each checked against its input where the
         provider echoes it."""
-        polling, answer = await self._poll_answer(job)
+        if isinstance(job, Mapping) and _SINGLE in job:  # a lone input's single job
+            ((item, input),) = inputs.items()
+            state = await self.poll(spec, job[_SINGLE], input)
+            if not state.done:
+                return JobState(done=False, job=job, wait=state.wait)
+            return JobState(done=True, result={item: state.result})
+        assert self.bulk is not None
+        polling, answer = await self._poll_answer(job, self.bulk.poll)
         answer = await self._fetched(polling, job, answer)
         rule = match(polling.outcomes, answer, polling.result)
         if rule is not None and rule.outcome == "pending":
@@ -445,13 +487,16 @@ class HttpTool:
         if rule is None or rule.outcome not in ("found", "not_found"):
             raise self._refusal(rule, answer)
         parts = answer.body if polling.result is None else dotted(answer.body, polling.result)
-        if not isinstance(parts, list) or len(parts) <= max(inputs, default=-1):
+        if not isinstance(parts, list) or (
+            self.bulk.match is None and len(parts) <= max(inputs, default=-1)
+        ):
             raise self._misaligned(answer, polling.result, f"item {max(inputs)} of job {job!r}")
+        mine = self._aligned(parts, inputs)
         results = {}
         for item, input in inputs.items():
-            part = Answer(answer.status, parts[item], answer.headers, _text(parts[item]))
-            results[item] = self._item(answer, parts[item], None)
-            if results[item] is not None:
+            results[item] = self._item(answer, mine[item], None)
+            if results[item] is not None and not isinstance(results[item], ToolError):
+                part = Answer(answer.status, mine[item], answer.headers, _text(mine[item]))
                 self._check_echo(polling, part, input)
         return JobState(done=True, result=results)
 
@@ -475,10 +520,12 @@ class HttpTool:
             return Answer(fetched.status, rows, fetched.headers, fetched.text)
         return fetched
 
-    async def _poll_answer(self, job: Any) -> tuple[HttpPoll, Answer]:
-        """The poll's answer for ``job``; an answer that says its result is gone (``expired``)
-        is the call's ``job_expired`` failure."""
-        polling = self.polling
+    async def _poll_answer(
+        self, job: Any, polling: HttpPoll | None = None
+    ) -> tuple[HttpPoll, Answer]:
+        """The poll's answer for ``job`` (by ``polling``, else the tool's poll); an answer
+        that says its result is gone (``expired``) is the call's ``job_expired`` failure."""
+        polling = polling or self.polling
         if polling is None:
             raise self._no_poll()
         url = polling.url.replace("{job}", urllib.parse.quote(str(job), safe=""))
@@ -542,12 +589,12 @@ class HttpTool:
         bulk = self.bulk
         assert bulk is not None
         items = [
-            _fill(bulk.item, dict(i)) if bulk.item is not None else _present(dict(i))
-            for i in reveal([dict(i) for i in inputs])
+            _fill(bulk.item, {**i, _PLACE: str(place)}) if bulk.item is not None else _present(i)
+            for place, i in enumerate(reveal([dict(i) for i in inputs]))
         ]
         body: Any = items
         if bulk.items:
-            body = {}
+            body = dict(bulk.body or {})
             _set_path(body, bulk.items, items)
         return _Request(bulk.method.upper(), _url(bulk.url or self.url, {}), {}, body)
 
@@ -558,25 +605,61 @@ class HttpTool:
         assert bulk is not None
         key = digest("bulk", *keys) if keys else None  # the same items again: the same request
         answer = await self._send(self._bulk_request(inputs), key)
-        return self._items(answer, match(self.outcomes, answer, None), len(inputs), bulk.results)
+        return self._items(answer, match(self.outcomes, answer, None), inputs, bulk.results)
 
-    def _items(self, answer: Answer, rule: Outcome | None, count: int, path: str) -> list[Any]:
-        """The per-item results of a bulk answer (its items at ``path``: ``count`` of them)."""
+    def _items(
+        self, answer: Answer, rule: Outcome | None, inputs: Sequence[Mapping[str, Any]], path: str
+    ) -> list[Any]:
+        """The per-item results of a bulk answer (its items at ``path``), aligned with
+        ``inputs``: by position, or by what the provider echoes (``HttpBulk(match=)``)."""
         if rule is None or rule.outcome not in ("found", "not_found"):
             raise self._refusal(rule, answer)
         answers = answer.body if not path else dotted(answer.body, path)
-        if not isinstance(answers, list) or len(answers) != count:
-            raise self._misaligned(answer, path, f"{count} per-item answers")
+        assert self.bulk is not None
+        if not isinstance(answers, list) or (
+            self.bulk.match is None and len(answers) != len(inputs)
+        ):
+            raise self._misaligned(answer, path, f"{len(inputs)} per-item answers")
         share = None  # a header's charge is the request's: its items share it
         if self.reported is not None and self.reported.header is not None:
             total = self.reported.credits(answer, self.spec.cost.credits)
-            share = None if total is None else total / len(answers)
-        return [self._item(answer, item, share) for item in answers]
+            share = None if total is None else total / len(inputs)
+        parts = self._aligned(answers, dict(enumerate(inputs)))
+        return [self._item(answer, parts[i], share) for i in range(len(inputs))]
+
+    def _aligned(self, parts: list[Any], places: Mapping[int, Mapping[str, Any]]) -> dict[int, Any]:
+        """Each input's part of a bulk answer, by its place in the request or job (``places``):
+        at that place, or the part echoing its ``HttpBulk(match=)`` fields. An input with no
+        part gets the ``missing_item`` error (its call fails, nothing charged)."""
+        assert self.bulk is not None
+        paths = self.bulk.match
+        if paths is None:
+            return {place: parts[place] for place in places}
+        by_echo = {_echo_key(part, paths.values()): part for part in parts}
+        missing: Any = _ABSENT  # not found
+        if self.bulk.missing == "fail":
+            missing = ToolError(
+                self.id,
+                f"the provider's answer holds no item for this input (matched by {dict(paths)})",
+                code="missing_item",
+                outcome="fatal",
+            )
+        return {
+            place: by_echo.get(_echo_key({**input, _PLACE: str(place)}, paths.keys()), missing)
+            for place, input in places.items()
+        }
 
     def _item(self, whole: Answer, item: Any, share: float | None) -> Any:
-        """One input's result from its part of a bulk answer (its own status if it has one)."""
+        """One input's result from its part of a bulk answer (its own status if it has one),
+        or the ``ToolError`` the provider refused it with alone (its call fails, the other
+        items stand). An item asking to wait or to be sent again fails the whole request, which
+        is sent again."""
         bulk = self.bulk
         assert bulk is not None
+        if item is _ABSENT:  # no part of the answer is this input's: not found
+            return None
+        if isinstance(item, ToolError):  # ... and that fails its call
+            return item
         status = dotted(item, bulk.item_status) if bulk.item_status else None
         answer = Answer(
             status=status if isinstance(status, int) else whole.status,
@@ -585,8 +668,12 @@ class HttpTool:
             text=_text(item),
         )
         reported = share if share is not None else self._reported(answer, item=True)
-        state = self._state(self.outcomes, answer, bulk.item_result, reported=reported)
-        return state.result
+        try:
+            return self._state(self.outcomes, answer, bulk.item_result, reported=reported).result
+        except ToolError as refused:
+            if refused.outcome in ("rate_limited", "blocked", "retryable"):
+                raise
+            return refused
 
     def _misaligned(self, answer: Answer, path: str | None, wanted: str) -> ToolError:
         return ToolError(
@@ -611,16 +698,17 @@ class HttpTool:
         in doubt (``protocol_error``), never read as "nothing found"."""
         headers = {"Accept": "application/json", **self._headers, **request.headers}
         params = dict(request.query)
-        basic = self.auth.apply(headers, params) if self.auth else None
+        body = dict(request.json) if isinstance(request.json, Mapping) else request.json
+        basic = self.auth.apply(headers, params, body) if self.auth else None
         if key and self.idempotency:
             headers[self.idempotency] = key
         response = await request_or_raise(
             _client(self.account),
             self.id,
             request.method,
-            request.url,
-            params=params or None,
-            json=request.json,
+            # the URL's own query kept (httpx's params= would replace it)
+            str(httpx.URL(request.url).copy_merge_params(params)) if params else request.url,
+            json=body,
             data=request.form,
             headers=headers,
             auth=basic or httpx.USE_CLIENT_DEFAULT,
@@ -739,7 +827,9 @@ class HttpTool:
             self.id,
             f"{_MEANING[rule.outcome]}: {words}",
             status=answer.status,
-            code=_code(answer) or rule.outcome,
+            # a used-up account is named by its outcome (what the run's verdict and hints
+            # read); the provider's own code stays in the message
+            code=rule.outcome if rule.outcome in _USED_UP else _code(answer) or rule.outcome,
             request_id=_request_id(answer),
             retryable=rule.outcome in ("rate_limited", "blocked", "retryable"),
             retry_after=wait_of(rule, answer) if waits else None,
@@ -877,6 +967,7 @@ def _fill(template: Any, input: Mapping[str, Any]) -> Any:
 
 
 _MISSING: Any = object()
+_ABSENT: Any = object()  # a bulk answer's missing item, read as not found
 
 
 def _present(input: Mapping[str, Any]) -> dict[str, Any]:
@@ -979,6 +1070,12 @@ def _said_wait(rule: Outcome, answer: Answer) -> float | None:
 def _same(value: Any) -> Any:
     """A value as an echo compares: text trimmed and case-folded."""
     return value.strip().casefold() if isinstance(value, str) else value
+
+
+def _echo_key(value: Any, paths: Iterable[str]) -> tuple[str, ...]:
+    """What an input or an answer says at ``paths``, compared as the providers do (trimmed,
+    case-folded): how a bulk answer's items find their inputs (``HttpBulk(match=)``)."""
+    return tuple(str(dotted(value, path) or "").strip().casefold() for path in paths)
 
 
 def _where(url: str) -> str:
