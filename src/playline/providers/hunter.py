@@ -6,7 +6,8 @@ Documentation followed:
   envelope, status codes: 403 = rate limit reached, 429 = usage limit reached, 451 = the
   person asked not to be processed, 202/222 = verification not finished, try again)
 - https://help.hunter.io/en/articles/1911617 (credits: a search is counted only when an
-  email is returned; verifications are free when unknown)
+  email is returned; verifications are free when unknown; a search or verification repeated
+  within the billing month is not counted again, so a call in doubt is sent again)
 - hunter-io/browser-extension ``email_finder.coffee`` (not found is 200 with ``data.email``
   null), hunter-io/chatgpt-mcp ``src/tools/account.ts`` (``GET /v2/account``)
 - the Email Finder and Email Verifier sections as copied by activepieces' Hunter piece
@@ -108,6 +109,7 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             response=_found,
             rate=Rate(per_second=15, per_minute=500),
             cost=Cost(1, charge="on_hit"),
+            repeat_free=True,  # a repeat within the billing month is free: resent if in doubt
             normalize={**names, "company": "name"},
             description="Work email from a name and a domain (or company name).",
         ),
@@ -131,6 +133,7 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             response=_verified,
             rate=Rate(per_second=10, per_minute=300),
             cost=Cost(1),
+            repeat_free=True,
             normalize={"email": "email"},
             description="Whether an address is deliverable: valid, catch_all, unknown, invalid.",
         ),

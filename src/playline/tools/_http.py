@@ -282,6 +282,7 @@ class HttpTool:
         rate: Rate | None = None,
         cost: Cost | float | None = None,
         idempotency: str | None = None,
+        repeat_free: bool = False,
         reported: Reported | None = None,
         account: str | None = None,
         timeout: float = 30.0,
@@ -314,6 +315,7 @@ class HttpTool:
         self.bulk = bulk
         self.polling = poll
         self.idempotency = idempotency
+        self.repeat_free = repeat_free
         self.reported = reported
         self._heard: tuple[int, float] | None = None  # the last remaining-budget headers
         # what the account has left, asked of its provider (``playline.providers``): an
@@ -341,9 +343,12 @@ class HttpTool:
             outputs=normalise_outputs(outputs),
             lists=normalise_lists(lists),
             version=str(version),
-            # a call in doubt is sent again only if the repeat carries its own key: a bulk
-            # request's key is its items', and a resend may group them otherwise
-            in_doubt="resend" if (idempotency and not bulk) or not cost.credits else "fail",
+            # a call in doubt is sent again only if the repeat cannot be charged again: it
+            # carries its own key (a bulk request's key is its items', and a resend may group
+            # them otherwise), or the provider does not charge a repeat (``repeat_free``)
+            in_doubt="resend"
+            if (idempotency and not bulk) or repeat_free or not cost.credits
+            else "fail",
             auth_scope=self.account,
             description=description,
             normalize=None if normalize is None else Normalize(f"pl.HttpTool({id!r})", normalize),
@@ -383,6 +388,7 @@ class HttpTool:
             else {"kind": self.auth.kind, "secret": self.auth.label},
             "account": self.account,
             "idempotency_header": self.idempotency,
+            "repeat_free": self.repeat_free,
             "reported_cost": None if self.reported is None else _reported_doc(self.reported),
             "outcomes": [_rule_doc(rule) for rule in self.outcomes]
             + ["429: rate_limited", "2xx: found (not_found when the result is empty)"],

@@ -170,17 +170,22 @@ class Double:
     def job_id(self, prefix: str = "") -> str:
         return f"{prefix}{self.name[:2]}{next(self._ids):06d}"
 
-    def charge(self, item: str, credits: float) -> None:
-        """The provider charges ``credits`` for ``item`` (its operation and normalised input)."""
+    def charge(self, item: str, credits: float, *, repeat_free: bool = False) -> float:
+        """The provider charges ``credits`` for ``item`` (its operation and normalised input);
+        returns what it charged. ``repeat_free``: the provider does not charge an item again
+        (Hunter within its billing month), so a repeat costs nothing and is no duplicate."""
         if credits <= 0:
-            return
+            return 0.0
         with self.lock:
+            if self.charges[item] and repeat_free:
+                return 0.0
             if self.charges[item]:
                 self.duplicates += 1
             self.charges[item] += 1
             self.charged += credits
             if self.credits is not None:
                 self.credits = max(0.0, self.credits - credits)
+        return credits
 
     def can_pay(self, credits: float) -> bool:
         return self.credits is None or self.credits >= credits

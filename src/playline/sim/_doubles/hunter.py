@@ -8,8 +8,9 @@
   ``403`` (Hunter's "rate limit reached"); a used-up month is ``429`` ("usage limit
   reached"); a bad key ``401``; missing parameters ``400 wrong_params``;
 - a finder search costs 1 when it returns an email; a verification 1, free when its
-  verdict is ``unknown``, ``webmail`` or ``disposable``; ``GET /v2/account`` says what is
-  used and available (searches and verifications).
+  verdict is ``unknown``, ``webmail`` or ``disposable``; a search or verification repeated
+  within the billing month is free (help.hunter.io 1911617); ``GET /v2/account`` says what
+  is used and available (searches and verifications).
 
 ``quota`` counts searches and verifications left this month (None: a large plan).
 """
@@ -69,9 +70,9 @@ class HunterDouble(Double):
             )  # fmt: skip
 
     def _used(self, item: str, credits: float) -> None:
-        if credits and self.quota is not None:
+        """A search or verification charged, unless it repeats one of this month (free)."""
+        if self.charge(item, credits, repeat_free=True) and self.quota is not None:
             self.quota -= 1
-        self.charge(item, credits)
 
     def find(self, request: Request) -> Response:
         self._admit(request, "finder")
