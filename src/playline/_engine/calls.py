@@ -765,7 +765,7 @@ class CallExecutor:
         job whose polls fail fails its calls as one job does (``_poll``), the others go on."""
         spec, calls = lane.spec, request.calls
         failures: dict[bytes, int] = {}
-        interval = _Backoff(jobs)
+        interval = _Backoff(jobs, bulk=True)
         try:
             with self._unsettled.polling():
                 while waiting:
@@ -1358,10 +1358,17 @@ class _Backoff(Iterator[float]):
     """The waits between a job's polls: its ``poll_interval``, each ``poll_backoff`` times
     the one before (1: the same), up to ``poll_max_interval``."""
 
-    def __init__(self, jobs: Jobs) -> None:
-        self._next = float(jobs.poll_interval)
-        self._factor = float(getattr(jobs, "poll_backoff", 1.0))
-        self._most = float(getattr(jobs, "poll_max_interval", None) or math.inf)
+    def __init__(self, jobs: Jobs, *, bulk: bool = False) -> None:
+        timing = getattr(jobs, "bulk_timing", None) if bulk else None  # a bulk job's own
+        if timing is None:
+            timing = (
+                jobs.poll_interval,
+                getattr(jobs, "poll_backoff", 1.0),
+                getattr(jobs, "poll_max_interval", None),
+            )
+        self._next = float(timing[0])
+        self._factor = float(timing[1])
+        self._most = float(timing[2] or math.inf)
 
     def __next__(self) -> float:
         wait = min(self._next, self._most)

@@ -325,9 +325,16 @@ class HttpTool:
         self._response = response
         self._request: RequestHook | None = None
         self.inline = False
-        self.poll_interval = poll.interval if poll else 1.0
-        self.poll_backoff = poll.backoff if poll else 1.0
-        self.poll_max_interval = poll.max_interval if poll else None
+        timing = poll or (bulk.poll if bulk else None)  # a single job's, else a bulk job's
+        self.poll_interval = timing.interval if timing else 1.0
+        self.poll_backoff = timing.backoff if timing else 1.0
+        self.poll_max_interval = timing.max_interval if timing else None
+        # a bulk job's waits between polls, when its poll is its own (HttpBulk(poll=))
+        self.bulk_timing = (
+            (bulk.poll.interval, bulk.poll.backoff, bulk.poll.max_interval)
+            if bulk is not None and bulk.poll is not None
+            else None
+        )
         cost = Cost(cost) if isinstance(cost, int | float) else cost or Cost()
         self.account = (
             account
@@ -336,7 +343,7 @@ class HttpTool:
         self.spec = ToolSpec(
             id=id,
             transport=self,
-            jobs=self if poll else None,
+            jobs=self if poll or (bulk and bulk.poll) else None,
             rate=rate or Rate(),
             cost=cost,
             batch=Batch(max_size=bulk.max_size, max_wait=bulk.max_wait) if bulk else None,
