@@ -631,6 +631,12 @@ def answer(status: int, body: Any = None, **headers: str) -> Answer:
         ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(NOW + 20)}, (0, 20.0)),
         ({"x-minute-requests-left": "40", "x-24-hour-requests-left": "10"}, (10, 86400.0)),
         ({"x-minute-requests-left": "2", "x-24-hour-requests-left": "900"}, (2, 60.0)),
+        ({"x-daily-requests-left": "5", "x-minute-requests-left": "9"}, (5, 86400.0)),  # Apollo
+        (  # Prospeo
+            {"x-minute-request-left": "4", "x-minute-reset-seconds": "12",
+             "x-daily-request-left": "80", "x-daily-reset-seconds": "3000"},
+            (4, 12.0),
+        ),  # fmt: skip
         ({"RateLimit-Remaining": "many"}, None),
         ({}, None),
     ],

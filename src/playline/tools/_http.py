@@ -1088,7 +1088,11 @@ def _same(value: Any) -> Any:
 def _echo_key(value: Any, paths: Iterable[str]) -> tuple[str, ...]:
     """What an input or an answer says at ``paths``, compared as the providers do (trimmed,
     case-folded): how a bulk answer's items find their inputs (``HttpBulk(match=)``)."""
-    return tuple(str(dotted(value, path) or "").strip().casefold() for path in paths)
+    return tuple(_said(dotted(value, path)).strip().casefold() for path in paths)
+
+
+def _said(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def _where(url: str) -> str:

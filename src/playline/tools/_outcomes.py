@@ -265,13 +265,17 @@ def wait_of(rule: Outcome, answer: Answer, now: float | None = None) -> float:
 
 
 # Remaining-budget headers and the window each one counts when the answer names no reset:
-# IETF RateLimit (LeadMagic), the common X-RateLimit, and Apollo's per window.
+# IETF RateLimit (LeadMagic), the common X-RateLimit, Apollo's per window (the day's under
+# its two documented names) and Prospeo's (with their resets in seconds).
 _REMAINING = (
     ("ratelimit-remaining", ("ratelimit-reset",), 60.0),
     ("x-ratelimit-remaining", ("x-ratelimit-reset",), 60.0),
     ("x-minute-requests-left", (), 60.0),
     ("x-hourly-requests-left", (), 3600.0),
     ("x-24-hour-requests-left", (), 86400.0),
+    ("x-daily-requests-left", (), 86400.0),
+    ("x-minute-request-left", ("x-minute-reset-seconds",), 60.0),
+    ("x-daily-request-left", ("x-daily-reset-seconds",), 86400.0),
 )
 
 
