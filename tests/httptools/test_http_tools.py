@@ -620,6 +620,14 @@ def test_a_job_whose_result_expired_fails_and_is_bought_again_only_on_retry_fail
 
 
 # the rules and waits, answer by answer
+PROSPEO_LEFT = {
+    "x-minute-request-left": "4",
+    "x-minute-reset-seconds": "12",
+    "x-daily-request-left": "80",
+    "x-daily-reset-seconds": "3000",
+}
+
+
 def answer(status: int, body: Any = None, **headers: str) -> Answer:
     return Answer(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
 
@@ -632,11 +640,7 @@ def answer(status: int, body: Any = None, **headers: str) -> Answer:
         ({"x-minute-requests-left": "40", "x-24-hour-requests-left": "10"}, (10, 86400.0)),
         ({"x-minute-requests-left": "2", "x-24-hour-requests-left": "900"}, (2, 60.0)),
         ({"x-daily-requests-left": "5", "x-minute-requests-left": "9"}, (5, 86400.0)),  # Apollo
-        (  # Prospeo
-            {"x-minute-request-left": "4", "x-minute-reset-seconds": "12",
-             "x-daily-request-left": "80", "x-daily-reset-seconds": "3000"},
-            (4, 12.0),
-        ),  # fmt: skip
+        (PROSPEO_LEFT, (4, 12.0)),
         ({"RateLimit-Remaining": "many"}, None),
         ({}, None),
     ],
