@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--people", type=int, default=1000)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--origin", type=float, required=True)
+    parser.add_argument("--retry-in-doubt", action="store_true")
     args = parser.parse_args(argv)
     tools = [pl.providers.named(n).tools() for n in (*FINDERS, "zerobounce")]
     result = pl.run(
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> int:
         run_id=args.run_id,
         tools=tools,
         clock=FastClock(args.scale, args.origin),
+        retry_in_doubt=args.retry_in_doubt,
     )
     doc = {"run_id": result.run_id, "status": result.status, "error": result.error,
            "stats": result.stats.to_dict(), "pid": os.getpid()}  # fmt: skip

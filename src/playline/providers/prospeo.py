@@ -214,6 +214,9 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             ),
             rate=Rate(per_second=5, per_minute=300, per_day=2000, per_record=True),
             cost=Cost(1, charge="on_hit"),
+            # a record enriched before is free for the account's lifetime (free_enrichment):
+            # a call whose answer was lost is asked again, not left in doubt
+            repeat_free=True,
             reported=Reported(read=_charged),
             normalize=_normalized,
             description=(

@@ -77,8 +77,9 @@ class Double:
 
     Counters (read by tests and by ``GET /<name>/__double``): ``calls`` per route,
     ``charged`` credits, ``charges`` per charged item, ``duplicates`` (an item charged a second
-    time: what a runtime that never pays twice must not cause), ``throttled`` (rate-limit
-    answers), ``refused`` (other refusals by cause).
+    time: what a runtime that never pays twice must not cause), ``repeats`` (an item asked
+    again that the provider does not charge again: Hunter's month, Prospeo's re-enrichments),
+    ``throttled`` (rate-limit answers), ``refused`` (other refusals by cause).
 
     Faults (set as attributes, or with ``POST /<name>/__double``): ``credits`` left (None:
     unlimited), ``quota`` requests left this period (None: unlimited), ``storm`` (the next so
@@ -105,6 +106,7 @@ class Double:
             self.charges: Counter[str] = Counter()
             self.charged = 0.0
             self.duplicates = 0
+            self.repeats = 0  # items asked again that the provider does not charge again
             self.throttled = 0
             self.refused: Counter[str] = Counter()
             self.credits: float | None = None
@@ -178,6 +180,7 @@ class Double:
             return 0.0
         with self.lock:
             if self.charges[item] and repeat_free:
+                self.repeats += 1
                 return 0.0
             if self.charges[item]:
                 self.duplicates += 1
@@ -317,6 +320,7 @@ class Double:
                 "charged": round(self.charged, 6),
                 "charges": sum(self.charges.values()),
                 "duplicates": self.duplicates,
+                "repeats": self.repeats,
                 "throttled": self.throttled,
                 "refused": dict(self.refused),
                 "credits": self.credits,

@@ -233,13 +233,10 @@ class ProspeoDouble(Double):
             return "NO_MATCH", {}, 0  # nothing charged: that is the flags' point
         item = f"person|{person.ordinal}"
         cost = 10 if mobile else 1
-        if self.charges[item]:  # enriched before: free for the account's lifetime
-            with self.lock:
-                self.duplicates += 1
-            cost = 0
-        elif not self.can_pay(cost):
+        if not self.charges[item] and not self.can_pay(cost):
             return "INSUFFICIENT_CREDITS", {}, 0
-        self.charge(item, cost)
+        # enriched before: free for the account's lifetime (a repeat, not a second charge)
+        cost = int(self.charge(item, cost, repeat_free=True))
         return "matched", self._record(person, verified, mobile), cost
 
     async def enrich(self, request: Request) -> Response:
