@@ -352,9 +352,9 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             # the most a contact costs (its email and its phone): what budgets reserve; each
             # row is charged what it found, by the found rules
             cost=Cost(_PRICES["email"] + _PRICES["phone"], charge="on_hit"),
-            # the same contact enriched again within 3 months costs 0: a batch whose answer
-            # was lost is submitted again on resume, not left in doubt
-            repeat_free=True,
+            # not repeat_free, though a contact enriched again within 3 months costs 0: a
+            # batch in doubt keeps its job, which a resume would poll to the same end (one
+            # that ran out of credits), where --retry-in-doubt submits it again
             reported=Reported(read=_charged),
             normalize=_normalized,
             description=(

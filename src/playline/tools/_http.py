@@ -400,23 +400,10 @@ class HttpTool:
             "outcomes": [_rule_doc(rule) for rule in self.outcomes]
             + ["429: rate_limited", "2xx: found (not_found when the result is empty)"],
             "result": self.result,
-            "bulk": None if self.bulk is None else _plain(vars(self.bulk)),
-            "poll": None
-            if polling is None
-            else {
-                "url": polling.url,
-                "interval": polling.interval,
-                "backoff": polling.backoff,
-                "max_interval": polling.max_interval,
-                "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
-                "result": polling.result,
-                "echo": dict(polling.echo),
-                "expired": [_rule_doc(rule).rsplit(": ", 1)[0] for rule in polling.expired],
-                "json": polling.json,
-                "fetch": polling.fetch,
-                "fetch_format": polling.fetch_format,
-                "fetch_json": polling.fetch_json,
-            },
+            "bulk": None
+            if self.bulk is None
+            else {**_plain(vars(self.bulk)), "poll": _poll_doc(self.bulk.poll)},
+            "poll": _poll_doc(polling),
         }
 
     # the transport (tools/_spec.py)
@@ -682,7 +669,10 @@ class HttpTool:
         )
         reported = share if share is not None else self._reported(answer, item=True)
         try:
-            return self._state(self.outcomes, answer, bulk.item_result, reported=reported).result
+            state = self._state(
+                self.outcomes, answer, bulk.item_result, reported=reported, item=True
+            )
+            return state.result
         except ToolError as refused:
             if refused.outcome in ("rate_limited", "blocked", "retryable"):
                 raise
@@ -759,11 +749,13 @@ class HttpTool:
         polled: Any = None,
         *,
         reported: float | None = None,
+        item: bool = False,
     ) -> JobState:
         """What ``answer`` means: done (a result, or None when not found), pending (the job
         it names, else the one ``polled``), or the ``ToolError`` its outcome is. A done
         answer carries what it cost when the rule or the provider says (``Charged``;
-        ``reported``: the provider's figure, ``_reported``)."""
+        ``reported``: the provider's figure, ``_reported``). An ``item`` of a bulk answer is
+        never pending on its own (a bulk job is pending as a whole)."""
         rule = match(rules, answer, result)
         if rule is not None and rule.outcome in ("found", "not_found"):
             data = self._result(answer, result) if rule.outcome == "found" else None
@@ -771,11 +763,11 @@ class HttpTool:
                 declared = None if rule.credits is None else float(rule.credits)
                 data = Charged(data, declared, reported)
             return JobState(done=True, result=data)
-        if rule is not None and rule.outcome == "pending" and self.bulk is None:
+        if rule is not None and rule.outcome == "pending" and not item:
             job = dotted(answer.body, rule.job) if rule.job else polled
             if job is not None and job != "":
                 return JobState(done=False, job=job, wait=_said_wait(rule, answer))
-        raise self._refusal(rule, answer)
+        raise self._refusal(rule, answer, item=item)
 
     def _result(self, answer: Answer, path: str | None) -> Any:
         if self._response is not None:
@@ -803,7 +795,7 @@ class HttpTool:
             )
         return out
 
-    def _refusal(self, rule: Outcome | None, answer: Answer) -> ToolError:
+    def _refusal(self, rule: Outcome | None, answer: Answer, *, item: bool = False) -> ToolError:
         """The error an answer that gives no result is: what its rule says, or that no rule
         says what it means."""
         if rule is None:
@@ -812,7 +804,7 @@ class HttpTool:
             why = (
                 "answered an item of a bulk answer as pending (a bulk job is pending as a "
                 "whole: declare poll= for it)"
-                if self.bulk is not None
+                if item
                 else f"answered pending without a job id at {rule.job!r}"
             )
             return self._failure(answer, why, "bad_job")
@@ -1055,6 +1047,25 @@ def _rule_doc(rule: Outcome) -> str:
     return f"{', '.join(when) or 'any answer'}: {rule.outcome}" + (
         f" ({', '.join(map(str, extra))})" if extra else ""
     )
+
+
+def _poll_doc(polling: HttpPoll | None) -> dict[str, Any] | None:
+    if polling is None:
+        return None
+    return {
+        "url": polling.url,
+        "interval": polling.interval,
+        "backoff": polling.backoff,
+        "max_interval": polling.max_interval,
+        "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
+        "result": polling.result,
+        "echo": dict(polling.echo),
+        "expired": [_rule_doc(rule).rsplit(": ", 1)[0] for rule in polling.expired],
+        "json": polling.json,
+        "fetch": polling.fetch,
+        "fetch_format": polling.fetch_format,
+        "fetch_json": polling.fetch_json,
+    }
 
 
 def _reported_doc(reported: Reported) -> str:
