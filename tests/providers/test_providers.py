@@ -231,3 +231,85 @@ def test_a_plan_says_when_the_account_has_too_little_left(hunter: Double) -> Non
         "6 at most (the run would stop when they are spent: add credits first)."
     ) in estimate.notes
     assert sum(hunter.calls.values()) == 1  # the account endpoint; nothing bought
+
+
+def _waterfall_run(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, provider: str, spec: pl.Waterfall,
+    rows: list[dict[str, Any]],
+) -> tuple[pl.RunResult, Double]:  # fmt: skip
+    named_provider = named(provider)
+    monkeypatch.setenv(named_provider.key, KEY)
+    monkeypatch.setenv(named_provider.url_variable, f"{sim.url}/{provider}")
+    double = sim.double(provider)
+    double.reset()
+
+    @pl.play(name=f"waterfall-{spec.id}-{provider}")
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("people", rows, key="n")
+            .with_column("found", lambda row, ctx: ctx.waterfall(spec, dict(row)))
+            .run()
+        )
+
+    clock = pl.ManualClock()
+    double.clock = clock.monotonic
+    result = pl.run(play, {}, store="memory://", tools=[named_provider.tools()], clock=clock)
+    return result, double
+
+
+def _linkedin(p: Person) -> str:
+    from playline.sim._doubles import _base
+
+    return _base.linkedin_of(p)
+
+
+@pytest.mark.parametrize("provider", sorted(pl.waterfalls.providers.EMAIL_FINDERS))
+def test_each_email_finder_is_a_step_of_work_email(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """The waterfall asks each provider in its own words and reads its answer: a person it
+    knows has an email, the ledger is what the provider charged."""
+    rows = [{"n": p.ordinal, **_ask(p), "title": p.title} for p in people(12, 6000)]
+    spec = pl.waterfalls.work_email([provider], verify=None, catch_all="accept")
+
+    result, double = _waterfall_run(sim, monkeypatch, provider, spec, rows)
+
+    assert result.status == "completed", result.output and result.output.errors
+    found = {row["n"]: row["found"] for row in result.output}
+    assert any(found.values()), found
+    truth = {p.ordinal: p.email for p in people(12, 6000)}
+    assert all(email == truth[n] for n, email in found.items() if email)
+    assert result.stats.credits == pytest.approx(double.charged)
+
+
+@pytest.mark.parametrize("provider", sorted(pl.waterfalls.providers.LINKEDIN_FINDERS))
+def test_each_linkedin_finder_is_a_step_of_linkedin_to_email(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    rows = [{"n": p.ordinal, "linkedin_url": _linkedin(p)} for p in people(12, 6100)]
+    spec = pl.waterfalls.linkedin_to_email([provider], verify=None, catch_all="accept")
+
+    result, double = _waterfall_run(sim, monkeypatch, provider, spec, rows)
+
+    assert result.status == "completed", result.output and result.output.errors
+    truth = {p.ordinal: p.email for p in people(12, 6100)}
+    found = {row["n"]: row["found"] for row in result.output}
+    assert any(found.values()) and all(e == truth[n] for n, e in found.items() if e), found
+    assert result.stats.credits == pytest.approx(double.charged)
+
+
+@pytest.mark.parametrize("provider", sorted(pl.waterfalls.providers.PHONE_FINDERS))
+def test_each_phone_finder_is_a_step_of_person_to_phone(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    rows = [{"n": p.ordinal, "linkedin_url": _linkedin(p), "email": p.email}
+            for p in people(12, 6200)]  # fmt: skip
+    spec = pl.waterfalls.person_to_phone([provider])
+
+    result, double = _waterfall_run(sim, monkeypatch, provider, spec, rows)
+
+    assert result.status == "completed", result.output and result.output.errors
+    truth = {p.ordinal: p.phone for p in people(12, 6200)}
+    found = {row["n"]: row["found"] for row in result.output}
+    assert any(found.values()) and all(ph == truth[n] for n, ph in found.items() if ph), found
+    assert result.stats.credits == pytest.approx(double.charged)

@@ -14,7 +14,7 @@ An ``invalid`` address is never kept.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._context import Context
@@ -23,30 +23,44 @@ from ..errors import PlayDefinitionError
 from ..providers import named
 from ..providers._vocab import INPUTS
 
-__all__ = ["EMAIL_FINDERS", "PHONE_FINDERS", "VERIFIERS", "linkedin_to_email", "person_to_phone",
-           "work_email"]  # fmt: skip
+__all__ = [
+    "EMAIL_FINDERS",
+    "LINKEDIN_FINDERS",
+    "PHONE_FINDERS",
+    "VERIFIERS",
+    "linkedin_to_email",
+    "person_to_phone",
+    "work_email",
+]
 
 CatchAll = Literal["accept", "verify", "reject"]
 
 
 @dataclass(frozen=True)
 class Finder:
-    """A provider's tool for one waterfall: its id and the input fields it needs (all of one
-    of the alternatives)."""
+    """A provider's tool for one waterfall: its id, the input fields it needs (all of one of
+    the alternatives) and fixed options of its own (FullEnrich: no phone when an email is
+    asked for)."""
 
     tool: str
     needs: tuple[tuple[str, ...], ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def input(self, given: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The vocabulary fields of ``given`` that are set; None when none of the
-        alternatives this tool needs is complete (the step is skipped for the row)."""
+        """The fields of ``given`` this tool takes, when set (others would only split its
+        receipts); None when none of the alternatives it needs is complete (the step is
+        skipped for the row)."""
+        takes = {name for need in self.needs for name in need}
         fields = {
             name: value.strip() if isinstance(value, str) else value
             for name in INPUTS
-            if (value := given.get(name)) is not None
+            if name in takes
+            and (value := given.get(name)) is not None
             and (not isinstance(value, str) or value.strip())
         }
-        return fields if any(all(n in fields for n in need) for need in self.needs) else None
+        if not any(all(n in fields for n in need) for need in self.needs):
+            return None
+        return {**fields, **self.options}
 
 
 _NAME = (("first_name", "last_name", "domain"), ("full_name", "domain"))
@@ -62,7 +76,7 @@ EMAIL_FINDERS: dict[str, Finder] = {
     "prospeo": Finder("prospeo.email_finder", (*_NAME_OR_COMPANY, *_LINKEDIN)),
     "apollo": Finder("apollo.people_match", (*_NAME_OR_COMPANY, *_LINKEDIN)),
     "icypeas": Finder("icypeas.email_search", _NAME_OR_COMPANY),
-    "fullenrich": Finder("fullenrich.enrich", (*_NAME_OR_COMPANY, *_LINKEDIN)),
+    "fullenrich": Finder("fullenrich.enrich", (*_NAME_OR_COMPANY, *_LINKEDIN), {"phones": False}),
 }
 LINKEDIN_FINDERS = ("prospeo", "pdl", "apollo", "dropcontact", "fullenrich")
 PHONE_FINDERS: dict[str, Finder] = {
