@@ -4,7 +4,7 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
-from . import providers, waterfalls
+from . import providers
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats
@@ -112,3 +112,13 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``pl.waterfalls`` (the shipped waterfalls) is imported when first used: it is built
+    on the public API above."""
+    if name == "waterfalls":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.waterfalls")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -935,3 +935,54 @@ def test_a_play_file_s_http_tools_are_described_and_run_from_the_command_line(
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert double.calls["find"] == 2
+
+
+def test_polls_that_fail_now_and_then_do_not_add_up_to_a_failed_job(
+    double: Double, store: str
+) -> None:
+    """Six polls failing in a row fail a job; seven over its life, each followed by an
+    answer, do not."""
+    double.script(202, {"request_id": "job-x"})
+    for _ in range(7):
+        double.script(503, {"error": "busy"})
+        double.script(200, {"status": "IN_PROGRESS"})
+    double.script(200, {"status": "DONE", "data": {"email": "ann@acme.com"}})
+
+    result = run(jobs_tool(double), PEOPLE[:1], store)
+
+    assert result.ok, result.output and result.output.errors
+    assert result.output.to_list()[0]["email"]["email"] == "ann@acme.com"
+    assert double.calls["submit"] == 1 and double.calls["poll"] == 15
+
+
+def test_a_poll_that_says_the_account_is_out_of_credits_stops_its_other_calls(
+    double: Double, store: str
+) -> None:
+    """As a submit's answer would: the job's call fails with the cause, and the account's
+    later calls (another tool of the same key) are not sent."""
+    double.script(202, {"request_id": "job-x"})  # the submit, then the poll's 402
+    double.script(402, {"message": "out of credits"})
+    tool = jobs_tool(double, outcomes=[
+        pl.Outcome("pending", body={"status": "IN_PROGRESS"}),
+        pl.Outcome("insufficient_credits", status=402, message="message"),
+    ])  # fmt: skip
+    lookup = pl.HttpTool(  # another tool of the same account (host and key)
+        "double.lookup", "GET", f"{double.url}/v1/find",
+        auth=pl.Auth.header("X-Api-Key", "DOUBLE_API_KEY"), result="data",
+    )  # fmt: skip
+
+    refused: list[str] = []
+
+    async def job_then_lookup(row: Mapping[str, Any], ctx: pl.Context) -> Any:
+        try:
+            await ctx.tool("double.find", {"first_name": row["first_name"]})
+        except pl.ToolError as exc:
+            refused.append(str(exc))
+        return (await ctx.tool("double.lookup", dict(row))).data
+
+    result = run([tool, lookup], PEOPLE[:1], store, columns={"email": job_then_lookup})
+
+    assert double.calls["find"] == 0, "the account's other tool sent nothing"
+    assert len(refused) == 1 and "out of credits" in refused[0]
+    (error,) = result.output.errors
+    assert "not sent" in error.message and error.tool == "double.lookup"

@@ -782,6 +782,7 @@ class CallExecutor:
                                 mine = _Request([calls[i] for i in items.values()], claimed=True)
                                 await self._job_failed(spec, mine, error)
                             continue
+                        failures.pop(job, None)  # answered: polls failing in a row count
                         if state.done:
                             del waiting[job]
                             for item, index in items.items():
@@ -794,7 +795,10 @@ class CallExecutor:
 
     async def _job_failed(self, spec: ToolSpec, request: _Request, error: ToolError) -> None:
         """A job's polls failed: its calls fail in doubt (it was submitted, so may have been
-        charged), or, when its result expired, as lost."""
+        charged), or, when its result expired, as lost. A poll that says the account is used
+        up stops its other calls too, as a submit's answer does."""
+        if error.exhausted:
+            self._ledger.exhaust(spec, error)
         lost = error.code == "job_expired"
         await self._fail(spec, request, error, in_doubt=not lost, lost=lost)
 
@@ -819,6 +823,8 @@ class CallExecutor:
                             await self._job_failed(spec, request, error)
                             return
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
+                        continue
+                    failures = 0  # polls failing in a row fail the job, not over its life
                 request.answers = [state.result]
                 await self._complete(spec, [request])
         except BaseException as exc:

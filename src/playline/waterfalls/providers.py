@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._context import Context
-from .._waterfall import CodeStep, Waterfall
+from .. import CodeStep, Context, Waterfall
 from ..errors import PlayDefinitionError
 from ..providers import named
 from ..providers._vocab import INPUTS

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._context import Context
-from .._waterfall import CodeStep, ToolStep, Waterfall
+from .. import CodeStep, Context, ToolStep, Waterfall
 
 __all__ = ["WORK_EMAIL"]
 
