@@ -18,7 +18,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = {
-    "BENCH_PROVIDERS_CRASH_PEOPLE": "120",
+    "BENCH_PROVIDERS_CRASH_PEOPLE": "80",
     "BENCH_PROVIDERS_CRASH_KILLS": "5",
     "BENCH_PROVIDERS_CRASH_SEED": "3",
 }
