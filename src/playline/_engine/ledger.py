@@ -55,6 +55,7 @@ class Ledger:
         self._doubtful: dict[str, int] = {}  # their receipt keys -> worst case
         # a child play's ledger: what it spends counts against its parents' budgets too
         self.parent = parent
+        self._root: Ledger = self if parent is None else parent._root  # the run tree's
         self.settles = 0  # reservations settled so far: what a deferred request waits past
         self._settled: asyncio.Event | None = None  # set when a reservation is settled
         self._exhausted: dict[str, ToolError] = {}  # provider account -> what it answered
@@ -118,7 +119,7 @@ class Ledger:
     def ask_balance(self, spec: ToolSpec) -> bool:
         """Whether to ask the provider what ``spec``'s account has left: once per run."""
         key = _balance_key(spec)
-        accounts = self._chain()[-1]._accounts
+        accounts = self._root._accounts
         if key is None or key in accounts:
             return False
         accounts[key] = None
@@ -129,10 +130,10 @@ class Ledger:
         tool's declared cost): the run spends no more than that on the tools it counts."""
         key = _balance_key(spec)
         if key is not None:
-            self._chain()[-1]._accounts[key] = [_exact(max(0.0, left)), 0]
+            self._root._accounts[key] = [_exact(max(0.0, left)), 0]
 
     def _account(self, spec: ToolSpec) -> list[int] | None:
-        accounts = self._chain()[-1]._accounts
+        accounts = self._root._accounts
         return accounts.get(_balance_key(spec) or "") if accounts else None
 
     def waits(self, spec: ToolSpec) -> bool:
@@ -168,11 +169,11 @@ class Ledger:
         """The provider said ``spec``'s account can buy nothing more (``error.exhausted``: its
         quota or credits are used up). Its calls fail with that cause for the rest of the run
         and of its parent runs, unsent: every tool of the account, not only this one."""
-        self._chain()[-1]._exhausted.setdefault(account_of(spec), error)
+        self._root._exhausted.setdefault(account_of(spec), error)
 
     def exhausted(self, spec: ToolSpec) -> ToolError | None:
         """Why calls to ``spec`` fail unsent (its account is used up), else None."""
-        used_up = self._chain()[-1]._exhausted
+        used_up = self._root._exhausted
         error = used_up.get(account_of(spec)) if used_up else None
         if error is None:
             return None
