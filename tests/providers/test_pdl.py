@@ -137,7 +137,7 @@ def test_min_likelihood_is_six_unless_the_input_says_otherwise(double: PdlDouble
         for p in people(400, offset=300)
         if double.knows(p)
         and (name := double.company(p.domain).name)
-        and double._company_named(name) is not None
+        and double.company_named(name) is not None
     }
     asked = [p for p in people(400, offset=300) if p.ordinal in named_by][:16]
     weak = {p.ordinal for p in asked if p.ordinal % 4 < 2}  # likelihood 4 or 5

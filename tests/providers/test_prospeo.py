@@ -218,7 +218,7 @@ def test_a_name_with_a_company_name_or_a_full_name_or_an_email_finds_the_person(
 ) -> None:
     verified = next(
         p for p in people(400, offset=600)
-        if FINDER.found(double, p) and double._company_named(double.company(p.domain).name)
+        if FINDER.found(double, p) and double.company_named(double.company(p.domain).name)
     )  # fmt: skip
     asks = [
         {"full_name": f"{verified.first_name} {verified.last_name}", "domain": verified.domain},

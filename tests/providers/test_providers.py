@@ -313,3 +313,23 @@ def test_each_phone_finder_is_a_step_of_person_to_phone(
     found = {row["n"]: row["found"] for row in result.output}
     assert any(found.values()) and all(ph == truth[n] for n, ph in found.items() if ph), found
     assert result.stats.credits == pytest.approx(double.charged)
+
+
+def test_playline_sim_providers_names_each_double_s_url() -> None:
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "playline", "sim", "--providers", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sim.stdout is not None
+        lines = [sim.stdout.readline() for _ in range(1 + len(PROVIDERS))]
+    finally:
+        sim.terminate()
+        sim.communicate(timeout=30)
+    url = lines[0].split()[3]
+    assert lines[0].startswith("playline sim on http://127.0.0.1:")
+    assert [line.split() for line in lines[1:]] == [
+        [f"{name}:", f"{url}/{name}"] for name in PROVIDERS
+    ]

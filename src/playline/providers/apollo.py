@@ -97,7 +97,7 @@ import orjson
 from .._secrets import Secret
 from ..tools import Answer, Auth, Cost, HttpBulk, HttpPoll, HttpTool, Outcome, Rate, Reported
 from ._provider import Provider, ProviderTools
-from ._vocab import email_result, status_of
+from ._vocab import COMPARED, email_result, status_of
 
 __all__ = ["PROVIDER", "apollo", "credits_left"]
 
@@ -117,15 +117,6 @@ _IDENTIFIERS = {
     "domain": "{domain}",
     "organization_name": "{company}",
     "linkedin_url": "{linkedin_url}",
-}
-_NORMALIZE = {
-    "first_name": "name",
-    "last_name": "name",
-    "full_name": "name",
-    "company": "name",
-    "domain": "domain",
-    "email": "email",
-    "linkedin_url": "text",
 }
 
 
@@ -266,7 +257,7 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             ),
             rate=Rate(per_minute=20, per_hour=100, per_day=6000),
             cost=Cost(1, charge="on_hit"),
-            normalize=_NORMALIZE,
+            normalize=COMPARED,
             description="A person's work email and profile from a name and a domain or company "
             "(or an email, or a LinkedIn URL): valid or unknown.",
         ),
@@ -317,7 +308,7 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             reported=Reported(path="webhook_result.credits_consumed"),
             rate=Rate(per_minute=200, per_hour=600, per_day=6000),
             cost=Cost(1, charge="on_hit"),
-            normalize=_NORMALIZE,
+            normalize=COMPARED,
             description="A person's email from Apollo and the team's waterfall vendors "
             "(asynchronous: polled until done); valid or unknown.",
         ),

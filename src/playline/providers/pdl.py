@@ -58,28 +58,18 @@ What the documentation leaves open, and what this adapter assumes:
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from .._secrets import Secret
 from ..tools import Answer, Auth, Cost, HttpBulk, HttpTool, Outcome, Rate, Reported
-from ..tools._normalize import KINDS
 from ._provider import Provider, ProviderTools
+from ._vocab import compared, findable
 
 __all__ = ["PROVIDER", "pdl"]
 
 MIN_LIKELIHOOD = 6  # sent unless the input says otherwise
 BULK_SIZE = 80  # "Known Limitations": more may answer 502
-_FIELDS = {  # our field -> how it compares
-    "first_name": "name",
-    "last_name": "name",
-    "full_name": "name",
-    "company": "name",
-    "domain": "domain",
-    "email": "email",
-    "linkedin_url": "text",
-}
 # one enrichment's parameters, in PDL's names ("{domain}{company}": the normalised input
 # has one of them at most)
 _PARAMS = {
@@ -108,22 +98,11 @@ def _normalized(input: dict[str, Any]) -> dict[str, Any]:
     """Our fields compared as PDL compares them (names and emails in any case, domains in any
     URL form); the domain in place of a company name; ``min_likelihood`` said. An input short
     of PDL's minimum fails its cell here, unsent (PDL would answer 400)."""
-    out = dict(input)
-    for name, kind in _FIELDS.items():
-        if isinstance(out.get(name), str):
-            out[name] = KINDS[kind](unicodedata.normalize("NFC", out[name])) or None
+    out = compared(input)
     if out.get("domain"):
         out.pop("company", None)
-    if out.get("min_likelihood") is None:
-        out["min_likelihood"] = MIN_LIKELIHOOD
-    out = {k: v for k, v in out.items() if v is not None}
-    named = ("first_name" in out and "last_name" in out) or "full_name" in out
-    anchored = "linkedin_url" in out or "email" in out
-    if not anchored and not (named and ("domain" in out or "company" in out)):
-        raise ValueError(
-            "People Data Labs needs linkedin_url or email, or first_name and last_name (or "
-            f"full_name) with domain or company; the input has {sorted(input) or 'nothing'}"
-        )
+    out.setdefault("min_likelihood", MIN_LIKELIHOOD)
+    findable(out, "People Data Labs", input)
     return out
 
 

@@ -65,30 +65,19 @@ What the documentation leaves open, and what this adapter assumes:
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from .._secrets import Secret
 from ..tools import Answer, Auth, Cost, HttpBulk, HttpTool, Outcome, Rate, Reported
-from ..tools._normalize import KINDS
 from ._provider import Balance, Provider, ProviderTools
-from ._vocab import email_result, status_of
+from ._vocab import compared, email_result, findable, status_of
 
 __all__ = ["PROVIDER", "prospeo"]
 
 BULK_SIZE = 50
 _STATUS = {"verified": "valid", "unverified": "unknown"}
 _FLAGS = {"only_verified_email": True}  # pay only for an email Prospeo could verify
-_FIELDS = {  # our field -> how it compares
-    "first_name": "name",
-    "last_name": "name",
-    "full_name": "name",
-    "company": "name",
-    "domain": "domain",
-    "email": "email",
-    "linkedin_url": "text",
-}
 _DATA = {  # our fields in Prospeo's names
     "first_name": "{first_name}",
     "last_name": "{last_name}",
@@ -103,18 +92,8 @@ _DATA = {  # our fields in Prospeo's names
 def _normalized(input: dict[str, Any]) -> dict[str, Any]:
     """Our fields compared as Prospeo compares them; an input short of its minimum fails
     its cell here, unsent (Prospeo would answer ``INVALID_DATAPOINTS``)."""
-    out = dict(input)
-    for name, kind in _FIELDS.items():
-        if isinstance(out.get(name), str):
-            out[name] = KINDS[kind](unicodedata.normalize("NFC", out[name])) or None
-    out = {k: v for k, v in out.items() if v is not None}
-    named = ("first_name" in out and "last_name" in out) or "full_name" in out
-    anchored = "linkedin_url" in out or "email" in out
-    if not anchored and not (named and ("domain" in out or "company" in out)):
-        raise ValueError(
-            "Prospeo needs linkedin_url or email, or first_name and last_name (or full_name) "
-            f"with domain or company; the input has {sorted(input) or 'nothing'}"
-        )
+    out = compared(input)
+    findable(out, "Prospeo", input)
     return out
 
 

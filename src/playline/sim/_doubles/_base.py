@@ -97,6 +97,9 @@ class Double:
         self.key = key
         self.clock = clock or time.monotonic
         self.latency = 0.0  # seconds each answer takes
+        self._companies_by_name: dict[str, Company | None] | None = (
+            None  # companies by name, once asked
+        )
         self.lock = threading.Lock()
         self.reset()
 
@@ -162,6 +165,19 @@ class Double:
 
     def company(self, domain: Any) -> Company | None:
         return self.world.company(normalize_domain(domain)) if isinstance(domain, str) else None
+
+    def company_named(self, name: Any) -> Company | None:
+        """The company of this name (any case and spacing); None for a name two companies
+        share (a provider could not tell which)."""
+        if not isinstance(name, str):
+            return None
+        if self._companies_by_name is None:
+            by_name: dict[str, Company | None] = {}
+            for company in self.world.companies:
+                key = normalize_text(company.name)
+                by_name[key] = None if key in by_name else company
+            self._companies_by_name = by_name
+        return self._companies_by_name.get(normalize_text(name))
 
     def catch_all(self, email: str) -> bool:
         company = self.company(email.rsplit("@", 1)[-1])

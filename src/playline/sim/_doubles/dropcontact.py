@@ -122,7 +122,6 @@ class DropcontactDouble(Double):
         super().reset()
         with self.lock:
             self.held = 0.0  # credits taken at submits, to be given back when jobs are done
-        self._by_name: dict[str, Company] | None = None
 
     # -- Dropcontact's own answers ---------------------------------------------------------
 
@@ -151,14 +150,6 @@ class DropcontactDouble(Double):
 
     # -- the world, as Dropcontact sees a record --------------------------------------------
 
-    def _company_named(self, name: str) -> Company | None:
-        if self._by_name is None:
-            by_name: dict[str, Company] = {}
-            for company in self.world.companies:
-                by_name.setdefault(normalize_text(company.name), company)
-            self._by_name = by_name
-        return self._by_name.get(normalize_text(name))
-
     def _company_of(self, record: Mapping[str, Any]) -> tuple[str | None, Company | None]:
         """The record's company domain (its website, else its company's name), and the
         company of the world there."""
@@ -167,7 +158,7 @@ class DropcontactDouble(Double):
             domain = normalize_domain(website)
             return domain, self.company(domain)
         name = _text(record.get("company"))
-        company = self._company_named(name) if name else None
+        company = self.company_named(name) if name else None
         return (company.domain if company else None), company
 
     def _who(self, record: Mapping[str, Any], domain: str | None) -> Person | None:

@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .._inputs import normalize_domain, normalize_text
-from .._world import Company, Person, unit
+from .._world import Person, unit
 from ._base import Double, Limit, Refusal, linkedin_of
 
 __all__ = ["FullEnrichDouble"]
@@ -106,7 +106,6 @@ class FullEnrichDouble(Double):
         self.canceled = 0  # the next so many batches are canceled (from the dashboard)
         self._enriched: dict[tuple[str, ...], int] = {}  # (field, input...) -> the batch's turn
         self._turn = 0  # batches submitted and finished, in order
-        self._names: dict[str, Company] | None = None
 
     def rate_limited(self, wait: float) -> Response:
         return _error(429, "error.rate.limit", "Too many requests. Try again in 1m")
@@ -326,20 +325,13 @@ class FullEnrichDouble(Double):
             return person if linkedin_of(person).casefold().endswith(f"/in/{slug}") else None
         domain = _text(row.get("domain"))
         if not domain:
-            company = self._company_named(_text(row.get("company_name")))
+            company = self.company_named(_text(row.get("company_name")))
             domain = company.domain if company else ""
         return self.world.person(
             normalize_text(_text(row.get("firstname"))),
             normalize_text(_text(row.get("lastname"))),
             normalize_domain(domain),
         )
-
-    def _company_named(self, name: str) -> Company | None:
-        if self._names is None:
-            self._names = {}
-            for company in self.world.companies:
-                self._names.setdefault(normalize_text(company.name), company)
-        return self._names.get(normalize_text(name))
 
     def _row(
         self, row: Mapping[str, Any], person: Person | None, email: bool, phone: bool

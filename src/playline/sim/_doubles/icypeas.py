@@ -45,8 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .._inputs import normalize_text
-from .._world import Company, Person
+from .._world import Person
 from ._base import Double, Limit, Refusal, json_body
 
 __all__ = ["IcypeasDouble"]
@@ -96,7 +95,6 @@ class IcypeasDouble(Double):
             self.files: dict[str, dict[str, Any]] = {}  # every bulk search, by its file id
             self.reads: dict[str, int] = {}  # reads of each search or file, for pending_polls
             self.unpaid = False  # the subscription has an unpaid invoice
-            self._companies: dict[str, Company] | None = None
 
     # -- answers in Icypeas' words ---------------------------------------------------------
 
@@ -132,16 +130,11 @@ class IcypeasDouble(Double):
 
     # -- searching -------------------------------------------------------------------------
 
-    def _company_named(self, name: str) -> Company | None:
-        if self._companies is None:
-            self._companies = {normalize_text(c.name): c for c in self.world.companies}
-        return self._companies.get(normalize_text(name))
-
     def _lookup(self, first: str, last: str, target: str) -> Person | None:
         """The person at ``target``, a domain or a company's name."""
         if "." in target and " " not in target.strip():
             return self.person(first, last, target)
-        company = self._company_named(target)
+        company = self.company_named(target)
         return self.person(first, last, company.domain) if company else None
 
     def _search(

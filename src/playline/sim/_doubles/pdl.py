@@ -44,8 +44,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .._inputs import normalize_domain, normalize_text
-from .._world import Company, Person, unit
+from .._inputs import normalize_domain
+from .._world import Person, unit
 from ._base import Double, Limit, Refusal, linkedin_of
 
 __all__ = ["PdlDouble", "has_work_email"]
@@ -150,7 +150,6 @@ class PdlDouble(Double):
     limits: ClassVar[tuple[Limit, ...]] = (Limit(100, 60.0, "enrich"), Limit(100, 60.0, "bulk"))
     PLAN = 10_000  # credits on the account when ``credits`` is None (unlimited)
     BULK_MAX = 100
-    _names: dict[str, Company | None] | None = None  # companies by name, once asked
 
     # -- answers in PDL's words ------------------------------------------------------------
 
@@ -211,16 +210,6 @@ class PdlDouble(Double):
 
     # -- the world, as PDL knows it --------------------------------------------------------
 
-    def _company_named(self, name: str) -> Company | None:
-        names = self._names
-        if names is None:
-            names = {}
-            for company in self.world.companies:
-                key = normalize_text(company.name)
-                names[key] = None if key in names else company  # an ambiguous name: none
-            self._names = names
-        return names.get(normalize_text(name))
-
     def _domains(self, companies: list[str]) -> list[tuple[str, bool]]:
         """Each ``company`` value as a domain, and whether it was given as one (a website)
         rather than a name."""
@@ -228,7 +217,7 @@ class PdlDouble(Double):
         for value in companies:
             if "." in value and " " not in value.strip():
                 out.append((normalize_domain(value), True))
-            elif (company := self._company_named(value)) is not None:
+            elif (company := self.company_named(value)) is not None:
                 out.append((company.domain, False))
         return out
 

@@ -43,8 +43,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .._inputs import normalize_domain, normalize_text
-from .._world import Company, Person
+from .._inputs import normalize_domain
+from .._world import Person
 from ._base import Double, Limit, Refusal, linkedin_of
 
 __all__ = ["ProspeoDouble"]
@@ -80,7 +80,6 @@ class ProspeoDouble(Double):
         Limit(2000, 86400.0, "enrich"),
     )
     PLAN = 10_000  # credits a month when ``credits`` is None (unlimited)
-    _names: dict[str, Company | None] | None = None  # companies by name, once asked
 
     # -- answers in Prospeo's words --------------------------------------------------------
 
@@ -134,16 +133,6 @@ class ProspeoDouble(Double):
     def person_id(person: Person) -> str:
         return f"{person.ordinal:024x}"
 
-    def _company_named(self, name: str) -> Company | None:
-        names = self._names
-        if names is None:
-            names = {}
-            for company in self.world.companies:
-                key = normalize_text(company.name)
-                names[key] = None if key in names else company  # an ambiguous name: none
-            self._names = names
-        return names.get(normalize_text(name))
-
     def _find(self, data: Mapping[str, Any]) -> Person | None:
         if (value := _text(data, "person_id")) is not None:
             try:
@@ -162,7 +151,7 @@ class ProspeoDouble(Double):
         if domain is not None:
             domain = normalize_domain(domain)
         elif (name := _text(data, "company_name")) is not None:
-            company = self._company_named(name)
+            company = self.company_named(name)
             domain = company.domain if company else None
         if domain is None:
             return None
