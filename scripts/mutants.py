@@ -627,4 +627,28 @@ MUTANTS: list[Mutant] = [
         "next(interval)",
         ("tests/httptools/test_http_tools.py", "-k", "wait_its_answer_names"),
     ),
+    Mutant(
+        "account-balance-ignored",
+        "what a provider account has left is not a budget: calls go out past it",
+        "playline/_engine/ledger.py",
+        "                allowed = min(allowed, left // each)\n",
+        "                pass\n",
+        ("tests/providers/test_hunter.py", "-k", "stops_before"),
+    ),
+    Mutant(
+        "cut-short-read-as-not-found",
+        "a 2xx answer cut short is read as nothing found (and kept on a receipt)",
+        "playline/tools/_http.py",
+        "            if json and response.is_success:\n",
+        "            if False:\n",
+        ("tests/providers/test_leadmagic.py", "-k", "cut_short"),
+    ),
+    Mutant(
+        "refused-item-fails-its-request",
+        "an item of a bulk answer the provider refused fails the whole request, paid items too",
+        "playline/tools/_http.py",
+        "            return refused\n",
+        "            raise refused\n",
+        ("tests/providers/test_pdl.py", "-k", "credits_running_out_inside"),
+    ),
 ]
