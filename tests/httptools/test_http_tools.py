@@ -986,3 +986,23 @@ def test_a_poll_that_says_the_account_is_out_of_credits_stops_its_other_calls(
     assert len(refused) == 1 and "out of credits" in refused[0]
     (error,) = result.output.errors
     assert "not sent" in error.message and error.tool == "double.lookup"
+
+
+def test_a_job_pending_past_its_max_wait_is_left_to_the_resume_not_polled_for_ever(
+    double: Double, store: str
+) -> None:
+    """Dropcontact answers a job it lost "not ready" for ever: past ``max_wait`` the call
+    fails in doubt, its job on the receipt; a resume polls it again, never resubmits."""
+    double.polls_pending = 50  # past max_wait (were it ignored, done at the 51st: no hang)
+    tool = jobs_tool(double, max_wait=90)
+
+    first = run(tool, PEOPLE[:1], store, run_id="run-wait")
+
+    (error,) = first.output.errors
+    assert error.code == "job_timeout" and "still pending after 90 s" in error.message
+    assert double.calls["submit"] == 1 and double.calls["poll"] == 3  # at 30, 60 and 90 s
+    double.polls_pending = 0
+    again = run(tool, PEOPLE[:1], store, run_id="run-wait")
+    assert again.ok, again.output and again.output.errors
+    assert double.calls["submit"] == 1  # polled on resume, never submitted again
+    assert again.output.to_list()[0]["email"]["email"] == "ann@acme.com"

@@ -765,7 +765,7 @@ class CallExecutor:
         job whose polls fail fails its calls as one job does (``_poll``), the others go on."""
         spec, calls = lane.spec, request.calls
         failures: dict[bytes, int] = {}
-        interval = _Backoff(jobs, bulk=True)
+        interval = _Backoff(jobs, self._clock, bulk=True)
         try:
             with self._unsettled.polling():
                 while waiting:
@@ -787,6 +787,10 @@ class CallExecutor:
                             del waiting[job]
                             for item, index in items.items():
                                 request.answers[index] = state.result[item]
+                        elif interval.expired():
+                            del waiting[job]
+                            mine = _Request([calls[i] for i in items.values()], claimed=True)
+                            await self._job_failed(spec, mine, _still_pending(spec, job, interval))
                 await self._complete(spec, [_answered(request)])
         except BaseException as exc:
             self._left_to_resume(spec, request, exc)
@@ -809,7 +813,7 @@ class CallExecutor:
         spec, jobs = lane.spec, lane.target.jobs
         assert jobs is not None
         failures = 0
-        interval = _Backoff(jobs)
+        interval = _Backoff(jobs, self._clock)
         try:
             with self._unsettled.polling():
                 while not state.done:
@@ -825,6 +829,11 @@ class CallExecutor:
                         await self._poll_wait(exc.retry_after or 0.25 * 2 ** (failures - 1))
                         continue
                     failures = 0  # polls failing in a row fail the job, not over its life
+                    if not state.done and interval.expired():
+                        await self._job_failed(
+                            spec, request, _still_pending(spec, state.job, interval)
+                        )
+                        return
                 request.answers = [state.result]
                 await self._complete(spec, [request])
         except BaseException as exc:
@@ -1362,24 +1371,41 @@ def _answered(request: _Request) -> _Request:
 
 class _Backoff(Iterator[float]):
     """The waits between a job's polls: its ``poll_interval``, each ``poll_backoff`` times
-    the one before (1: the same), up to ``poll_max_interval``."""
+    the one before (1: the same), up to ``poll_max_interval``; ``expired`` once the job has
+    been pending ``poll_max_wait`` seconds."""
 
-    def __init__(self, jobs: Jobs, *, bulk: bool = False) -> None:
+    def __init__(self, jobs: Jobs, clock: Clock, *, bulk: bool = False) -> None:
         timing = getattr(jobs, "bulk_timing", None) if bulk else None  # a bulk job's own
         if timing is None:
             timing = (
                 jobs.poll_interval,
                 getattr(jobs, "poll_backoff", 1.0),
                 getattr(jobs, "poll_max_interval", None),
+                getattr(jobs, "poll_max_wait", None),
             )
         self._next = float(timing[0])
         self._factor = float(timing[1])
         self._most = float(timing[2] or math.inf)
+        self._clock = clock
+        self.max_wait = None if timing[3] is None else float(timing[3])
+        self._until = None if self.max_wait is None else clock.monotonic() + self.max_wait
+
+    def expired(self) -> bool:
+        return self._until is not None and self._clock.monotonic() >= self._until
 
     def __next__(self) -> float:
         wait = min(self._next, self._most)
         self._next = wait * self._factor
         return wait
+
+
+def _still_pending(spec: ToolSpec, job: Any, interval: _Backoff) -> ToolError:
+    return ToolError(
+        spec.id,
+        f"job {job!r} is still pending after {interval.max_wait:g} s (its provider may have "
+        "lost it); it stays on the receipt: resume the run to poll it again",
+        code="job_timeout",
+    )
 
 
 class _LostJob(ToolError):

@@ -61,7 +61,8 @@ What the documentation leaves open, and what this adapter assumes:
   vocabulary's names) in ``custom_fields``, and the poll checks them against the call's input
   (``echo``): a job answered with another's records fails ``job_mismatch``.
 - A job is never declared failed, and an unknown or lost ``request_id`` answers "not ready",
-  like a pending one: a job is polled until it answers (30 days of retention; no give-up).
+  like a pending one: a job still pending an hour after its submit (a batch takes minutes)
+  fails its calls in doubt, its job kept for a resume to poll (``max_wait``).
 - 429 carries no ``Retry-After``: waited 2 s. 429 also means a temporary problem of theirs.
 - A bad key: 401, or 403 with ``reason`` "Unknown account" (a third-party client's test):
   both fatal. Any other 403 on the submit is the credits refusal (its words are not
@@ -308,6 +309,9 @@ def _tools(base: str, auth: Auth, account: str | None) -> list[HttpTool]:
             poll=HttpPoll(
                 url=f"{base}/v1/enrich/all/{{job}}",
                 interval=30,
+                # a lost or expired request_id is "not ready" for ever: after an hour (a
+                # batch takes minutes) the calls are left in doubt, for a resume to poll
+                max_wait=3600,
                 outcomes=[
                     Outcome("pending", status=200, body=_not_ready),
                     _ERROR,

@@ -181,7 +181,10 @@ class HttpPoll:
     longer kept (Apollo keeps one 30 days): the call fails with ``job_expired``, and is bought
     again only when the run is resumed with ``--retry-failed``. ``fetch``: where a finished
     job's results are, when the poll only says it is done (a URL with ``{job}``);
-    ``fetch_format="csv"`` reads them as a file of rows (one per item, in order). ``json``
+    ``fetch_format="csv"`` reads them as a file of rows (one per item, in order).
+    ``max_wait``: a job still pending that long after its submit is left in doubt (its
+    provider may have lost it: Dropcontact answers a lost job "not ready" for ever); a resume
+    polls it again. ``json``
     and ``fetch_json``: the JSON bodies of the poll and of the fetch (templates taking
     ``{job}``), for providers that are asked by POST (Icypeas: ``{"id": "{job}"}``); a fetch
     with a body is a POST."""
@@ -192,6 +195,7 @@ class HttpPoll:
     interval: float = 1.0
     backoff: float = 1.0  # each wait that many times the one before
     max_interval: float | None = None  # the longest wait between polls
+    max_wait: float | None = None  # seconds after which a job still pending is left in doubt
     outcomes: Sequence[Outcome] = ()
     result: str | None = None
     echo: Mapping[str, str] = field(default_factory=dict)  # input field -> answer path
@@ -222,6 +226,13 @@ class HttpPoll:
         ):
             raise PlayDefinitionError(
                 f"HttpPoll(max_interval={self.max_interval!r}): the longest wait in seconds, "
+                f"at least interval ({self.interval})."
+            )
+        if self.max_wait is not None and not (
+            isinstance(self.max_wait, int | float) and self.max_wait >= self.interval
+        ):
+            raise PlayDefinitionError(
+                f"HttpPoll(max_wait={self.max_wait!r}): the seconds a job may stay pending, "
                 f"at least interval ({self.interval})."
             )
         if not all(isinstance(o, Outcome) for o in self.outcomes):
@@ -329,9 +340,10 @@ class HttpTool:
         self.poll_interval = timing.interval if timing else 1.0
         self.poll_backoff = timing.backoff if timing else 1.0
         self.poll_max_interval = timing.max_interval if timing else None
+        self.poll_max_wait = timing.max_wait if timing else None
         # a bulk job's waits between polls, when its poll is its own (HttpBulk(poll=))
         self.bulk_timing = (
-            (bulk.poll.interval, bulk.poll.backoff, bulk.poll.max_interval)
+            (bulk.poll.interval, bulk.poll.backoff, bulk.poll.max_interval, bulk.poll.max_wait)
             if bulk is not None and bulk.poll is not None
             else None
         )
@@ -1057,6 +1069,7 @@ def _poll_doc(polling: HttpPoll | None) -> dict[str, Any] | None:
         "interval": polling.interval,
         "backoff": polling.backoff,
         "max_interval": polling.max_interval,
+        "max_wait": polling.max_wait,
         "outcomes": [_rule_doc(rule) for rule in polling.outcomes],
         "result": polling.result,
         "echo": dict(polling.echo),
