@@ -68,22 +68,19 @@ def providers_list(json_mode: JsonOpt = False) -> None:
         for doc in docs:
             typer.echo(json.dumps(doc))
         return
-    table = Table(title="Providers")
-    for column in ("tool", "key", "rate", "batch", "cost", "what it does"):
-        table.add_column(column, no_wrap=column in ("tool", "key"))
+    # a line per provider, its tools under it: fits 80 columns (descriptions: --json)
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
     for doc in docs:
-        key = f"{doc['key']} {'set' if doc['key_set'] else 'not set'}"
-        for i, tool in enumerate(doc["tools"]):
-            batch = tool["batch"] and f"{tool['batch']}{' (async)' if tool['async'] else ''}"
-            table.add_row(
-                tool["id"],
-                key if i == 0 else "",
-                tool["rate"],
-                str(batch or ("async" if tool["async"] else "-")),
-                tool["cost"],
-                tool["description"],
-            )
-    console.print(table)
+        key = f"{doc['key']} {'set' if doc['key_set'] else 'not set'} · {doc['base_url']}"
+        table.add_row(f"[bold]{doc['provider']}[/bold]", key)
+        for tool in doc["tools"]:
+            form = "async" if tool["async"] else "single"
+            if tool["batch"]:
+                form = f"bulk {tool['batch']}" + (" async" if tool["async"] else "")
+            table.add_row(f"  {tool['id']}", f"{tool['rate']} · {form} · {tool['cost']}")
+    console.print(table, highlight=False)
     console.print(
         "Set a provider's key (e.g. export HUNTER_API_KEY=...) and a run has its tools; "
         "PLAYLINE_<PROVIDER>_URL points one at another address.",
