@@ -14,9 +14,14 @@ store in one session, as one pass per store would, so that xdist balances all of
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import sqlite3
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +42,7 @@ __all__ = [
     "store_kind",
     "store_kinds",
     "store_url",
+    "wait_for_jobs",
 ]
 
 STORE_KINDS = ("memory", "sqlite", "postgres")
@@ -146,3 +152,26 @@ def lose_receipts(store: Store) -> None:
     assert isinstance(store, SQLStore), store
     with store._transaction("lose the receipts", write=True) as cur:
         cur.execute("DELETE FROM receipts")
+
+
+def _jobs_on_receipts(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        try:
+            return int(
+                db.execute("SELECT count(*) FROM receipts WHERE job IS NOT NULL").fetchone()[0]
+            )
+        except sqlite3.OperationalError:  # not created yet
+            return 0
+
+
+def wait_for_jobs(path: Path, child: subprocess.Popen[Any], count: int) -> None:
+    """Until a child process's run has an async job on ``count`` receipts of the SQLite store
+    at ``path`` (an observable state of its, polled): a call still being submitted would be
+    in doubt when the child is killed."""
+    deadline = time.monotonic() + 60
+    while _jobs_on_receipts(path) < count:
+        assert child.poll() is None, child.communicate()[1]
+        assert time.monotonic() < deadline, f"the child recorded {count} jobs in 60 s"
+        time.sleep(0.01)

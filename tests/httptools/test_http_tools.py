@@ -4,13 +4,10 @@ statuses, async jobs. Runs use a ManualClock, so a provider's wait costs nothing
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import json
-import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from playline.store import open_store
 from playline.tools import Answer
 from playline.tools._outcomes import match, remaining_of, wait_of
 from services import serve_asgi
+from stores import wait_for_jobs
 
 from virtual_clock import VirtualClock
 
@@ -783,18 +781,6 @@ print(result.status)
 """
 
 
-def _jobs_on_receipts(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        try:
-            return int(
-                db.execute("SELECT count(*) FROM receipts WHERE job IS NOT NULL").fetchone()[0]
-            )
-        except sqlite3.OperationalError:  # not created yet
-            return 0
-
-
 def test_a_run_killed_while_its_jobs_are_pending_polls_them_on_resume(
     double: Double, tmp_path: Path
 ) -> None:
@@ -810,11 +796,7 @@ def test_a_run_killed_while_its_jobs_are_pending_polls_them_on_resume(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while _jobs_on_receipts(path) < 2:  # an observable state of the child's, polled
-            assert child.poll() is None, child.communicate()[1]
-            assert time.monotonic() < deadline, "the child recorded no jobs in 60 s"
-            time.sleep(0.01)
+        wait_for_jobs(path, child, 2)
     finally:
         child.kill()
         child.communicate()

@@ -17,11 +17,8 @@ the tests here then check, for that provider:
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +31,7 @@ from playline.providers import named
 from playline.sim import Simulator
 from playline.sim._doubles import Double
 from playline.sim._world import Person
+from stores import wait_for_jobs
 
 from virtual_clock import VirtualClock
 
@@ -318,7 +316,7 @@ class JobContract(Contract):
         )
         child = subprocess.Popen([sys.executable, str(script), store], stderr=subprocess.PIPE)
         try:
-            _wait_for_jobs(Path(f"{tmp_path}/s.db"), child, len(asked))
+            wait_for_jobs(Path(f"{tmp_path}/s.db"), child, len(asked))
         finally:
             child.kill()
             child.communicate()
@@ -334,28 +332,6 @@ class JobContract(Contract):
         for row, person in zip(result.output, asked, strict=True):
             case.check(row["out"], person)
         assert double.duplicates == 0
-
-
-def _jobs_on_receipts(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        try:
-            return int(
-                db.execute("SELECT count(*) FROM receipts WHERE job IS NOT NULL").fetchone()[0]
-            )
-        except sqlite3.OperationalError:  # not created yet
-            return 0
-
-
-def _wait_for_jobs(path: Path, child: subprocess.Popen[bytes], count: int) -> None:
-    """Until the child has a job on the receipt of each of its ``count`` calls (an observable
-    state of its, polled): a call still being submitted would be in doubt."""
-    deadline = time.monotonic() + 60
-    while _jobs_on_receipts(path) < count:
-        assert child.poll() is None, child.communicate()[1]
-        assert time.monotonic() < deadline, "the child recorded no job in 60 s"
-        time.sleep(0.01)
 
 
 # a run of the contract's tool in a process of its own, to be killed
