@@ -107,6 +107,10 @@ class Contract:
         provider = named(self.case.provider)
         double = sim.double(self.case.provider)
         double.reset()
+        # until a run in this process sets its own (a child's run, in a process of its own,
+        # cannot), the time every run's ManualClock starts from: never an earlier test's
+        # clock, stopped where that test left it, ahead of the next run's
+        double.clock = pl.ManualClock().monotonic
         monkeypatch.setenv(provider.key, KEY)
         monkeypatch.setenv(provider.url_variable, f"{sim.url}/{provider.name}")
         for name, value in self.case.extra_env.items():
