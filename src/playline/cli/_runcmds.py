@@ -527,8 +527,12 @@ def _on_temporal(
 
 
 def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
-    """The play a `playline run` recorded for ``run_id``, and the record (file, function,
-    budget)."""
+    """The play a `playline run` recorded for ``run_id`` (or the trigger that queued it, in
+    the run's options), and the record (file, function, budget)."""
+    record = db.get_run(run_id)
+    queued = None if record is None else record.options.get("source")
+    if isinstance(queued, dict) and queued.get("file"):
+        return load_play(f"{queued['file']}:{queued['function']}"), queued
     sources = db.read_events(run_id, kinds=[SOURCE_KIND])
     if not sources or not (sources[0].data or {}).get("file"):
         raise CliError(
