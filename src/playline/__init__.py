@@ -7,7 +7,7 @@ twice; runs that resume where they stopped. See README.md and docs/.
 from . import providers
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
-from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats
+from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, PreviousCell
 from ._engine.boundaries import FetchResponse
 from ._limits import Limits
 from ._plan import ColumnPlan, Plan, ToolPlan, aplan, plan
@@ -80,6 +80,7 @@ __all__ = [
     "Play",
     "PlayDefinitionError",
     "PlaylineError",
+    "PreviousCell",
     "Rate",
     "ReceiptWaitTimeout",
     "Reported",

@@ -61,8 +61,19 @@ class Context:
     def play_name(self) -> str:
         return self._rt.play_name
 
-    def dataset(self, name: str, rows: Iterable[Any], *, key: KeySpec = None) -> DatasetBuilder:
-        """A dataset over ``rows`` (dicts, other items, or a DataFrame); add columns, then run."""
+    def dataset(
+        self,
+        name: str,
+        rows: Iterable[Any],
+        *,
+        key: KeySpec = None,
+        mode: Literal["all", "net_new"] = "all",
+    ) -> DatasetBuilder:
+        """A dataset over ``rows`` (dicts, other items, or a DataFrame); add columns, then run.
+
+        ``mode="net_new"`` runs only the rows whose key no earlier run of this play completed
+        in a dataset of this name (the others are left out of this run's rows and counted in
+        ``stats.rows_seen``); ``"all"`` (the default) runs every row."""
         if not isinstance(name, str) or not name.strip():
             raise PlayDefinitionError(
                 "ctx.dataset needs a non-empty name, e.g. ctx.dataset('leads', rows)."
@@ -80,7 +91,12 @@ class Context:
                 f"Dataset {name!r}: rows must be a list or iterable of rows, not "
                 f"{type(rows).__name__}. To read a file, use ctx.csv(path)."
             )
-        return DatasetBuilder(self._rt, name, rows, key)
+        if mode not in ("all", "net_new"):
+            raise PlayDefinitionError(
+                f"Dataset {name!r}: mode={mode!r}; use 'all' (every row, the default) or "
+                "'net_new' (only rows whose key no earlier run of this play completed)."
+            )
+        return DatasetBuilder(self._rt, name, rows, key, mode=mode)
 
     def tool(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import datetime as dt
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._arity import takes_ctx
 from ._csv import CsvRows
-from ._engine.datasets import Column, DatasetRun, DatasetStats, OnRowError
+from ._engine.datasets import Column, DatasetMode, DatasetRun, DatasetStats, OnRowError
+from ._engine.previous import PreviousCell
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
@@ -23,7 +25,7 @@ from .store import RowRecord, Store, use_store
 if TYPE_CHECKING:
     from ._engine.attempt import Attempt
 
-__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "revive"]
+__all__ = ["CellError", "Dataset", "DatasetBuilder", "DatasetStats", "PreviousCell", "revive"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +49,7 @@ class DatasetBuilder:
         rows: Iterable[Any],
         key: KeySpec,
         columns: tuple[Column, ...] = (),
+        mode: DatasetMode = "all",
     ) -> None:
         self._runtime = runtime
         self.name = name
@@ -54,6 +57,7 @@ class DatasetBuilder:
         self._rows = FrameRows(rows, kind) if kind else rows  # a pandas/polars DataFrame
         self._key = key
         self._columns = columns
+        self._mode = mode
 
     def with_column(
         self,
@@ -62,8 +66,21 @@ class DatasetBuilder:
         *,
         when: Callable[[Mapping[str, Any]], Any] | None = None,
         else_value: Any = None,
+        stale_after: dt.timedelta | float | None = None,
+        recompute: Callable[[PreviousCell], Any] | None = None,
+        recompute_on_error: bool = False,
     ) -> DatasetBuilder:
-        """Add a column computed by ``resolver(row)`` or ``resolver(row, ctx)``."""
+        """Add a column computed by ``resolver(row)`` or ``resolver(row, ctx)``.
+
+        By default every run computes every cell (its tool calls answered by receipts).
+        A column that says when to recompute keeps the cell the newest earlier run of the play
+        stored for the row (same dataset, same key) until then, without running the resolver:
+        ``stale_after`` (a ``timedelta`` or seconds) recomputes a cell older than that, and its
+        calls buy again the receipts older than that too; ``recompute(previous)`` (given a
+        ``pl.PreviousCell``) recomputes when it returns true, buying again the receipts from
+        before that cell; ``recompute_on_error=True`` recomputes cells that failed (kept
+        failed otherwise). In such a dataset a resolver reads an earlier run's value with
+        ``row.previous(column)``."""
         where = f"Dataset {self.name!r}"
         if not isinstance(name, str) or not name:
             raise PlayDefinitionError(f"{where}: with_column needs a non-empty column name.")
@@ -80,6 +97,18 @@ class DatasetBuilder:
             )
         if when is not None and not callable(when):
             raise PlayDefinitionError(f"{where}, column {name!r}: when= must be fn(row).")
+        stale = _seconds(stale_after, f"{where}, column {name!r}")
+        if recompute is not None and not callable(recompute):
+            raise PlayDefinitionError(
+                f"{where}, column {name!r}: recompute= must be fn(previous) returning true to "
+                f"compute the cell again, not {type(recompute).__name__}; e.g. "
+                "recompute=lambda previous: previous.value is None."
+            )
+        if recompute_on_error is not True and recompute_on_error is not False:
+            raise PlayDefinitionError(
+                f"{where}, column {name!r}: recompute_on_error is True or False, not "
+                f"{recompute_on_error!r}."
+            )
         column = Column(
             name=name,
             resolver=resolver,
@@ -88,9 +117,12 @@ class DatasetBuilder:
             ),
             when=when,
             else_value=else_value,
+            stale_after=stale,
+            recompute=recompute,
+            recompute_on_error=recompute_on_error,
         )
         return DatasetBuilder(
-            self._runtime, self.name, self._rows, self._key, (*self._columns, column)
+            self._runtime, self.name, self._rows, self._key, (*self._columns, column), self._mode
         )
 
     async def run(
@@ -107,12 +139,32 @@ class DatasetBuilder:
                 "nested: flatten the work into columns of one dataset, or run it before."
             )
         self._runtime.claim_dataset_name(self.name, [c.name for c in self._columns])
-        run = DatasetRun(self._runtime, self.name, self._columns, self._key, on_row_error)
+        run = DatasetRun(
+            self._runtime, self.name, self._columns, self._key, on_row_error, self._mode
+        )
         # live counts: a run that stops or waits mid-dataset still reports its rows
         self._runtime.datasets[self.name] = run.stats
         total = await _total(self._rows)
         stats = await run.execute(self._rows, description, total=total)
         return Dataset(self._runtime.store, self._runtime.run_id, self.name, stats)
+
+
+def _seconds(value: dt.timedelta | float | None, where: str) -> float | None:
+    """``stale_after`` as seconds (a ``timedelta`` or a positive number of seconds)."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not seconds > 0
+        or seconds == float("inf")
+    ):
+        raise PlayDefinitionError(
+            f"{where}: stale_after={value!r} must be a positive timedelta or number of "
+            "seconds, e.g. stale_after=timedelta(days=90)."
+        )
+    return float(seconds)
 
 
 async def _total(rows: Iterable[Any]) -> int | None:

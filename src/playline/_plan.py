@@ -40,6 +40,7 @@ from .store import (
     MemoryStore,
     NoStore,
     Receipt,
+    RowRecord,
     RunRecord,
     RunStatus,
     Store,
@@ -172,8 +173,14 @@ class _PlanStore(MemoryStore):
         status: RunStatus | None = None,
         play: str | None = None,
         roots_only: bool = False,
-    ) -> list[RunRecord]:  # the history Waterfall(order="cheapest") reads
+    ) -> list[RunRecord]:  # the history Waterfall(order="cheapest") and net_new datasets read
         return self.real.list_runs(limit=limit, status=status, play=play, roots_only=roots_only)
+
+    def load_rows(self, run_id: str, dataset: str, keys: Sequence[str]) -> dict[str, RowRecord]:
+        """The plan's own rows, or an earlier run's (what net_new and fresh cells read)."""
+        if super().get_run(run_id) is not None:
+            return super().load_rows(run_id, dataset, keys)
+        return self.real.load_rows(run_id, dataset, keys)
 
 
 def _hit_rates(
@@ -328,6 +335,16 @@ def _estimate(
         notes.append(
             "The play waits (a sleep or an event) before it ends: the plan counts what ran "
             "before the wait."
+        )
+    if stats.rows_seen:
+        notes.append(
+            f"{stats.rows_seen:,} rows left out as seen: an earlier run completed them "
+            '(mode="net_new").'
+        )
+    if stats.cells_kept or stats.cells_recomputed:
+        notes.append(
+            f"Columns that say when to recompute: {stats.cells_recomputed:,} cells computed "
+            f"again, {stats.cells_kept:,} kept as earlier runs stored them."
         )
     if any(t.calls for t in tools):
         notes.append(

@@ -106,13 +106,15 @@ class CallMaker:
 
     def _refreshed(self, scope: RowScope | None) -> float | None:
         """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
-        run: receipts older than the run are stale for it."""
-        if not self.refresh or scope is None:
+        run: receipts older than the run are stale for it. A column that says when to
+        recompute sets its own limit on the row (``RowScope.fresh_since``); the later wins."""
+        if scope is None:
             return None
+        since = scope.fresh_since
         column = scope.column
-        if column in self.refresh or f"{scope.dataset}.{column}" in self.refresh:
-            return self._fresh_since
-        return None
+        if self.refresh and (column in self.refresh or f"{scope.dataset}.{column}" in self.refresh):
+            return self._fresh_since if since is None else max(since, self._fresh_since)
+        return since
 
 
 def check_call(

@@ -31,6 +31,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import math
 import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -55,14 +56,16 @@ from .calls import CallExecutor, ToolCall, too_large
 from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
 from .options import RunOptions
+from .previous import EarlierRows, PreviousCell, previous_cell
 from .rows import KeySpec, as_row, row_key_function
 from .scope import RowScope, current_row
 from .suspension import Suspension
 from .taskgroups import unwrapped
 
-__all__ = ["Column", "DatasetHost", "DatasetRun", "DatasetStats", "OnRowError"]
+__all__ = ["Column", "DatasetHost", "DatasetMode", "DatasetRun", "DatasetStats", "OnRowError"]
 
 OnRowError = Literal["record", "raise"]
+DatasetMode = Literal["all", "net_new"]
 # keys refused: (recorded as, why, what to do)
 _SECRET_KEY = (
     "secret",
@@ -91,17 +94,28 @@ class Column:
     takes_ctx: bool
     when: Callable[[Mapping[str, Any]], Any] | None
     else_value: Any
+    # when a cell an earlier run stored is computed again (``_keeps``): older than
+    # ``stale_after`` seconds, ``recompute(previous)`` true, failed and ``recompute_on_error``
+    stale_after: float | None = None
+    recompute: Callable[[PreviousCell], Any] | None = None
+    recompute_on_error: bool = False
     hidden: bool = field(init=False)  # not stored: its name starts with "_"
+    fresh: bool = field(init=False)  # it keeps earlier runs' cells until they are due
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", self.name.startswith("_"))
+        fresh = self.stale_after is not None or self.recompute is not None
+        object.__setattr__(self, "fresh", fresh or self.recompute_on_error)
 
 
 @dataclass(kw_only=True)
 class DatasetStats:
     """A dataset's rows: seen, executed (started), reused from an earlier attempt, failed,
     duplicates skipped, waiting for an event or a time, and pending: started but not
-    finished when the run stopped (a budget, a stop)."""
+    finished when the run stopped (a budget, a stop). ``rows_seen``: skipped because an
+    earlier run completed them (``mode="net_new"``, not counted in ``rows``); ``cells_kept``
+    and ``cells_recomputed``: cells of columns that say when to recompute, kept as an earlier
+    run stored them, or computed again."""
 
     rows: int = 0
     rows_executed: int = 0
@@ -110,6 +124,9 @@ class DatasetStats:
     rows_duplicate: int = 0
     rows_waiting: int = 0
     rows_pending: int = 0
+    rows_seen: int = 0
+    cells_kept: int = 0
+    cells_recomputed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -128,6 +145,8 @@ class DatasetHost(Protocol):
 
     @property
     def run_id(self) -> str: ...
+    @property
+    def play_name(self) -> str: ...
     @property
     def store(self) -> Store: ...
     @property
@@ -157,6 +176,7 @@ class DatasetRun:
         columns: tuple[Column, ...],
         key: KeySpec,
         on_row_error: OnRowError,
+        mode: DatasetMode = "all",
     ) -> None:
         self.rt = host
         self._writer = _RowWriter(StoreIO(host.store), self._abort)
@@ -176,6 +196,15 @@ class DatasetRun:
         self._done: list[dict[str, Any]] = []  # completed rows not yet reported
         self._done_timer: asyncio.TimerHandle | None = None
         self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
+        # what earlier runs of the play stored for these rows, read when the dataset skips
+        # what they completed (net_new) or a column keeps their cells until due
+        self._net_new = mode == "net_new"
+        self._earlier = None
+        if self._net_new or any(c.fresh for c in columns):
+            self._earlier = EarlierRows(
+                host.store, self._writer.io, play=host.play_name, dataset=name, run_id=host.run_id
+            )
+        self._previous: dict[str, RowRecord | None] = {}  # the admitted rows' previous rows
         # rows whose calls settled, to go on together (_go_on), in the dataset's own context
         self._arrivals: list[tuple[RowScope, int, asyncio.Future[Any]]] = []
         self._context = contextvars.copy_context()
@@ -282,6 +311,8 @@ class DatasetRun:
             if rt.resuming
             else {}
         )
+        if self._earlier is not None:
+            fresh = await self._look_back(fresh, done)
         todo = self._admit(fresh, done)
         while todo:
             if self._over_budget():
@@ -300,6 +331,23 @@ class DatasetRun:
             group, todo = todo[:room], todo[room:]
             self._start(group)
             self._check_fatal()
+
+    async def _look_back(
+        self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]
+    ) -> list[tuple[int, str, dict[str, Any]]]:
+        """What earlier runs stored for the rows of ``fresh`` this run has not stored
+        (``done``): each row's previous row, kept for its columns, and in ``net_new`` mode the
+        rows an earlier run completed, left out (counted as seen)."""
+        assert self._earlier is not None
+        keys = [key for _, key, _ in fresh if key not in done]
+        previous, seen = await self._earlier.look_up(keys, completed=self._net_new)
+        if seen:
+            self.stats.rows_seen += len(seen)
+            fresh = [row for row in fresh if row[1] not in seen]
+        for key in keys:
+            if key not in seen:
+                self._previous[key] = previous.get(key)
+        return fresh
 
     def _admit(
         self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]
@@ -367,6 +415,9 @@ class DatasetRun:
         self.rt.dispatcher.enter_rows(len(group))
         name = self.name
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
+        if self._earlier is not None:
+            for row in live:
+                row.previous = self._previous.pop(row.row_key, None)
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
         self._run(live, 0)
@@ -392,7 +443,7 @@ class DatasetRun:
         ctx, now = self.rt.ctx, self.rt.clock.now()
         column = self.columns[position]
         name, resolver, when = column.name, column.resolver, column.when
-        takes_ctx, visible = column.takes_ctx, not column.hidden
+        takes_ctx, visible, fresh = column.takes_ctx, not column.hidden, column.fresh
         # the pass's cells that say the same share one metadata dict (see _set)
         metas: dict[tuple[Any, ...], CellMeta] = {}
         plain = metas[_PLAIN_CELL] = {"status": "completed", "updated_at": now}
@@ -406,9 +457,17 @@ class DatasetRun:
             token = current_row.set(row)
             try:
                 row.column = name
+                if not fresh:
+                    row.fresh_since = None
                 try:
                     if when is not None and not self._runs(row, column, now, metas):
                         still.append(row)
+                        continue
+                    if fresh and self._keeps(row, column, now):
+                        if row.cells[name]["status"] == "failed":
+                            self._finish(row)  # kept as it failed (no recompute_on_error)
+                        else:
+                            still.append(row)
                         continue
                     row.made = made
                     value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
@@ -641,6 +700,43 @@ class DatasetRun:
         if not column.hidden:
             row.unreported.append(column.name)
         return False
+
+    def _keeps(self, row: RowScope, column: Column, now: float) -> bool:
+        """Whether the row keeps the cell an earlier run stored for ``column`` (then set
+        here, as it was stored), or computes it again: when it is older than ``stale_after``,
+        failed and ``recompute_on_error`` says so, or ``recompute(previous)`` is true. A cell
+        computed again for ``stale_after`` buys its calls' receipts older than that again; one
+        ``recompute`` asked for buys again those from before the cell it replaces."""
+        stored = row.previous if isinstance(row.previous, RowRecord) else None
+        previous = previous_cell(stored, column.name, now)
+        since = None if column.stale_after is None else now - column.stale_after
+        row.fresh_since = since
+        if previous is None:
+            return False
+        if (since is not None and previous.updated_at <= since) or (
+            previous.status == "failed" and column.recompute_on_error
+        ):
+            self.stats.cells_recomputed += 1
+            return False
+        if column.recompute is not None and column.recompute(previous):
+            redo = math.nextafter(previous.updated_at, math.inf)
+            row.fresh_since = redo if since is None else max(since, redo)
+            self.stats.cells_recomputed += 1
+            return False
+        self.stats.cells_kept += 1
+        meta: CellMeta = dict(previous.meta or {})  # type: ignore[assignment]
+        meta.pop("cost", None)  # paid by the run that computed it
+        if meta["status"] == "completed":
+            meta["status"] = "cached"
+        meta["kept_from"] = previous.run_id
+        value = previous.value
+        if meta.get("result"):
+            value = self.rt.stored_result(meta.get("provider"), value)
+        row.keep(column.name, value)
+        row.cells[column.name] = meta
+        if not column.hidden:
+            row.unreported.append(column.name)
+        return True
 
     def _set(
         self,

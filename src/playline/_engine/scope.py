@@ -7,15 +7,15 @@ calls its code made without wrapping the play's context.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any
 
-from ..store import CellMeta
+from ..errors import PlayDefinitionError
+from ..store import CellMeta, RowRecord
 from ..tools import ToolResult
 
-__all__ = ["RowScope", "current_row", "result_sink"]
+__all__ = ["RowScope", "RowView", "current_row", "result_sink"]
 
 
 class RowScope:
@@ -28,11 +28,13 @@ class RowScope:
         "cells",
         "column",
         "dataset",
+        "fresh_since",
         "held",
         "index",
         "made",
         "notes",
         "pending",
+        "previous",
         "results",
         "row_key",
         "then",
@@ -48,7 +50,7 @@ class RowScope:
         self.row_key = row_key
         self.index = index
         self.values: dict[str, Any] = {} if values is None else values  # input + columns so far
-        self.view: Mapping[str, Any] = MappingProxyType(self.values)  # what resolvers see
+        self.view = RowView(self)  # what resolvers see
         self.cells: dict[str, CellMeta] = {}  # column -> metadata
         self.column: str | None = None
         self.pending = 0  # calls this row has queued and not yet got back
@@ -61,6 +63,12 @@ class RowScope:
         # while a resolver runs for a row group, the calls it makes (not queued yet: the
         # group's calls are looked up together, datasets.py); None: queued as made
         self.made: list[Any] | None = None  # ToolCalls (calls.py imports this module)
+        # the row an earlier run of the play stored for this key (``previous.py``): False
+        # when the dataset did not look (no column says when to recompute), None when none
+        self.previous: RowRecord | bool | None = False
+        # receipts completed before this are bought again by the column's calls (a column
+        # with stale_after=, a cell recompute= asked for); None: any receipt answers
+        self.fresh_since: float | None = None
 
     def keep(self, column: str, value: Any) -> None:
         """Set a column's value (a resolver's plain value may be set directly)."""
@@ -70,6 +78,50 @@ class RowScope:
 
     def __repr__(self) -> str:
         return f"RowScope({self.dataset!r}, {self.row_key!r}, column={self.column!r})"
+
+
+class RowView(Mapping[str, Any]):
+    """The row a resolver sees: its input and the columns computed so far, read-only, and
+    ``previous(column)``, the value an earlier run of the play stored for this row's cell."""
+
+    __slots__ = ("_scope", "_values")
+
+    def __init__(self, scope: RowScope) -> None:
+        self._scope = scope
+        self._values = scope.values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({self._values!r})"
+
+    def previous(self, column: str) -> Any:
+        """The value the newest earlier run of this play stored in this row's cell of
+        ``column`` (same dataset, same row key); None when no earlier run stored one."""
+        previous = self._scope.previous
+        if previous is False:
+            raise PlayDefinitionError(
+                f"row.previous({column!r}) in dataset {self._scope.dataset!r}: the dataset "
+                "reads what earlier runs stored only when a column says when to recompute. "
+                "Declare the column with stale_after=, recompute= or recompute_on_error=True "
+                "(with_column(..., recompute=lambda previous: ...) is given the previous cell)."
+            )
+        if not isinstance(previous, RowRecord):
+            return None
+        return previous.values.get(column)
 
 
 current_row: ContextVar[RowScope | None] = ContextVar("playline_row", default=None)

@@ -276,6 +276,7 @@ class CellMeta(TypedDict, total=False):
     waterfall: dict[str, Any]  # which step won; each step's status, provider and cost
     waterfalls: list[dict[str, Any]]  # each waterfall's, when the column ran more than one
     result: bool  # the value is a tool result's data (a retried row gets the result back)
+    kept_from: str  # the run that computed it: kept as stored until due (stale_after=, ...)
 
 
 class RowStatus(StrEnum):
