@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import playline as pl
+
 from gwhelp import person_input, world_people
-from playline.sim import Simulator
 
 DAY = 86_400.0
 
