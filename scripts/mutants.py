@@ -651,4 +651,31 @@ MUTANTS: list[Mutant] = [
         "            raise refused\n",
         ("tests/providers/test_pdl.py", "-k", "credits_running_out_inside"),
     ),
+    # --- incremental datasets and fresh cells (datasets.py, previous.py) -------------------
+    Mutant(
+        "stale-cell-reuses-stale-receipts",
+        "a cell computed again for stale_after is answered by the receipts as old as it was",
+        "playline/_engine/datasets.py",
+        "        since = None if column.stale_after is None else now - column.stale_after\n"
+        "        row.fresh_since = since\n",
+        "        since = None if column.stale_after is None else now - column.stale_after\n"
+        "        row.fresh_since = None\n",
+        ("tests/engine/test_fresh_cells.py", "-k", "stale_after_keeps"),
+    ),
+    Mutant(
+        "kept-cell-ages-from-its-keeping",
+        "a kept cell gets the time of the run that kept it, so it never goes stale",
+        "playline/_engine/datasets.py",
+        "        meta[\"kept_from\"] = previous.run_id\n",
+        "        meta[\"kept_from\"] = previous.run_id\n        meta[\"updated_at\"] = now\n",
+        ("tests/engine/test_fresh_cells.py", "-k", "as_old_as"),
+    ),
+    Mutant(
+        "net-new-skips-failed-rows",
+        "a row an earlier run failed counts as seen, and net_new never runs it again",
+        "playline/_engine/previous.py",
+        "                if completed and row.status == \"completed\":\n",
+        "                if completed:\n",
+        ("tests/engine/test_fresh_cells.py", "-k", "earlier_run_failed"),
+    ),
 ]

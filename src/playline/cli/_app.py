@@ -222,6 +222,10 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     if stats.credits_in_doubt:
         credits += f", {stats.credits_in_doubt:g} more in doubt (may have been charged)"
     pending = f", {stats.rows_pending} pending (a resume runs them)" if stats.rows_pending else ""
+    if stats.rows_seen:
+        pending += f"; {stats.rows_seen} left out as seen by earlier runs (net_new)"
+    if stats.cells_kept:
+        pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
     return (
         f"{stats.rows} rows: {stats.rows_executed} run, {stats.rows_reused} reused, "
         f"{stats.rows_failed} failed{pending}\n  tool calls: {stats.tool_calls_live} live (sent), "
