@@ -417,7 +417,7 @@ class DatasetRun:
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
         if self._earlier is not None:
             for row in live:
-                row.previous = self._previous.pop(row.row_key, None)
+                row.view.previous_row = self._previous.pop(row.row_key, None)
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
         self._run(live, 0)
@@ -707,7 +707,8 @@ class DatasetRun:
         failed and ``recompute_on_error`` says so, or ``recompute(previous)`` is true. A cell
         computed again for ``stale_after`` buys its calls' receipts older than that again; one
         ``recompute`` asked for buys again those from before the cell it replaces."""
-        stored = row.previous if isinstance(row.previous, RowRecord) else None
+        stored = row.view.previous_row
+        stored = stored if isinstance(stored, RowRecord) else None
         previous = previous_cell(stored, column.name, now)
         since = None if column.stale_after is None else now - column.stale_after
         row.fresh_since = since

@@ -34,7 +34,6 @@ class RowScope:
         "made",
         "notes",
         "pending",
-        "previous",
         "results",
         "row_key",
         "then",
@@ -50,7 +49,7 @@ class RowScope:
         self.row_key = row_key
         self.index = index
         self.values: dict[str, Any] = {} if values is None else values  # input + columns so far
-        self.view = RowView(self)  # what resolvers see
+        self.view = RowView(self.values, dataset)  # what resolvers see
         self.cells: dict[str, CellMeta] = {}  # column -> metadata
         self.column: str | None = None
         self.pending = 0  # calls this row has queued and not yet got back
@@ -63,9 +62,6 @@ class RowScope:
         # while a resolver runs for a row group, the calls it makes (not queued yet: the
         # group's calls are looked up together, datasets.py); None: queued as made
         self.made: list[Any] | None = None  # ToolCalls (calls.py imports this module)
-        # the row an earlier run of the play stored for this key (``previous.py``): False
-        # when the dataset did not look (no column says when to recompute), None when none
-        self.previous: RowRecord | bool | None = False
         # receipts completed before this are bought again by the column's calls (a column
         # with stale_after=, a cell recompute= asked for); None: any receipt answers
         self.fresh_since: float | None = None
@@ -84,11 +80,16 @@ class RowView(Mapping[str, Any]):
     """The row a resolver sees: its input and the columns computed so far, read-only, and
     ``previous(column)``, the value an earlier run of the play stored for this row's cell."""
 
-    __slots__ = ("_scope", "_values")
+    __slots__ = ("_dataset", "_values", "previous_row")
 
-    def __init__(self, scope: RowScope) -> None:
-        self._scope = scope
-        self._values = scope.values
+    def __init__(self, values: dict[str, Any], dataset: str) -> None:
+        self._values = values
+        self._dataset = dataset
+        # the row an earlier run of the play stored for this key (``previous.py``): False
+        # when the dataset did not look (no column says when to recompute), None when none.
+        # Kept here, not on the row's scope: a view that held its scope would make every row a
+        # reference cycle, freed only by the cyclic collector.
+        self.previous_row: RowRecord | bool | None = False
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -111,10 +112,10 @@ class RowView(Mapping[str, Any]):
     def previous(self, column: str) -> Any:
         """The value the newest earlier run of this play stored in this row's cell of
         ``column`` (same dataset, same row key); None when no earlier run stored one."""
-        previous = self._scope.previous
+        previous = self.previous_row
         if previous is False:
             raise PlayDefinitionError(
-                f"row.previous({column!r}) in dataset {self._scope.dataset!r}: the dataset "
+                f"row.previous({column!r}) in dataset {self._dataset!r}: the dataset "
                 "reads what earlier runs stored only when a column says when to recompute. "
                 "Declare the column with stale_after=, recompute= or recompute_on_error=True "
                 "(with_column(..., recompute=lambda previous: ...) is given the previous cell)."
