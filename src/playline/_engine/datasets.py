@@ -193,18 +193,20 @@ class DatasetRun:
         self._hidden = frozenset(c.name for c in columns if c.hidden)  # not stored
         self._budget: BudgetExceeded | None = None  # the budget stopped rows of this dataset
         self._pending = 0  # rows stopped by it, left for a resume
-        self._done: list[dict[str, Any]] = []  # completed rows not yet reported
-        self._done_timer: asyncio.TimerHandle | None = None
+        self._done = _Completed(host.events, name)  # completed rows not yet reported
         self._restart: dict[str, RowRecord] = {}  # failed rows that go on from their stored row
         # what earlier runs of the play stored for these rows, read when the dataset skips
         # what they completed (net_new) or a column keeps their cells until due
-        self._net_new = mode == "net_new"
         self._earlier = None
-        if self._net_new or any(c.fresh for c in columns):
+        if mode == "net_new" or any(c.fresh for c in columns):
             self._earlier = EarlierRows(
-                host.store, self._writer.io, play=host.play_name, dataset=name, run_id=host.run_id
+                host.store,
+                self._writer.io,
+                play=host.play_name,
+                dataset=name,
+                run_id=host.run_id,
+                net_new=mode == "net_new",
             )
-        self._previous: dict[str, RowRecord | None] = {}  # the admitted rows' previous rows
         # rows whose calls settled, to go on together (_go_on), in the dataset's own context
         self._arrivals: list[tuple[RowScope, int, asyncio.Future[Any]]] = []
         self._context = contextvars.copy_context()
@@ -290,7 +292,7 @@ class DatasetRun:
             if feeding:
                 rt.dispatcher.exit_row()
             self.stats.rows_pending = self._active + self._pending  # left for a resume
-            self._report_done()
+            self._done.report()
             await self._flush()
 
     async def _feed_chunk(
@@ -339,14 +341,10 @@ class DatasetRun:
         (``done``): each row's previous row, kept for its columns, and in ``net_new`` mode the
         rows an earlier run completed, left out (counted as seen)."""
         assert self._earlier is not None
-        keys = [key for _, key, _ in fresh if key not in done]
-        previous, seen = await self._earlier.look_up(keys, completed=self._net_new)
+        seen = await self._earlier.look_up([key for _, key, _ in fresh if key not in done])
         if seen:
             self.stats.rows_seen += len(seen)
             fresh = [row for row in fresh if row[1] not in seen]
-        for key in keys:
-            if key not in seen:
-                self._previous[key] = previous.get(key)
         return fresh
 
     def _admit(
@@ -417,7 +415,7 @@ class DatasetRun:
         live = [RowScope(dataset=name, row_key=k, index=i, values=v) for i, k, v in group]
         if self._earlier is not None:
             for row in live:
-                row.view.previous_row = self._previous.pop(row.row_key, None)
+                row.view.previous_row = self._earlier.previous.pop(row.row_key, None)
         if self._restart:
             live = [row for row in live if not self._restarted(row)]
         self._run(live, 0)
@@ -457,17 +455,12 @@ class DatasetRun:
             token = current_row.set(row)
             try:
                 row.column = name
-                if not fresh:
-                    row.fresh_since = None
+                row.fresh_since = None  # a column that says when to recompute sets its own
                 try:
                     if when is not None and not self._runs(row, column, now, metas):
                         still.append(row)
                         continue
-                    if fresh and self._keeps(row, column, now):
-                        if row.cells[name]["status"] == "failed":
-                            self._finish(row)  # kept as it failed (no recompute_on_error)
-                        else:
-                            still.append(row)
+                    if fresh and self._keeps(row, column, now, still):
                         continue
                     row.made = made
                     value = resolver(row.view, ctx) if takes_ctx else resolver(row.view)
@@ -701,9 +694,10 @@ class DatasetRun:
             row.unreported.append(column.name)
         return False
 
-    def _keeps(self, row: RowScope, column: Column, now: float) -> bool:
+    def _keeps(self, row: RowScope, column: Column, now: float, still: list[RowScope]) -> bool:
         """Whether the row keeps the cell an earlier run stored for ``column`` (then set
-        here, as it was stored), or computes it again: when it is older than ``stale_after``,
+        here, as it was stored, and the row goes on in ``still``, or is finished if the cell
+        failed), or computes it again: when it is older than ``stale_after``,
         failed and ``recompute_on_error`` says so, or ``recompute(previous)`` is true. A cell
         computed again for ``stale_after`` buys its calls' receipts older than that again; one
         ``recompute`` asked for buys again those from before the cell it replaces."""
@@ -737,6 +731,10 @@ class DatasetRun:
         row.cells[column.name] = meta
         if not column.hidden:
             row.unreported.append(column.name)
+        if meta["status"] == "failed":
+            self._finish(row)  # kept as it failed (no recompute_on_error)
+        else:
+            still.append(row)
         return True
 
     def _set(
@@ -891,7 +889,7 @@ class DatasetRun:
             done = {"key": row.row_key, "cells": page.statuses}
             done["values"] = {c: values[c] for c in unreported}
             unreported.clear()
-            self._report_later(done)
+            self._done.later(done)
 
     def _record_one(
         self,
@@ -935,7 +933,7 @@ class DatasetRun:
         }
         row.unreported.clear()
         if status == "completed":  # reported with other rows, in one event
-            self._report_later({"key": row.row_key, **data})
+            self._done.later({"key": row.row_key, **data})
             return
         if waiting is not None:
             data["waiting"] = waiting.waiting()
@@ -974,26 +972,6 @@ class DatasetRun:
         self.rt.dispatcher.exit_rows(count)
         self._wake()
 
-    def _report_later(self, done: dict[str, Any]) -> None:
-        """A completed row's change, reported with others: at ``ROWS_PER_EVENT`` of them, or
-        ``REPORT_AFTER`` seconds after the first."""
-        self._done.append(done)
-        if len(self._done) >= ROWS_PER_EVENT:
-            self._report_done()
-        elif self._done_timer is None:
-            self._done_timer = asyncio.get_running_loop().call_later(
-                REPORT_AFTER, self._report_done
-            )
-
-    def _report_done(self) -> None:
-        """One event for the rows completed since the last one (a chunk's cells)."""
-        if self._done_timer is not None:
-            self._done_timer.cancel()
-            self._done_timer = None
-        if self._done:
-            rows, self._done = self._done, []
-            self.rt.events.emit("rows", dataset=self.name, status="completed", data={"rows": rows})
-
     def _fail_unstorable(self, values: dict[str, Any], cells: dict[str, CellMeta]) -> None:
         """Fail the cells whose values cannot be stored; the row's other cells stay."""
         for name, value in list(values.items()):
@@ -1026,6 +1004,35 @@ class DatasetRun:
 
     async def _flush(self) -> None:
         await self._writer.flush()
+
+
+class _Completed:
+    """A dataset's completed rows waiting to be reported together, in one ``rows`` event: at
+    ``ROWS_PER_EVENT`` of them, or ``REPORT_AFTER`` seconds after the first."""
+
+    def __init__(self, events: EventLog, dataset: str) -> None:
+        self._events = events
+        self._dataset = dataset
+        self._rows: list[dict[str, Any]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def later(self, done: dict[str, Any]) -> None:
+        """A completed row's change, reported with others."""
+        self._rows.append(done)
+        if len(self._rows) >= ROWS_PER_EVENT:
+            self.report()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(REPORT_AFTER, self.report)
+
+    def report(self) -> None:
+        """One event for the rows completed since the last one (a chunk's cells)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._rows:
+            rows, self._rows = self._rows, []
+            data = {"rows": rows}
+            self._events.emit("rows", dataset=self._dataset, status="completed", data=data)
 
 
 class _RowWriter:

@@ -45,37 +45,50 @@ class PreviousCell:
 
 
 class EarlierRows:
-    """The rows earlier runs of ``play`` stored for ``dataset``, looked up by key."""
+    """The rows earlier runs of ``play`` stored for ``dataset``, looked up by key: in
+    ``net_new`` mode, which keys they completed (seen); for the others, each key's previous
+    row, kept in ``previous`` until its row starts and takes it."""
 
     def __init__(
-        self, store: Store, io: Callable[..., Any], *, play: str, dataset: str, run_id: str
+        self,
+        store: Store,
+        io: Callable[..., Any],
+        *,
+        play: str,
+        dataset: str,
+        run_id: str,
+        net_new: bool,
     ) -> None:
         self._store = store
         self._io = io
         self._play = play
         self._dataset = dataset
         self._run_id = run_id
+        self._net_new = net_new
         self._runs: list[str] | None = None  # the play's earlier runs, newest first
+        self.previous: dict[str, RowRecord | None] = {}  # by key, for rows not started yet
 
-    async def look_up(
-        self, keys: Sequence[str], *, completed: bool
-    ) -> tuple[dict[str, RowRecord], set[str]]:
-        """Each key's previous row (its row in the newest earlier run holding it), and, with
-        ``completed``, the keys an earlier run completed (seen)."""
+    async def look_up(self, keys: Sequence[str]) -> set[str]:
+        """Look up the previous rows of ``keys``; returns those seen (net_new: completed by
+        an earlier run, so left out), whose previous rows are not kept."""
         previous: dict[str, RowRecord] = {}
         seen: set[str] = set()
         if not keys:
-            return previous, seen
+            return seen
+        net_new = self._net_new
         for run_id in await self._earlier_runs():
-            wanted = [k for k in keys if k not in previous or (completed and k not in seen)]
+            wanted = [k for k in keys if k not in previous or (net_new and k not in seen)]
             if not wanted:
                 break
             found = await self._io(self._store.load_rows, run_id, self._dataset, wanted)
             for key, row in found.items():
                 previous.setdefault(key, row)
-                if completed and row.status == "completed":
+                if net_new and row.status == "completed":
                     seen.add(key)
-        return previous, seen
+        for key in keys:
+            if key not in seen:
+                self.previous[key] = previous.get(key)
+        return seen
 
     async def _earlier_runs(self) -> list[str]:
         if self._runs is None:
