@@ -148,6 +148,7 @@ def test_a_new_database_gets_the_schema(postgres_url: str) -> None:
         "rate_gates",
         "gate_slots",
         "gate_sends",
+        "schedules",
     } == user_tables(postgres_url)
     with admin(postgres_url) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())

@@ -19,6 +19,7 @@ from ._protocol import (
     ReceiptStore,
     RowStore,
     RunStore,
+    ScheduleStore,
     Store,
 )
 from ._records import (
@@ -43,6 +44,7 @@ from ._records import (
     RunEnd,
     RunRecord,
     RunStatus,
+    ScheduleRecord,
 )
 from ._urls import display_url
 from ._windows import CELL_STATES, ROW_STATES, RowCounts
@@ -85,6 +87,8 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunStore",
+    "ScheduleRecord",
+    "ScheduleStore",
     "Store",
     "StoreIO",
     "display_url",

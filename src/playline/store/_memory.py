@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections import deque
@@ -38,6 +39,7 @@ from ._records import (
     RunEnd,
     RunRecord,
     RunStatus,
+    ScheduleRecord,
 )
 from ._windows import RowCounts, check_window, count_states, has_state, sort_key
 
@@ -106,6 +108,7 @@ class MemoryStore(ReceiptWrites):
         self._gates: dict[str, GateState] = {}
         self._gate_slots: dict[str, dict[str, tuple[int, float]]] = {}  # key -> holder -> slots
         self._gate_sends: dict[str, SendLog] = {}  # key -> the requests under its windows
+        self._schedules: dict[str, ScheduleRecord] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.url!r})"
@@ -654,3 +657,63 @@ class MemoryStore(ReceiptWrites):
                 )
                 for key, state in sorted(self._gates.items())
             ]
+
+    # schedules
+    def save_schedule(self, schedule: ScheduleRecord, *, replace: bool) -> bool:
+        # kept as a durable store would give it back: a copy, through JSON
+        source, input = loads(dumps([schedule.source, schedule.input], what="A schedule"))
+        schedule = dataclasses.replace(schedule, source=source, input=input)
+        with self._lock:
+            if schedule.name in self._schedules and not replace:
+                return False
+            self._schedules[schedule.name] = schedule
+            return True
+
+    def get_schedule(self, name: str) -> ScheduleRecord | None:
+        with self._lock:
+            return self._schedules.get(name)
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        with self._lock:
+            return [self._schedules[name] for name in sorted(self._schedules)]
+
+    def pause_schedule(
+        self, name: str, paused: bool, *, now: float, next_fire: float | None = None
+    ) -> bool:
+        with self._lock:
+            found = self._schedules.get(name)
+            if found is None:
+                return False
+            fire = found.next_fire if next_fire is None else next_fire
+            self._schedules[name] = replace(found, paused=paused, next_fire=fire, updated_at=now)
+            return True
+
+    def delete_schedule(self, name: str) -> bool:
+        with self._lock:
+            return self._schedules.pop(name, None) is not None
+
+    def advance_schedule(
+        self,
+        name: str,
+        *,
+        expected_next: float,
+        next_fire: float,
+        last_fire: float | None,
+        last_run_id: str | None,
+    ) -> bool:
+        with self._lock:
+            found = self._schedules.get(name)
+            if found is None or found.next_fire != expected_next:
+                return False
+            self._schedules[name] = replace(
+                found,
+                next_fire=next_fire,
+                last_fire=found.last_fire if last_fire is None else last_fire,
+                last_run_id=found.last_run_id if last_run_id is None else last_run_id,
+            )
+            return True
+
+    def due_schedules(self, *, now: float, limit: int = 100) -> list[ScheduleRecord]:
+        with self._lock:
+            due = [s for s in self._schedules.values() if not s.paused and s.next_fire <= now]
+        return sorted(due, key=lambda s: (s.next_fire, s.name))[:limit]

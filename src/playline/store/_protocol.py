@@ -2,7 +2,7 @@
 
 Roles: runs (records and their leases), receipts (claims, results, leases), rows, durable
 boundaries with the event inbox, events (the progress log), the ledger, and the shared rate
-gates (``_gates.py``). Every method that
+gates (``_gates.py``), and schedules (``triggers/_schedules.py`` fires them). Every method that
 writes takes a batch and is one transaction: the engine calls it once per batch of claims,
 completions, rows or events, never per cell.
 
@@ -44,6 +44,7 @@ from ._records import (
     RunEnd,
     RunRecord,
     RunStatus,
+    ScheduleRecord,
 )
 from ._windows import RowCounts
 
@@ -55,6 +56,7 @@ __all__ = [
     "ReceiptStore",
     "RowStore",
     "RunStore",
+    "ScheduleStore",
     "Store",
     "WouldWait",
 ]
@@ -338,6 +340,52 @@ class GateStore(Protocol):
         ...
 
 
+class ScheduleStore(Protocol):
+    """Schedules and their next fire times. Cron and timezones are the caller's business: the
+    store keeps the times it is given, and moves ``next_fire`` only by compare-and-set."""
+
+    def save_schedule(self, schedule: ScheduleRecord, *, replace: bool) -> bool:
+        """Write ``schedule`` whole; False when one of that name exists and not ``replace``
+        (nothing is written)."""
+        ...
+
+    def get_schedule(self, name: str) -> ScheduleRecord | None: ...
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """By name."""
+        ...
+
+    def pause_schedule(
+        self, name: str, paused: bool, *, now: float, next_fire: float | None = None
+    ) -> bool:
+        """Pause (or resume) the schedule ``name``, and set its ``next_fire`` when given (a
+        resumed schedule does not catch up the time it was paused); False if unknown."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool:
+        """Forget the schedule ``name`` (the runs it queued stay); False if unknown."""
+        ...
+
+    def advance_schedule(
+        self,
+        name: str,
+        *,
+        expected_next: float,
+        next_fire: float,
+        last_fire: float | None,
+        last_run_id: str | None,
+    ) -> bool:
+        """Move the schedule's ``next_fire`` from ``expected_next`` to ``next_fire`` (and its
+        last fire and run, where given: None keeps them). False, changing nothing, when its
+        ``next_fire`` is not ``expected_next`` any more (another worker advanced it) or it
+        is gone."""
+        ...
+
+    def due_schedules(self, *, now: float, limit: int = 100) -> list[ScheduleRecord]:
+        """Schedules not paused whose ``next_fire`` is at or before ``now``, soonest first."""
+        ...
+
+
 class Store(
     RunStore,
     ReceiptStore,
@@ -346,6 +394,7 @@ class Store(
     EventStore,
     LedgerStore,
     GateStore,
+    ScheduleStore,
     Protocol,
 ):
     url: str

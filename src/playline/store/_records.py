@@ -35,6 +35,7 @@ __all__ = [
     "RunEnd",
     "RunRecord",
     "RunStatus",
+    "ScheduleRecord",
 ]
 
 
@@ -359,3 +360,30 @@ class Boundary:
     output: bytes | None = None
     wake_at: float | None = None
     updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRecord:
+    """A schedule: the play it runs, at the times of ``cron`` in ``timezone``, with ``input``.
+
+    ``next_fire`` (seconds since the epoch) is the next time a worker queues a run for; a
+    worker that fires it moves it on with a compare-and-set, so two workers fire each time
+    once. ``source`` says where the play's code is (``{"file", "function"}``) for workers that
+    load plays by file (None: found by its registered name); ``cwd`` is where relative paths
+    of its runs are read from. ``catch_up`` says what a worker that was down through fire
+    times queues: ``"all"`` of them, ``"one"`` (the latest) or ``"skip"`` (none)."""
+
+    name: str
+    play: str
+    cron: str
+    timezone: str = "UTC"
+    source: dict[str, str] | None = None
+    input: Any = None
+    catch_up: str = "one"
+    paused: bool = False
+    next_fire: float = 0.0
+    cwd: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    last_fire: float | None = None
+    last_run_id: str | None = None

@@ -1,9 +1,10 @@
 """Every store role on SQL, written once: a dialect supplies connections and transactions.
 
 ``SQLStore`` implements the store protocol with the statements of ``_tables.py`` (its rows
-in ``_rows.py``, its rate gates in ``_gate_store.py``); its subclasses (``SQLiteStore``,
-``PostgresStore``) say how to open a transaction, how to lock the receipt keys a claim
-decides on, and how errors read. Each public method is one transaction.
+in ``_rows.py``, its rate gates in ``_gate_store.py``, its schedules in ``_schedules.py``);
+its subclasses (``SQLiteStore``, ``PostgresStore``) say how to open a transaction, how to
+lock the receipt keys a claim decides on, and how errors read. Each public method is one
+transaction.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .._records import (
 from ._cursor import Cursor
 from ._gate_store import GateRows
 from ._rows import RowTables
+from ._schedules import ScheduleRows
 from ._tables import (
     CHUNK,
     COMPLETE_RECEIPT,
@@ -69,7 +71,7 @@ class _Stored(Exception):
     """A receipt written as if unread was not as assumed: the transaction is made again."""
 
 
-class SQLStore(ReceiptWrites, GateRows, RowTables):
+class SQLStore(ReceiptWrites, GateRows, RowTables, ScheduleRows):
     url: str
     io_threads = 1
     io_inline = False  # called on a worker thread (the SQLite store: on the loop first)

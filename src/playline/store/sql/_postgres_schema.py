@@ -231,8 +231,29 @@ _V6 = (
     "CREATE INDEX gate_sends_key ON gate_sends (key, at)",
 )
 
+# v7: schedules, as SQLite's v10.
+_V7 = (
+    f"""CREATE TABLE schedules (
+        name {_T} PRIMARY KEY,
+        play {_T} NOT NULL,
+        source {_T},
+        cron {_T} NOT NULL,
+        timezone {_T} NOT NULL,
+        input {_T} NOT NULL,
+        catch_up {_T} NOT NULL,
+        paused BIGINT NOT NULL DEFAULT 0,
+        next_fire {_TIME} NOT NULL,
+        cwd {_T},
+        created_at {_TIME} NOT NULL,
+        updated_at {_TIME} NOT NULL,
+        last_fire {_TIME},
+        last_run_id {_T}
+    )""",
+    "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
+)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

@@ -247,7 +247,40 @@ _V9 = (
     "CREATE INDEX gate_sends_key ON gate_sends (key, at)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+# v10: schedules (``triggers/_schedules.py``): a play run at the times of a cron expression;
+# ``next_fire`` is moved on by compare-and-set, so workers sharing the store fire a time once.
+_V10 = (
+    """CREATE TABLE schedules (
+        name TEXT PRIMARY KEY,
+        play TEXT NOT NULL,
+        source TEXT,
+        cron TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        input TEXT NOT NULL,
+        catch_up TEXT NOT NULL,
+        paused INTEGER NOT NULL DEFAULT 0,
+        next_fire REAL NOT NULL,
+        cwd TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        last_fire REAL,
+        last_run_id TEXT
+    )""",
+    "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    _V5,
+    _V6,
+    _V7,
+    _V8,
+    _V9,
+    _V10,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _OURS = frozenset(
@@ -266,6 +299,7 @@ _OURS = frozenset(
         "rate_gates",
         "gate_slots",
         "gate_sends",
+        "schedules",
         "sqlite_sequence",
     }
 )
