@@ -48,6 +48,7 @@ from .tools import (
     ToolSpec,
     tool,
 )
+from .triggers._schedules import schedule
 
 __all__ = [
     "Answer",
@@ -107,6 +108,7 @@ __all__ = [
     "providers",
     "register_waterfall",
     "run",
+    "schedule",
     "send_event",
     "tool",
     "waterfalls",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from ._runner import RunResult, arun
 from .errors import PlayDefinitionError, PlaylineError
 from .store import RunRecord, Store, open_store, use_store
 from .store._changes import EVENTS, Watch, watch
+from .triggers._schedules import fire_schedules
 
 __all__ = ["Worker", "send_event"]
 
@@ -68,6 +70,10 @@ class Worker:
     store that announces changes (PostgreSQL) an event sent from anywhere wakes it at once.
     Child plays are resumed by their parents, never on their own. A run whose play cannot
     be found is skipped (``worker.skipped`` says why) and the others go on.
+
+    Each look first fires the store's schedules that are due (``pl.schedule``): their runs
+    are queued, then started like the other due runs; a worker waiting wakes for the next
+    fire time. A schedule that cannot fire is skipped too (``skipped["schedule NAME"]``).
 
     ``resolve(record) -> (play, tools)`` finds a run's play and tools; by default the play
     registered under the run's play name and the worker's ``tools``.
@@ -133,6 +139,7 @@ class Worker:
         with watch(None if burst else self.store.changes(), EVENTS) as sent:
             self._watching = sent
             while not self._stopping:
+                self.fire()
                 due = self.due()
                 for record in due:
                     try:
@@ -153,8 +160,21 @@ class Worker:
                 if not due and burst:
                     break
                 if not due:
-                    await sent.wait(self._clock, self._interval)
+                    await sent.wait(self._clock, self._pause())
         return results
+
+    def fire(self) -> list[str]:
+        """Fire the schedules due now; the ids of the runs queued."""
+        queued, failed = fire_schedules(self.store, clock=self._clock)
+        self.skipped.update({f"schedule {name}": why for name, why in failed.items()})
+        return queued
+
+    def _pause(self) -> float:
+        """Seconds until the next look: the interval, or less if a schedule fires sooner."""
+        soonest = self.store.due_schedules(now=math.inf, limit=1)
+        until = soonest[0].next_fire - self._clock.now() if soonest else 0.0
+        # (one due already could not fire: it is tried again after the interval)
+        return min(self._interval, until) if until > 0 else self._interval
 
     def stop(self) -> None:
         """Return from ``run`` after the attempt under way (at once if none is)."""
