@@ -18,6 +18,10 @@ A long ``ctx.sleep`` is a Temporal timer, ``ctx.wait_for_event`` waits for a sig
 ``pl.send_event`` rings after recording the event in the store, and a worker shutting down
 hands its runs over without paying twice. Child plays run inside their parent's attempt, as
 embedded: they share its budget, its limits and its drain.
+
+A schedule is a Temporal Schedule (``add_schedule``, ``list_schedules``, ``pause_schedule``,
+``delete_schedule``): Temporal starts a run workflow at each fire, and its first attempt
+records the run in the worker's store.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ..errors import PlayDefinitionError
 from ..store import Store
 from ._temporal._activity import Ended
 from ._temporal._doorbell import ring
+from ._temporal._schedules import add_schedule, delete_schedule, list_schedules, pause_schedule
 from ._temporal._submit import follow, start
 from ._temporal._worker import TemporalWorker, WorkerSettings
 
@@ -49,8 +54,12 @@ __all__ = [
     "Ended",
     "TemporalWorker",
     "WorkerSettings",
+    "add_schedule",
     "arun",
+    "delete_schedule",
     "follow",
+    "list_schedules",
+    "pause_schedule",
     "ring",
     "run",
     "start",

@@ -53,6 +53,7 @@ from ._messages import (
     AttemptResult,
 )
 from ._messages import LEASE_LOST as LEASE_LOST_ERROR
+from ._schedules import record_new_run
 
 __all__ = ["AttemptActivity", "AttemptSettings", "Ended", "Resolve"]
 
@@ -165,6 +166,10 @@ class AttemptActivity:
         info = activity.info()
         started = time.monotonic()
         record = await self._io(self._store.get_run, inp.run_id)
+        if inp.new_run is not None:  # a workflow Temporal started itself (a schedule's fire)
+            record, settled = await record_new_run(self._store, inp, record)
+            if settled is not None:
+                return settled
         if record is None:
             raise ApplicationError(
                 f"Run {inp.run_id} is not in this worker's store "

@@ -18,7 +18,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from ._messages import (
@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW,
         AttemptInput,
         AttemptResult,
+        NewRun,
         RunEnded,
         RunInput,
     )
@@ -42,6 +43,8 @@ _RETRY = RetryPolicy(
     maximum_attempts=0,
     non_retryable_error_types=[UNRUNNABLE],
 )
+# Set by Temporal on the workflows a Schedule starts: the time the fire was for.
+_FIRE = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 
 
 @workflow.defn(name=WORKFLOW)
@@ -58,12 +61,14 @@ class PlayRun:
     async def run(self, run: RunInput) -> RunEnded:
         attempt = run.attempts
         self._rang.update(run.rang)
+        run_id = run.run_id or workflow.info().workflow_id
+        new_run = _fired(run.new_run)
         while True:
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     RunInput(
-                        run_id=run.run_id,
+                        run_id=run_id,  # recorded by the first attempt: no new_run
                         heartbeat_timeout=run.heartbeat_timeout,
                         attempt_timeout=run.attempt_timeout,
                         attempts=attempt,
@@ -76,10 +81,13 @@ class PlayRun:
             result = await workflow.execute_activity(
                 ACTIVITY,
                 AttemptInput(
-                    run_id=run.run_id,
+                    run_id=run_id,
                     attempt=attempt,
                     now=workflow.now().timestamp(),
                     max_credits=run.max_credits,
+                    # Only the first attempt may have to record the run: once it returned,
+                    # the run is in the store.
+                    new_run=new_run if attempt == run.attempts + 1 else None,
                 ),
                 result_type=AttemptResult,
                 start_to_close_timeout=timedelta(seconds=run.attempt_timeout),
@@ -88,7 +96,7 @@ class PlayRun:
             )
             if result.status != "suspended" or result.stop not in (None, "yield"):
                 return RunEnded(
-                    run_id=run.run_id,
+                    run_id=run_id,
                     status=result.status,
                     error=result.error,
                     stop=result.stop,
@@ -98,7 +106,7 @@ class PlayRun:
                 continue  # a worker shut down, or what the run waits for is already there
             if not await self._wait(result):
                 return RunEnded(
-                    run_id=run.run_id,
+                    run_id=run_id,
                     status="suspended",
                     error="The run suspended without a wake time or an event to wait for.",
                     attempts=attempt,
@@ -118,3 +126,14 @@ class PlayRun:
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: bool(self._rang & awaited), timeout=timeout)
         return True
+
+
+def _fired(new_run: NewRun | None) -> NewRun | None:
+    """``new_run`` with the time it fired for (the Schedule's search attribute; the start
+    time for a workflow started another way) and the time Temporal started the workflow."""
+    if new_run is None:
+        return None
+    info = workflow.info()
+    started = info.workflow_start_time.timestamp()
+    fire = info.typed_search_attributes.get(_FIRE)
+    return new_run.fired(fire=started if fire is None else fire.timestamp(), started=started)
