@@ -48,6 +48,7 @@ from .tools import (
     ToolSpec,
     tool,
 )
+from .triggers._hooks import hook
 from .triggers._schedules import schedule
 
 __all__ = [
@@ -103,6 +104,7 @@ __all__ = [
     "Worker",
     "aplan",
     "arun",
+    "hook",
     "plan",
     "play",
     "providers",
