@@ -4,7 +4,7 @@ Batched, rate-limited tool calls; waterfalls; content-keyed receipts so nothing 
 twice; runs that resume where they stopped. See README.md and docs/.
 """
 
-from . import providers
+from . import providers, sinks
 from ._clock import Clock, ManualClock, SystemClock
 from ._context import Context
 from ._dataset import CellError, Dataset, DatasetBuilder, DatasetStats, PreviousCell
@@ -112,6 +112,7 @@ __all__ = [
     "run",
     "schedule",
     "send_event",
+    "sinks",
     "tool",
     "waterfalls",
 ]

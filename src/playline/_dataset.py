@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._arity import takes_ctx
 from ._csv import CsvRows
@@ -266,6 +266,42 @@ class Dataset:
                     }
                 )
         return out
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write the rows as a Parquet file, streamed in row groups; returns the path (needs
+        pyarrow: ``pip install 'playline[parquet]'``). Nested values become structs and lists
+        where pyarrow can type a column as one, else JSON text."""
+        from ._writeback import write_parquet
+
+        out = Path(path)
+        write_parquet(self, out, f"Dataset {self.name!r}.to_parquet()")
+        return out
+
+    def to_sql(
+        self,
+        url: str,
+        table: str,
+        *,
+        key: str | list[str],
+        if_exists: Literal["upsert", "replace", "fail"] = "upsert",
+    ) -> int:
+        """Upsert the rows into ``table`` of a SQLite (``sqlite:///path.db``) or PostgreSQL
+        (``postgresql://...``, the postgres extra) database by ``key`` (a column or a list of
+        columns); returns how many rows were written. Writing again updates the rows of known
+        keys with the newest values. A missing table is created with a unique index on the
+        key, missing columns are added; ``if_exists="replace"`` drops the table first,
+        ``"fail"`` refuses an existing one. A blocking call: in a play, ``await
+        asyncio.to_thread(ds.to_sql, ...)`` keeps the event loop free."""
+        from ._writeback import write_sql
+
+        return write_sql(
+            self,
+            url,
+            table,
+            key=key,
+            if_exists=if_exists,
+            what=f"Dataset {self.name!r}.to_sql({table!r})",
+        )
 
 
 def revive(store: Store, output: Any) -> Any:

@@ -39,6 +39,8 @@ from ._engine.options import (
     RunOptions,
     refresh_columns,
 )
+from ._notify import check_notify, ended
+from ._notify import notify as send_notification
 from ._play import Play, PlayFn, get_play
 from .errors import PlayDefinitionError
 from .store import Store, owner_id, use_store
@@ -197,6 +199,7 @@ async def arun(
     cell_limit: int = DEFAULT_CELL_LIMIT,
     retry_failed: bool = False,
     refresh: Iterable[str] | None = None,
+    notify: str | None = None,
 ) -> RunResult:
     """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
 
@@ -229,6 +232,12 @@ async def arun(
     the run has is a warning in the run's log when the attempt ends (nothing was bought again
     for it).
 
+    ``notify``: a URL (a Slack incoming webhook, or any receiver of JSON) that gets the run's
+    summary when it ends or is stopped: status, rows, failed rows, credits per tool and the
+    ``playline show`` command (see ``_notify.py`` for the body). A new run keeps it in its
+    record, so a worker that resumes the run notifies too. A notification that fails is a
+    warning in the run's log; the run's status stays what it was.
+
     A new run records the folder it was started in: relative paths given to ``ctx.csv`` are
     read from there, so resuming it from another folder reads the same files.
 
@@ -237,6 +246,7 @@ async def arun(
     as ``"no"`` is refused, not read as true).
     """
     target = get_play(play)
+    notify = check_notify(notify)
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
         raise PlayDefinitionError("run_id must be a non-empty string (or None for a new run).")
     options = RunOptions(
@@ -281,6 +291,8 @@ async def arun(
             stored["max_credits"] = max_credits
         if columns:
             stored["refresh"] = columns
+        if notify is not None:
+            stored["notify"] = notify
         record = await open_run(
             services.store,
             clock,
@@ -314,6 +326,20 @@ async def arun(
                 watching.cancel()
         # Calls that finished and what was learned reach the store before the loop may end.
         await services.gates.flush()
+        url = notify or record.options.get("notify")
+        if url and ended(outcome.status, outcome.waiting):
+            await send_notification(
+                services.store,
+                url,
+                run_id=run_id,
+                play=target.name,
+                status=outcome.status,
+                rows=outcome.stats.rows,
+                failed=outcome.stats.rows_failed,
+                error=outcome.error,
+                waiting=outcome.waiting,
+                now=clock.now(),
+            )
         return _result(outcome)
 
 

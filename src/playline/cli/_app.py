@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import click
 import typer
@@ -204,10 +204,21 @@ def export_dataset(
     with_status: bool,
     force: bool = False,
     raw: bool = False,
+    format: str | None = None,
 ) -> int:
     fields = columns_of(export_rows(db, run_id, dataset, with_status=with_status))
-    rows = export_rows(db, run_id, dataset, with_status=with_status)
-    return write_rows(rows, out, fields, force=force, raw=raw)
+    rows = _Rows(lambda: export_rows(db, run_id, dataset, with_status=with_status))
+    return write_rows(rows, out, fields, force=force, raw=raw, format=format)
+
+
+class _Rows:
+    """Rows read from the store again each time they are iterated (Parquet reads twice)."""
+
+    def __init__(self, read: Callable[[], Iterator[dict[str, Any]]]) -> None:
+        self._read = read
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._read()
 
 
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -500,13 +501,29 @@ def logs(
         typer.echo(f"Run {run_id} has no log lines.", err=True)
 
 
+class ExportFormat(enum.StrEnum):
+    csv = "csv"
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
 @app.command()
 @command
 def export(
     run_id: Annotated[str, typer.Argument(help="The run to export.")],
-    out: Annotated[Path, typer.Option("--out", help="FILE.csv or FILE.jsonl", dir_okay=False)],
+    out: Annotated[
+        Path, typer.Option("--out", help="FILE.csv, FILE.jsonl or FILE.parquet", dir_okay=False)
+    ],
     dataset: Annotated[
         str | None, typer.Option("--dataset", help="Which dataset (needed when there are several).")
+    ] = None,
+    format: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            help="csv, jsonl or parquet (parquet needs pyarrow: pip install 'playline[parquet]'); "
+            "default: by the --out suffix.",
+        ),
     ] = None,
     with_status: Annotated[
         bool,
@@ -518,16 +535,21 @@ def export(
     raw: RawOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Write a run's dataset rows (cells as values) to CSV or JSON lines.
+    """Write a run's dataset rows (cells as values) to CSV, JSON lines or Parquet.
 
     An existing file is replaced only with --force, and a symbolic link never followed; CSV
-    cells that a spreadsheet would run as formulas get a quote in front unless --raw.
+    cells that a spreadsheet would run as formulas get a quote in front unless --raw. Parquet
+    keeps nested values as structs and lists where a column's values share one shape (else
+    JSON text).
     """
-    check_out(out, force=force)
+    kind = format.value if format is not None else None
+    check_out(out, force=force, format=kind)
     db = store_at(store, read_only=True)
     require_run(db, run_id)
     dataset = _dataset_of(db, run_id, dataset, "export")
-    count = export_dataset(db, run_id, dataset, out, with_status=with_status, force=force, raw=raw)
+    count = export_dataset(
+        db, run_id, dataset, out, with_status=with_status, force=force, raw=raw, format=kind
+    )
     console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
 
 

@@ -15,21 +15,22 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ._load import CliError
 
 __all__ = ["FORMATS", "check_out", "replacing"]
 
-FORMATS = (".csv", ".jsonl")
+FORMATS = (".csv", ".jsonl", ".parquet")
 
 
-def check_out(out: Path | None, *, force: bool) -> None:
-    """Refuse an output path that cannot be written, before anything runs or is paid for."""
+def check_out(out: Path | None, *, force: bool, format: str | None = None) -> None:
+    """Refuse an output path that cannot be written, before anything runs or is paid for.
+    Its suffix says the format, unless ``format`` is given (``--format``)."""
     if out is None:
         return
-    if out.suffix.lower() not in FORMATS:
-        raise CliError(f"--out {out}: use a .csv or .jsonl file name.")
+    if format is None and out.suffix.lower() not in FORMATS:
+        raise CliError(f"--out {out}: use a .parquet, .csv or .jsonl file name.")
     folder = out.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
@@ -54,14 +55,17 @@ def check_out(out: Path | None, *, force: bool) -> None:
 
 
 @contextlib.contextmanager
-def replacing(out: Path, *, force: bool) -> Iterator[IO[str]]:
-    """A text handle on a temporary file next to ``out``, put in its place when the block ends
-    without an error (and removed when it does not)."""
-    check_out(out, force=force)
+def replacing(out: Path, *, force: bool, binary: bool = False) -> Iterator[IO[Any]]:
+    """A text (or ``binary``) handle on a temporary file next to ``out``, put in its place
+    when the block ends without an error (and removed when it does not)."""
+    check_out(out, force=force, format="given")
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
     temp = Path(name)
     try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+        handle: IO[Any] = (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline="", encoding="utf-8")
+        )
+        with handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())

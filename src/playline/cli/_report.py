@@ -8,11 +8,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from .._trace import defused, flat
+from ..errors import PlaylineError
 from ..store import RunRecord, Store, display_url
 from ..store.sql import SQLStore
 from ._load import CliError
@@ -60,21 +61,33 @@ def require_run(store: Store, run_id: str) -> RunRecord:
 
 
 def write_rows(
-    rows: Iterator[dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     out: Path,
     fields: list[str],
     *,
     force: bool = False,
     raw: bool = False,
+    format: str | None = None,
 ) -> int:
-    """Write ``rows`` as CSV or JSON lines (by the file's suffix); returns the row count.
+    """Write ``rows`` as CSV, JSON lines or Parquet (``format``, else by the file's suffix);
+    returns the row count.
 
     The file is written whole or not at all (see ``_outfile``); CSV cells that a spreadsheet
-    would run as formulas are escaped unless ``raw``.
+    would run as formulas are escaped unless ``raw``. Parquet reads ``rows`` twice (a pass
+    learns the columns' types): give an iterable that starts again.
     """
+    format = format or out.suffix.lower().lstrip(".")
+    if format == "parquet":
+        from .._writeback import write_parquet
+
+        with replacing(out, force=force, binary=True) as handle:
+            try:
+                return write_parquet(rows, handle, "Writing Parquet")
+            except PlaylineError as exc:
+                raise CliError(str(exc)) from None
     count = 0
     with replacing(out, force=force) as handle:
-        if out.suffix.lower() == ".jsonl":
+        if format == "jsonl":
             for row in rows:
                 handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
                 count += 1

@@ -65,6 +65,17 @@ from ._temporal import (
     submit,
 )
 
+NotifyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="POST the run's summary (status, rows, failed, credits per tool) to this URL "
+        "when it ends or is stopped, as a Slack incoming webhook takes it. The run keeps it: a "
+        "worker that resumes it notifies too.",
+    ),
+]
+
 
 class _RecordSource:
     """Writes which file and function a new run came from, so `playline resume` finds them."""
@@ -118,6 +129,7 @@ def _execute(
     ui: bool = False,
     retry_failed: bool = False,
     refresh: list[str] | None = None,
+    notify: str | None = None,
 ) -> pl.RunResult:
     check_out(out, force=force)  # before anything runs, and so before anything is paid
     gw = gateway_from(gateway)
@@ -158,6 +170,7 @@ def _execute(
                     stop=stop,
                     retry_failed=retry_failed,
                     refresh=refresh or None,
+                    notify=notify,
                 ),
                 progress,
             )
@@ -304,6 +317,7 @@ def run(
             "used); the other columns reuse theirs. COLUMN or DATASET.COLUMN; repeatable.",
         ),
     ] = None,
+    notify: NotifyOpt = None,
     temporal: TemporalOpt = None,
     namespace: NamespaceOpt = None,
     task_queue: TaskQueueOpt = None,
@@ -322,7 +336,9 @@ def run(
     if temporal is None:
         _only_with_temporal(namespace=namespace, task_queue=task_queue, detach=detach)
     else:
-        _not_with_temporal(gateway=gateway, retry_in_doubt=retry_in_doubt, ui=ui, refresh=refresh)
+        _not_with_temporal(
+            gateway=gateway, retry_in_doubt=retry_in_doubt, ui=ui, refresh=refresh, notify=notify
+        )
         if detach and out is not None:
             raise CliError("--out needs the run to finish: leave out --detach.")
     loaded = load_play(play)
@@ -356,6 +372,7 @@ def run(
         retry_in_doubt=retry_in_doubt,
         ui=ui,
         refresh=refresh,
+        notify=notify,
     )
     _check_refreshed(store, result.run_id, refresh)
     raise typer.Exit(EXIT_CODES[result.status])
@@ -380,6 +397,7 @@ def resume(
             "(by default a failed row runs again from its first column).",
         ),
     ] = False,
+    notify: NotifyOpt = None,
     json_mode: JsonOpt = False,
 ) -> None:
     """Resume a run started with `playline run`: finished rows and paid calls are reused,
@@ -392,7 +410,10 @@ def resume(
     where = recorded_endpoint(record)
     if where is not None:  # it runs on Temporal: resume it there
         _not_with_temporal(
-            gateway=gateway, retry_in_doubt=retry_in_doubt, retry_failed=retry_failed
+            gateway=gateway,
+            retry_in_doubt=retry_in_doubt,
+            retry_failed=retry_failed,
+            notify=notify,
         )
         _on_temporal(
             loaded,
@@ -422,6 +443,7 @@ def resume(
         raw=raw,
         retry_in_doubt=retry_in_doubt,
         retry_failed=retry_failed,
+        notify=notify,
     )
     raise typer.Exit(EXIT_CODES[result.status])
 
