@@ -43,3 +43,23 @@ def test_the_worker_imports_play_files_given_to_it(cli: Cli):
 
 def test_a_missing_play_file_for_the_worker_is_a_usage_error(cli: Cli):
     one_error_line(cli("worker", "nowhere.py", "--burst"), 2)
+
+
+def test_a_run_whose_play_file_is_gone_is_skipped_and_the_others_run(cli: Cli, tmp_path):
+    from playline.store import open_store
+    from playline.triggers import queue_run
+
+    play = cli.play(
+        "import playline as pl\n\n@pl.play\nasync def approval(ctx, input):\n    return input\n"
+    )
+    gone = tmp_path / "gone.py"
+    with open_store(cli.store) as db:
+        for run_id, file in (("lost", gone), ("kept", play)):
+            source = {"file": str(file), "function": "approval"}
+            queue_run(db, run_id=run_id, play="approval", origin={"kind": "test"}, source=source)
+
+    done = cli("worker", "--burst", "--json")
+
+    assert done.exit_code == 0, done.output
+    assert cli.json_lines(done.stdout) == [{"run_id": "kept", "status": "completed"}]
+    assert "skipped lost" in done.stderr and "gone.py" in done.stderr

@@ -197,3 +197,31 @@ def test_the_cli_notifies(tmp_path: Path, receiver: Receiver) -> None:
 def test_a_bad_notify_url_is_refused(url: Any) -> None:
     with pytest.raises(pl.PlayDefinitionError, match="notify="):
         pl.run(notify_play, {}, store="memory://", tools=[lookup], notify=url)
+
+
+def test_each_run_of_a_schedule_notifies_when_it_ends(tmp_path: Path, receiver: Receiver) -> None:
+    clock = pl.ManualClock(1_767_600_000.0)  # 2026-01-05, a Monday, 08:00 UTC
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    try:
+        pl.schedule(
+            "notify-weekly",
+            notify_play,
+            cron="0 9 * * MON",
+            timezone="UTC",
+            store=store,
+            clock=clock,
+            notify=receiver.url,
+        )
+        clock.advance(3600)  # 09:00: the schedule fires
+        with pl.Worker(store=store, tools=[lookup], clock=clock) as worker:
+            results = asyncio.run(worker.run(burst=True))
+        assert [r.status for r in results] == ["completed_with_errors"]
+        assert _summary(receiver)["run_id"] == results[0].run_id
+    finally:
+        store.close()
+
+
+def test_a_schedule_refuses_a_notify_that_is_no_url(tmp_path: Path) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="notify='slack'"):
+        pl.schedule("bad-notify", notify_play, cron="0 9 * * MON", notify="slack",
+                    store=f"sqlite:///{tmp_path}/s.db")  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -567,6 +568,30 @@ def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
     return load_play(f"{source['file']}:{source['function']}"), source
 
 
+Plays = dict[str, tuple[pl.Play, tuple[Any, ...]]]
+
+
+def play_resolver(
+    db: Store, by_name: Plays, gateway: Any | None
+) -> Callable[[RunRecord], tuple[pl.Play, list[Any]]]:
+    """How a worker finds a run's play and tools: among the plays it loaded (``by_name``),
+    else from the file the run recorded. A run whose file cannot be loaded is skipped
+    (``PlaylineError``), and the worker goes on with the others."""
+
+    def resolve(record: RunRecord) -> tuple[pl.Play, list[Any]]:
+        if record.play in by_name:
+            play, sources = by_name[record.play]
+        else:
+            try:
+                found, _ = _source_play(db, record.run_id)
+            except CliError as exc:
+                raise PlaylineError(str(exc)) from None
+            play, sources = found.play, found.sources
+        return play, [*sources, *([gateway] if gateway else [])]
+
+    return resolve
+
+
 @app.command()
 @command
 def worker(
@@ -608,19 +633,12 @@ def worker(
     gw = gateway_from(gateway)
     if gw is not None:
         gw.specs()  # an unreachable gateway fails here
-    by_name = {}
+    by_name: Plays = {}
     for ref in plays or []:
         loaded = load_module(ref)
         by_name.update({p.name: (p, loaded.sources) for p in loaded.plays.values()})
 
-    def resolve(record: RunRecord) -> tuple[pl.Play, list[Any]]:
-        if record.play in by_name:
-            play, sources = by_name[record.play]
-        else:
-            found, _ = _source_play(db, record.run_id)
-            play, sources = found.play, found.sources
-        return play, [*sources, *([gw] if gw else [])]
-
+    resolve = play_resolver(db, by_name, gw)
     if temporal is not None:
         serve(
             db=db,

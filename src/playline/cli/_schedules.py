@@ -33,6 +33,7 @@ from ._app import (
     store_at,
 )
 from ._load import CliError, load_play, parse_inputs
+from ._runcmds import NotifyOpt
 from ._temporal import NamespaceOpt, TaskQueueOpt, TemporalOpt
 
 __all__ = ["schedule_app"]
@@ -90,6 +91,7 @@ def add(
     replace: Annotated[
         bool, typer.Option("--replace", help="Replace a schedule of that name.")
     ] = False,
+    notify: NotifyOpt = None,
     temporal: TemporalOpt = None,
     namespace: NamespaceOpt = None,
     task_queue: TaskQueueOpt = None,
@@ -108,6 +110,8 @@ def add(
     loaded = load_play(play)
     source = {"file": str(loaded.file), "function": loaded.function}
     if temporal is not None:
+        if notify is not None:
+            raise CliError("--notify is not available with --temporal yet: leave one out.")
         url = store or os.environ.get("PLAYLINE_STORE") or DEFAULT_STORE_URL
         if url.startswith("memory://"):
             raise CliError("--temporal needs a store the workers reach: give --store URL.")
@@ -140,6 +144,7 @@ def add(
             source=source,
             cwd=os.getcwd(),
             replace=replace,
+            notify=notify,
         )
     console.print(
         f"Schedule {name!r}: {saved.play} at {saved.cron!r} ({saved.timezone}); next fire "

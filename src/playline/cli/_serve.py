@@ -18,12 +18,11 @@ import typer
 
 import playline as pl
 
-from ..errors import PlaylineError
-from ..store import RunRecord, Store, display_url
+from ..store import Store, display_url
 from ..triggers._hooks import Hook, hooks_of
 from ._app import GatewayOpt, StoreOpt, app, command, store_at
 from ._load import CliError, LoadedModule, cannot_listen, gateway_from, load_module
-from ._runcmds import _source_play
+from ._runcmds import Plays, play_resolver
 
 __all__ = ["serve"]
 
@@ -130,25 +129,14 @@ def _worker(
 ) -> pl.Worker:
     """The worker, finding plays as `playline worker FILE.py ...` does: those the files
     define (and the hooks start) by name, any other by the file its run recorded."""
-    by_name: dict[str, tuple[pl.Play, tuple[Any, ...]]] = {}
+    by_name: Plays = {}
     for module in loaded:
         by_name.update({p.name: (p, module.sources) for p in module.plays.values()})
         for hook in hooks_of(module.module.__name__):
             if hook.play is not None:
                 by_name.setdefault(hook.play.name, (hook.play, module.sources))
 
-    def resolve(record: RunRecord) -> tuple[pl.Play, list[Any]]:
-        if record.play in by_name:
-            play, sources = by_name[record.play]
-        else:
-            try:
-                found, _ = _source_play(db, record.run_id)
-            except CliError as exc:  # the worker skips this run and goes on with the others
-                raise PlaylineError(str(exc)) from None
-            play, sources = found.play, found.sources
-        return play, [*sources, *([gw] if gw else [])]
-
-    return pl.Worker(store=db, resolve=resolve, listeners=[_ended])
+    return pl.Worker(store=db, resolve=play_resolver(db, by_name, gw), listeners=[_ended])
 
 
 def _ended(event: pl.Event) -> None:

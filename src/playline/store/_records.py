@@ -387,3 +387,4 @@ class ScheduleRecord:
     updated_at: float = 0.0
     last_fire: float | None = None
     last_run_id: str | None = None
+    notify: str | None = None  # the URL its runs POST their summary to when they end

@@ -36,16 +36,20 @@ def queue_run(
     origin: Mapping[str, Any],
     source: Mapping[str, Any] | None = None,
     cwd: str | None = None,
+    notify: str | None = None,
     clock: Clock | None = None,
 ) -> bool:
     """Queue the run ``run_id`` of the play named ``play``, due at ``at`` (default: now).
-    False when a run with that id exists (nothing is written: it was queued before)."""
+    False when a run with that id exists (nothing is written: it was queued before).
+    ``notify``: the URL the run POSTs its summary to when it ends (``pl.run(notify=)``)."""
     if not isinstance(run_id, str) or not run_id.strip():
         raise PlayDefinitionError("A queued run needs a non-empty run id.")
     now = (clock or SystemClock()).now()
     options: dict[str, Any] = {"cwd": cwd or os.getcwd(), "origin": dict(origin)}
     if source is not None:
         options["source"] = dict(source)
+    if notify is not None:
+        options["notify"] = notify
     record = RunRecord(
         run_id=run_id,
         play=play,

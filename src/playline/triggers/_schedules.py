@@ -39,6 +39,7 @@ from croniter import CroniterBadDateError, CroniterError, croniter  # type: igno
 
 from .._clock import Clock, SystemClock
 from .._json import dumps
+from .._notify import check_notify
 from .._play import Play, get_play
 from .._play import play as make_play
 from ..errors import PlayDefinitionError
@@ -77,6 +78,7 @@ def schedule(
     catch_up: str = "one",
     store: str | Store | None = None,
     replace: bool = True,
+    notify: str | None = None,
     clock: Clock | None = None,
 ) -> ScheduleRecord:
     """Run ``play`` at the times of ``cron`` (five fields: minute hour day-of-month month
@@ -84,7 +86,8 @@ def schedule(
     store (``pl.Worker``, ``playline worker``) starts the runs. ``catch_up`` is what a worker
     that was down through fire times queues: ``"all"`` of them, ``"one"`` (the latest) or
     ``"skip"``. A schedule of that name is replaced (its paused state and last run kept),
-    unless ``replace=False``, which refuses it. Relative paths in its runs are read from the
+    unless ``replace=False``, which refuses it. ``notify``: a URL each run POSTs its summary
+    to when it ends (as ``pl.run(notify=)``). Relative paths in its runs are read from the
     current directory; ``clock`` (tests: a ``pl.ManualClock``) says when now is. Returns the
     schedule as stored."""
     if isinstance(play, Play | str):
@@ -107,6 +110,7 @@ def schedule(
             source=_source(found),
             cwd=os.getcwd(),
             replace=replace,
+            notify=notify,
             clock=clock,
         )
 
@@ -123,6 +127,7 @@ def add_schedule(
     source: Mapping[str, str] | None = None,
     cwd: str | None = None,
     replace: bool = True,
+    notify: str | None = None,
     clock: Clock | None = None,
 ) -> ScheduleRecord:
     """Validate and store a schedule (``schedule`` does it for a play object; the command
@@ -146,6 +151,7 @@ def add_schedule(
             '{"file": "/path/play.py", "function": "enrich"}.'
         )
     dumps({} if input is None else input, what=f"The input of schedule {name!r}")
+    notify = check_notify(notify)
     now = (clock or SystemClock()).now()
     old = store.get_schedule(name)
     same_times = old is not None and (old.cron, old.timezone) == (cron, timezone)
@@ -164,6 +170,7 @@ def add_schedule(
         updated_at=now,
         last_fire=None if old is None else old.last_fire,
         last_run_id=None if old is None else old.last_run_id,
+        notify=notify,
     )
     if not store.save_schedule(record, replace=replace):
         raise PlayDefinitionError(
@@ -230,6 +237,7 @@ def _fire(store: Store, s: ScheduleRecord, now: float, clock: Clock) -> list[str
                 origin={"kind": "schedule", "name": s.name, "fire": _iso(at)},
                 source=s.source,
                 cwd=s.cwd,
+                notify=s.notify,
                 clock=clock,
             ):
                 queued.append(run_id)

@@ -247,7 +247,8 @@ _V7 = (
         created_at {_TIME} NOT NULL,
         updated_at {_TIME} NOT NULL,
         last_fire {_TIME},
-        last_run_id {_T}
+        last_run_id {_T},
+        notify {_T}
     )""",
     "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
 )

@@ -19,9 +19,9 @@ __all__ = ["ScheduleRows"]
 
 _COLUMNS = (
     "name, play, source, cron, timezone, input, catch_up, paused, next_fire, cwd, created_at, "
-    "updated_at, last_fire, last_run_id"
+    "updated_at, last_fire, last_run_id, notify"
 )
-_INSERT = f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * 14)})"
+_INSERT = f"INSERT INTO schedules ({_COLUMNS}) VALUES ({','.join('?' * 15)})"
 _UPSERT = (
     _INSERT
     + " ON CONFLICT (name) DO UPDATE SET "
@@ -46,6 +46,7 @@ def _params(s: ScheduleRecord) -> tuple[Any, ...]:
         s.updated_at,
         s.last_fire,
         s.last_run_id,
+        s.notify,
     )
 
 
@@ -65,6 +66,7 @@ def _record(row: Sequence[Any]) -> ScheduleRecord:
         updated_at=row[11],
         last_fire=row[12],
         last_run_id=row[13],
+        notify=row[14],
     )
 
 

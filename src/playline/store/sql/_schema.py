@@ -264,7 +264,8 @@ _V10 = (
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
         last_fire REAL,
-        last_run_id TEXT
+        last_run_id TEXT,
+        notify TEXT
     )""",
     "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
 )
