@@ -7,8 +7,10 @@ These run in `make test` (which installs the `docs` extra); `-m "not docs"` leav
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +139,48 @@ def test_the_example_runs_as_written(code: str, tmp_path: Path) -> None:
     script.write_text(code, encoding="utf-8")
     ran = _run([sys.executable, str(script)], tmp_path)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_the_crm_webhook_example_works_as_written(tmp_path: Path) -> None:
+    """automation.md's hooks.py served by `playline serve`, and its curl/openssl request: the
+    answer is the one the page shows, and the serve's worker completes the run."""
+    page = (DOCS / "guide" / "automation.md").read_text(encoding="utf-8")
+    hooks = dict(_TITLED.findall(page))["hooks.py"]
+    (shell,) = [b for b in re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M) if "openssl" in b]
+    shown = re.search(r"^# (\{.*\})$", shell, re.M)
+    assert shown, shell
+    (tmp_path / "hooks.py").write_text(hooks, encoding="utf-8")
+    env = {**os.environ, "CRM_HOOK_SECRET": "whsec-test", "COLUMNS": "200"}
+    store = f"sqlite:///{tmp_path}/hooks.db"
+    playline = str(Path(sys.executable).with_name("playline"))
+    serve = subprocess.Popen(
+        [playline, "serve", "hooks.py", "--port", "0", "--store", store],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert serve.stderr is not None
+        first = serve.stderr.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+)", first)
+        assert url, first + serve.stderr.read()
+        sent = subprocess.run(
+            ["bash", "-c", shell.replace("http://127.0.0.1:8767", url[1])],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout) == json.loads(shown[1])
+        for line in serve.stderr:  # the serve's worker says when the run ends
+            if line.startswith("run hook:crm-signup:signup-1"):
+                assert line.split()[-1] == "completed", line
+                break
+        else:
+            raise AssertionError("playline serve ended before the run did")
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.communicate(timeout=60)

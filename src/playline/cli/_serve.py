@@ -70,7 +70,8 @@ def serve(
     "<t>.<raw body>" under the hook's secret>` (at most 5 minutes old) and a
     `Playline-Delivery` id: the same delivery twice starts one run.
     """
-    from ..web.hooks import HooksConfig, create_hooks_app, listen, serve_hooks
+    from ..web.hooks import HooksConfig, create_hooks_app, serve_hooks
+    from ..web.server import listen
 
     loaded = [load_module(f) for f in files or []]
     hooks = [h for m in loaded for h in hooks_of(m.module.__name__)]

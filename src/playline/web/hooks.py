@@ -42,7 +42,7 @@ from ..store import Store
 from ..triggers import DELIVERY_HEADER, SIGNATURE_HEADER, BadSignature, queue_run, verify
 from ..triggers._hooks import BadPayload, Hook
 
-__all__ = ["HooksConfig", "create_hooks_app", "listen", "serve_hooks"]
+__all__ = ["HooksConfig", "create_hooks_app", "serve_hooks"]
 
 log = logging.getLogger("playline.hooks")
 
@@ -210,16 +210,6 @@ async def _send(config: HooksConfig, hook: Hook, payload: Any, delivery: str) ->
         return _error(503, str(exc))
     log.info("hook %s: event %s %s", hook.name, key, "sent" if fresh else "was sent before")
     return JSONResponse({"event": key, "duplicate": not fresh}, status_code=202)
-
-
-def listen(host: str, port: int) -> tuple[socket.socket, str]:
-    """A socket bound to ``host:port`` (0: a free port) and the base URL it is reached at.
-    ``OSError`` when it cannot bind."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    named = f"[{host}]" if ":" in host else host
-    return sock, f"http://{named}:{sock.getsockname()[1]}"
 
 
 def serve_hooks(app: Starlette, sock: socket.socket) -> None:

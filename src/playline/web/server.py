@@ -78,11 +78,8 @@ def serve(
     path: str = "/",
 ) -> None:
     """Serve until Ctrl-C; ``say`` gets the URL (and, off loopback, the warning) first."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock, url = listen(host, port)
     bound = sock.getsockname()[1]
-    url = f"http://{_named(host)}:{bound}"
     if not is_loopback(host):
         say(no_login_warning(host))
     say(f"Playline UI on {url}{path} (store {display_url(config.store_url)}); Ctrl-C stops it.")
@@ -95,9 +92,18 @@ def serve(
 def serve_in_thread(config: UIConfig, *, host: str = "127.0.0.1", port: int = 0) -> str:
     """Start the UI in a daemon thread (``playline run --ui``); returns its URL once it
     listens. It lives as long as the process."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock, url = listen(host, port)
     server = uvicorn.Server(_config(config, host, sock.getsockname()[1]))
     threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    return f"http://{host}:{sock.getsockname()[1]}"
+    return url
+
+
+def listen(host: str, port: int) -> tuple[socket.socket, str]:
+    """A socket listening on ``host:port`` (0: a free port) and the base URL it is reached
+    at; ``OSError`` when it cannot bind. It listens before the URL is said: a client told it
+    may connect at once (its connection waits for the server to start, never refused)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(socket.SOMAXCONN)
+    return sock, f"http://{_named(host)}:{sock.getsockname()[1]}"
