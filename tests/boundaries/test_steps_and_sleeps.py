@@ -162,3 +162,23 @@ def test_a_suspended_run_survives_its_process_and_resumes_in_another(
     out = subprocess.run([sys.executable, "-c", resume], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[('r1', 'completed', 'done')]"
     assert journal.read_text() == "step\n"  # the step ran in the first process only
+
+
+def test_a_step_with_stale_after_runs_again_once_its_result_is_older(run, worker, store, clock):
+    ran: list[float] = []
+
+    @pl.play(name=unique("stale-step"))
+    async def checks(ctx: pl.Context, input: Any) -> Any:
+        first = await ctx.step("quote", lambda: ran.append(clock.now()) or len(ran), stale_after=60)
+        await ctx.wait_for_event(f"{ctx.run_id}:go")
+        return first
+
+    started = run(checks)
+    clock.advance(59)  # a minute's bucket would turn at 60: the result is still 59 s old
+    pl.send_event(f"{started.run_id}:go", True, store=store)
+    (replayed,) = worker()
+    assert replayed.output == 1 and len(ran) == 1
+
+    clock.advance(2)  # 61 s after the step ran: run again, its new result replaces it
+    later = run(checks, run_id=started.run_id)
+    assert later.output == 2 and len(ran) == 2

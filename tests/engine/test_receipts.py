@@ -206,22 +206,27 @@ def test_a_forced_call_is_bought_once_per_run_however_often_the_run_resumes(
     assert later.stats.tool_calls_live == 3 and len(counting_tool) == 6
 
 
-def test_stale_after_reuses_within_a_bucket_and_executes_in_the_next(
+def test_stale_after_reuses_a_receipt_until_it_is_older_than_that(
     registry, store, clock, counting_tool
 ):
+    """A receipt is stale when it is older than ``stale_after``, wherever the clock stands:
+    not when a clock-aligned bucket turns (bought at 59 s, a minute's bucket turned at 60)."""
     play = top_level_call(stale_after=60)  # the clock starts on a whole minute
 
     def source() -> str:
         return run_play(play, tools=[registry], store=store, clock=clock).output["source"]
 
-    sources = [source()]
     clock.advance(59)
-    sources.append(source())
+    sources = [source()]  # bought at 59 s
+    clock.advance(2)
+    sources.append(source())  # 61 s: 2 s old (a minute's bucket turned at 60)
+    clock.advance(58)
+    sources.append(source())  # 119 s: 60 s old, no older than the limit
     clock.advance(1)
-    sources.append(source())
+    sources.append(source())  # 120 s: 61 s old: bought again
     sources.append(source())
 
-    assert sources == ["live", "cache", "live", "cache"]
+    assert sources == ["live", "cache", "cache", "live", "cache"]
     assert len(counting_tool) == 2
 
 
@@ -243,7 +248,6 @@ BASE = {
     "input": {"first_name": "Ada", "last_name": "Lovelace", "domain": "acme.io"},
     "auth": auth_scope("local", "local", "sim.email.alpha"),
     "version": "1",
-    "bucket": "",
 }
 
 
@@ -258,9 +262,8 @@ BASE = {
                 "input": {"domain": "acme.io"},
                 "auth": auth_scope("acme", "u1", "acme.company"),
                 "version": "2026-01",
-                "bucket": "86400:20454",
             },
-            "7b9880455fdd21252b5ccb4773cf0d5adb26b262287d3a440276bc8a3d41bb05",
+            "743983a5ed6d9e113f7d2e76ede20fbbac8d84db1e15ca91758331f81a789559",
         ),
         (
             {"tool": "t.x", "input": {}, "auth": ""},
@@ -294,7 +297,6 @@ def test_auth_scope_fixed_vector():
         ("tool", "sim.email.beta"),
         ("version", "2"),
         ("auth", auth_scope("local", "someone-else", "sim.email.alpha")),
-        ("bucket", "60:1"),
         ("input", {**BASE["input"], "domain": "acme.com"}),
     ],
 )

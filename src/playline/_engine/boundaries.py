@@ -23,7 +23,7 @@ from .._limits import is_amount
 from .._secrets import Secret, check_stored_name, reveal
 from ..errors import EventTimeout, PlayDefinitionError, ToolError
 from ..store import Boundary, Store, StoreIO
-from .receipts import stale_bucket, validate_stale_after
+from .receipts import validate_stale_after
 from .scope import current_row
 from .suspension import Suspension
 
@@ -86,9 +86,13 @@ class Boundaries:
         _check_name("ctx.step", name)
         check_args(fn, 0, f"ctx.step({name!r}, fn): fn", "() (a lambda: or a function)")
         stale = validate_stale_after(stale_after)
-        key = self.key("step", name, stale_bucket(stale, self._clock.now()))
+        key = self.key("step", name)
         stored = await self.get(key)
-        if stored is not None and stored.status == "completed":
+        if (
+            stored is not None
+            and stored.status == "completed"
+            and (stale is None or self._clock.now() - stored.updated_at <= stale)
+        ):  # done, and (with stale_after) no older than that: replayed
             assert stored.output is not None
             return loads(stored.output)
         value = fn()

@@ -3,7 +3,8 @@
 ``CallMaker.make`` refuses what cannot be a call (no tool id, an input that is not a dict,
 a ``force`` or ``key`` of the wrong kind, an unknown tool), spends the play's ``tool_calls``
 limit, and builds the ``ToolCall`` with its receipt key (org, tool, input, auth scope,
-version, staleness bucket) and its row's scope. Where the call goes then is the attempt's.
+version), its row's scope, and the time before which a receipt is stale for it. Where the
+call goes then is the attempt's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import PlayDefinitionError
 from ..tools import ToolSpec
 from .calls import ToolCall
 from .governance import Governor
-from .receipts import auth_scope, receipt_key, stale_bucket, validate_stale_after
+from .receipts import auth_scope, receipt_key, validate_stale_after
 from .scope import RowScope, current_row, result_sink
 
 __all__ = ["CallMaker", "tool_spec"]
@@ -79,7 +80,6 @@ class CallMaker:
                 input=payload,
                 auth=self._auth(spec),
                 version=spec.version,
-                bucket="" if stale is None else stale_bucket(stale, self._clock.now()),
             )
         except PlayDefinitionError as exc:  # this row's data: its cell fails, not the run
             raise self._refuse(spec, exc) from None
@@ -94,7 +94,7 @@ class CallMaker:
             scope=scope,
             column=None if scope is None else scope.column,
             sink=result_sink.get(),
-            fresh_since=self._refreshed(scope),
+            fresh_since=self._fresh_since_for(scope, stale),
         )
 
     def _auth(self, spec: ToolSpec) -> str:
@@ -104,17 +104,19 @@ class CallMaker:
             self._auth_scopes[spec.id] = scope
         return scope
 
-    def _refreshed(self, scope: RowScope | None) -> float | None:
-        """A call in a refreshed column (``--refresh COLUMN``) is bought again once in the
-        run: receipts older than the run are stale for it. A column that says when to
-        recompute sets its own limit on the row (``RowScope.fresh_since``); the later wins."""
-        if scope is None:
-            return None
-        since = scope.fresh_since
-        column = scope.column
-        if self.refresh and (column in self.refresh or f"{scope.dataset}.{column}" in self.refresh):
-            return self._fresh_since if since is None else max(since, self._fresh_since)
-        return since
+    def _fresh_since_for(self, scope: RowScope | None, stale_after: int | None) -> float | None:
+        """The time before which a receipt is stale for the call (None: any answers), the
+        latest of: ``stale_after`` seconds ago; the run's start in a refreshed column
+        (``--refresh COLUMN``: bought again once in the run); the limit a column that says
+        when to recompute set on the row (``RowScope.fresh_since``)."""
+        limits = [] if stale_after is None else [self._clock.now() - stale_after]
+        if scope is not None:
+            if scope.fresh_since is not None:
+                limits.append(scope.fresh_since)
+            column, refresh = scope.column, self.refresh
+            if refresh and (column in refresh or f"{scope.dataset}.{column}" in refresh):
+                limits.append(self._fresh_since)
+        return max(limits) if limits else None
 
 
 def check_call(

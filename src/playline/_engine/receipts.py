@@ -1,20 +1,23 @@
 """Receipt keys: a tool call is identified by what it asks, never by who asks or when.
 
 The key is a SHA-256 over (org, tool id, canonical normalised input, auth scope, tool
-version, staleness bucket). The caller's label is not part of it, and neither is the play:
-receipts are shared across rows, runs and plays of one org, so nothing is paid twice.
+version). The caller's label is not part of it, and neither is the play: receipts are shared
+across rows, runs and plays of one org, so nothing is paid twice. Nor is the time: a call
+with ``stale_after=N`` has the same key, and takes a receipt older than N seconds as stale
+(the call's ``fresh_since``), buying it again in its place. (Keys once held a clock-aligned
+bucket, ``floor(now / N)``, so a 30-day refresh could come a day after the purchase; the
+key's array keeps an empty string where the bucket was, so every other key is unchanged.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any
 
 from .._json import digest, dumps, normalise_input
 from ..errors import PlayDefinitionError
 
-__all__ = ["KEY_VERSION", "auth_scope", "receipt_key", "stale_bucket", "validate_stale_after"]
+__all__ = ["KEY_VERSION", "auth_scope", "receipt_key", "validate_stale_after"]
 
 KEY_VERSION = "playline.receipt.v2"
 
@@ -30,13 +33,6 @@ def validate_stale_after(stale_after: Any) -> int | None:
     return stale_after
 
 
-def stale_bucket(stale_after: int | None, now: float) -> str:
-    """``"N:floor(now / N)"``: calls in the same N-second bucket share a receipt."""
-    if stale_after is None:
-        return ""
-    return f"{stale_after}:{math.floor(now / stale_after)}"
-
-
 def auth_scope(org: str, user: str, tool: str) -> str:
     """Whose account pays for a call: results bought by one account are not another's."""
     return digest("auth", org, user, tool)
@@ -49,12 +45,12 @@ def receipt_key(
     input: Any,
     auth: str,
     version: str,
-    bucket: str = "",
 ) -> str:
     """SHA-256 (hex) of the canonical JSON array
-    ``[KEY_VERSION, org, tool, normalised input, auth, version, bucket]``."""
+    ``[KEY_VERSION, org, tool, normalised input, auth, version, ""]`` (the empty string: where
+    a staleness bucket was, see above)."""
     body = dumps(
-        [KEY_VERSION, org, tool, normalise_input(input), auth, version, bucket],
+        [KEY_VERSION, org, tool, normalise_input(input), auth, version, ""],
         what=f"The input of tool {tool}",
         advice="Pass plain dicts, lists, strings, numbers, booleans or None, nested fewer "
         "than 255 levels deep.",
