@@ -1,7 +1,9 @@
 """Doubles of the real providers ``playline.providers`` has adapters for, each under its
 documented paths below ``/<provider>`` (``playline sim --providers``): point an adapter at
 one with ``PLAYLINE_HUNTER_URL=http://127.0.0.1:8765/hunter`` and the simulator's token as
-the key, and try it without an account."""
+the key, and try it without an account. The LLM doubles (``openai``, ``anthropic``) serve
+OpenAI's chat completions and Batch API and Anthropic's Messages and Message Batches the same
+way: ``base_url=http://127.0.0.1:8765/openai/v1``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from starlette.routing import Mount
 
 from .._world import World
 from ._base import Double
+from .anthropic import AnthropicDouble
 from .apollo import ApolloDouble
 from .dropcontact import DropcontactDouble
 from .fullenrich import FullEnrichDouble
@@ -19,6 +22,7 @@ from .hunter import HunterDouble
 from .icypeas import IcypeasDouble
 from .leadmagic import LeadMagicDouble
 from .neverbounce import NeverBounceDouble
+from .openai import OpenAIDouble
 from .pdl import PdlDouble
 from .prospeo import ProspeoDouble
 from .zerobounce import ZeroBounceDouble
@@ -38,6 +42,8 @@ DOUBLES: dict[str, type[Double]] = {
         ZeroBounceDouble,
         NeverBounceDouble,
         FullEnrichDouble,
+        OpenAIDouble,  # the LLM doubles (AI columns), after the data providers
+        AnthropicDouble,
     )
 }
 
