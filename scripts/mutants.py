@@ -323,8 +323,8 @@ MUTANTS: list[Mutant] = [
         "key-without-auth",
         "results bought by one account answer another's calls",
         "playline/_engine/receipts.py",
-        "        [KEY_VERSION, org, tool, normalise_input(input), auth, version, bucket],\n",
-        "        [KEY_VERSION, org, tool, normalise_input(input), version, bucket],\n",
+        '        [KEY_VERSION, org, tool, normalise_input(input), auth, version, ""],\n',
+        '        [KEY_VERSION, org, tool, normalise_input(input), version, ""],\n',
         ("tests/engine/test_receipts.py", "-k", "key"),
     ),
     # --- store/_claims.py: the claim rules --------------------------------------------------
@@ -475,12 +475,12 @@ MUTANTS: list[Mutant] = [
         ("tests/gateway/test_gateway_failures.py", "tests/engine/test_limits.py", "-k", "5xx"),
     ),
     Mutant(
-        "stale-bucket-rounds",
-        "stale_after buckets are rounded, not floored: a result is reused past its age",
-        "playline/_engine/receipts.py",
-        '    return f"{stale_after}:{math.floor(now / stale_after)}"\n',
-        '    return f"{stale_after}:{round(now / stale_after)}"\n',
-        ("tests/engine/test_receipts.py", "-k", "stale"),
+        "stale-after-off-by-its-limit",
+        "a receipt exactly stale_after old is bought again (older than, not as old as)",
+        "playline/_engine/calls.py",
+        "            elif call.fresh_since is not None and answer.updated_at < call.fresh_since:\n",
+        "            elif call.fresh_since is not None and answer.updated_at <= call.fresh_since:\n",
+        ("tests/engine/test_receipts.py", "-k", "older_than_that"),
     ),
     Mutant(
         "retry-limit-off-by-one",
@@ -694,5 +694,13 @@ MUTANTS: list[Mutant] = [
         '        return _error(401, "invalid signature")\n',
         "        pass\n",
         ("tests/triggers/test_hooks.py", "-k", "refused_delivery"),
+    ),
+    Mutant(
+        "stale-after-never-stale",
+        "ctx.tool(stale_after=N) reuses a receipt however old it is",
+        "playline/_engine/callmaking.py",
+        "        limits = [] if stale_after is None else [self._clock.now() - stale_after]\n",
+        "        limits: list[float] = []\n",
+        ("tests/engine/test_receipts.py", "-k", "older_than_that"),
     ),
 ]
