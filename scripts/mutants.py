@@ -479,7 +479,8 @@ MUTANTS: list[Mutant] = [
         "a receipt exactly stale_after old is bought again (older than, not as old as)",
         "playline/_engine/calls.py",
         "            elif call.fresh_since is not None and answer.updated_at < call.fresh_since:\n",
-        "            elif call.fresh_since is not None and answer.updated_at <= call.fresh_since:\n",
+        "            elif call.fresh_since is not None"
+        " and answer.updated_at <= call.fresh_since:\n",
         ("tests/engine/test_receipts.py", "-k", "older_than_that"),
     ),
     Mutant(
