@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 from .errors import PlayDefinitionError
 
-__all__ = ["Limits", "is_amount"]
+__all__ = ["Limits", "check_budgets", "is_amount"]
 
 
 def is_amount(value: object, *, positive: bool = False) -> bool:
@@ -19,6 +19,17 @@ def is_amount(value: object, *, positive: bool = False) -> bool:
         and math.isfinite(value)
         and (value > 0 if positive else value >= 0)
     )
+
+
+def check_budgets(max_credits: object, max_usd: object) -> None:
+    """A run's budgets: ``max_credits`` (the providers' credits) and ``max_usd`` (dollars,
+    what LLM calls cost), each a number >= 0 or None (no budget)."""
+    for name, value, example in (("max_credits", max_credits, "500"), ("max_usd", max_usd, "5")):
+        if value is not None and not is_amount(value):
+            raise PlayDefinitionError(
+                f"{name}={value!r} must be a number >= 0. Give e.g. {name}={example}, or None "
+                "for no budget."
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

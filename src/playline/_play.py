@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ._arity import check_args
-from ._limits import Limits, is_amount
+from ._limits import Limits, check_budgets
 from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
 
@@ -24,6 +24,7 @@ class Play:
     name: str
     max_credits: float | None = None
     limits: Limits = field(default_factory=Limits)
+    max_usd: float | None = None
 
     async def __call__(self, ctx: Any, input: Any = None) -> Any:
         return await self.fn(ctx, input)
@@ -45,20 +46,23 @@ def _limits(value: Limits | Mapping[str, int | None] | None) -> Limits:
     raise PlayDefinitionError("limits= must be a pl.Limits(...) or a dict of limits.")
 
 
-def _make(fn: PlayFn, name: str | None, max_credits: float | None, limits: Any) -> Play:
+def _make(
+    fn: PlayFn, name: str | None, max_credits: float | None, limits: Any, max_usd: float | None
+) -> Play:
     if not inspect.iscoroutinefunction(fn):
         raise PlayDefinitionError(
             f"@pl.play needs an async function: write `async def {getattr(fn, '__name__', 'play')}"
             "(ctx, input): ...`."
         )
     check_args(fn, 2, f"The play {getattr(fn, '__name__', '')}", "(ctx, input)")
-    if max_credits is not None and not is_amount(max_credits):
-        raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
+    check_budgets(max_credits, max_usd)
     play_name = name or fn.__name__.replace("_", "-")
     if not isinstance(play_name, str) or not play_name.strip():
         raise PlayDefinitionError("A play needs a non-empty name.")
     check_stored_name(play_name, "The play name")
-    result = Play(fn=fn, name=play_name, max_credits=max_credits, limits=_limits(limits))
+    result = Play(
+        fn=fn, name=play_name, max_credits=max_credits, limits=_limits(limits), max_usd=max_usd
+    )
     _registry[play_name] = result
     return result
 
@@ -71,6 +75,7 @@ def play(
     name: str | None = None,
     max_credits: float | None = None,
     limits: Limits | Mapping[str, int | None] | None = None,
+    max_usd: float | None = None,
 ) -> Callable[[PlayFn], Play]: ...
 def play(
     fn: PlayFn | None = None,
@@ -79,15 +84,17 @@ def play(
     name: str | None = None,
     max_credits: float | None = None,
     limits: Limits | Mapping[str, int | None] | None = None,
+    max_usd: float | None = None,
 ) -> Play | Callable[[PlayFn], Play]:
     """Register an async function ``(ctx, input)`` as a play.
 
-    ``name`` defaults to the function name with ``_`` turned into ``-``; ``max_credits`` stops
-    a run before it spends more; ``limits`` overrides governance limits.
+    ``name`` defaults to the function name with ``_`` turned into ``-``; ``max_credits`` (the
+    providers' credits) and ``max_usd`` (dollars: LLM calls) stop a run before it spends
+    more; ``limits`` overrides governance limits.
     """
     if fn is not None:
-        return _make(fn, name, max_credits, limits)
-    return lambda f: _make(f, name, max_credits, limits)
+        return _make(fn, name, max_credits, limits, max_usd)
+    return lambda f: _make(f, name, max_credits, limits, max_usd)
 
 
 def get_play(ref: Play | PlayFn | str) -> Play:
@@ -107,7 +114,7 @@ def get_play(ref: Play | PlayFn | str) -> Play:
         return (
             Play(fn=ref, name=getattr(ref, "__name__", "play").replace("_", "-"))
             if (inspect.iscoroutinefunction(ref))
-            else _make(ref, None, None, None)
+            else _make(ref, None, None, None, None)
         )
     raise PlayDefinitionError(f"{ref!r} is not a play; decorate an async function with @pl.play.")
 

@@ -187,6 +187,7 @@ async def arun(
     run_id: str | None = None,
     tools: Iterable[Any] | None = None,
     max_credits: float | None = None,
+    max_usd: float | None = None,
     listeners: Sequence[Listener] = (),
     clock: Clock | None = None,
     row_window: int = DEFAULT_ROW_WINDOW,
@@ -205,8 +206,9 @@ async def arun(
 
     Sleeps up to ``foreground_sleep`` seconds are waited out here; longer ones, and waits for
     events, end the attempt with status ``"suspended"`` (``RunResult.waiting`` says for what)
-    until ``pl.Worker`` or ``playline worker`` resumes it. ``max_credits`` stops the run before
-    a call that could pass it (on a resume, it replaces the budget the run started with).
+    until ``pl.Worker`` or ``playline worker`` resumes it. ``max_credits`` (the providers'
+    credits) and ``max_usd`` (dollars: what LLM calls cost) stop the run before a call that
+    could pass them (on a resume, each replaces the budget the run started with).
 
     ``store``: a URL (or None: ``PLAYLINE_STORE``, else ``sqlite:///.playline/playline.db``)
     is opened for the run and closed when it ends (a ``Dataset`` in the result reads its rows
@@ -251,6 +253,7 @@ async def arun(
         raise PlayDefinitionError("run_id must be a non-empty string (or None for a new run).")
     options = RunOptions(
         max_credits=max_credits,
+        max_usd=max_usd,
         row_window=row_window,
         foreground_sleep=foreground_sleep,
         retry_in_doubt=retry_in_doubt,
@@ -289,6 +292,8 @@ async def arun(
         columns = list(options.refresh)
         if max_credits is not None:
             stored["max_credits"] = max_credits
+        if max_usd is not None:
+            stored["max_usd"] = max_usd
         if columns:
             stored["refresh"] = columns
         if notify is not None:
@@ -320,6 +325,7 @@ async def arun(
                 holder=owner_id(secrets.token_hex(6)),
                 drain=drain,
                 max_credits=options.max_credits,
+                max_usd=options.max_usd,
             )
         finally:
             if watching is not None:

@@ -31,6 +31,7 @@ from ..store import (
 from ..store._owners import holding
 from ..tools import Execution, ToolResult, ToolSpec
 from ..tools._gates import ToolGates
+from ..tools._spec import UNITS
 from .boundaries import Boundaries
 from .callmaking import CallMaker
 from .calls import CallExecutor, CallStats, ToolCall
@@ -443,6 +444,8 @@ class Attempt:
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
             credits_in_doubt=round(self.ledger.in_doubt, 6),
+            usd=round(self.ledger.spent_usd, 6),
+            usd_in_doubt=round(self.ledger.in_doubt_usd, 6),
             errors=dict(calls.errors),
             cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
@@ -474,15 +477,18 @@ async def run_attempt(
     lineage: Lineage | None = None,
     parent_ledger: Ledger | None = None,
     max_credits: float | None = None,
+    max_usd: float | None = None,
 ) -> AttemptOutcome:
     """Claim the run, run one attempt of ``play`` and record how it ended. ``max_credits``
-    overrides the budget the run was started with (e.g. raised to go on after a budget stop).
+    and ``max_usd`` override the budgets the run was started with (e.g. raised to go on after
+    a budget stop).
 
     Raises ``RunHeld`` when another live attempt holds the run (nothing is done), and
     ``StoreError`` when the store cannot record; the play's own errors end the attempt
     ``failed`` and are returned, not raised.
     """
-    record = await _claim(services, run_id, holder=holder, max_credits=max_credits)
+    budgets = {"max_credits": max_credits, "max_usd": max_usd}
+    record = await _claim(services, run_id, holder=holder, budgets=budgets)
     root = lineage is None
     drain = drain or Drain()
     if lineage is None:
@@ -519,7 +525,7 @@ async def run_attempt(
 
 
 async def _claim(
-    services: Services, run_id: str, *, holder: str, max_credits: float | None
+    services: Services, run_id: str, *, holder: str, budgets: dict[str, float | None]
 ) -> RunRecord:
     """The run, claimed for ``holder``; ``RunHeld`` when another live attempt holds it."""
     store = services.store
@@ -531,7 +537,7 @@ async def _claim(
         lease_until=now + services.options.lease,
         now=now,
         # a budget given now (raised to go on after a budget stop) stands from now on
-        options=None if max_credits is None else {"max_credits": max_credits},
+        options={name: value for name, value in budgets.items() if value is not None} or None,
     )
     if claim.outcome is RunClaimOutcome.MISSING or claim.record is None:
         raise StoreError(
@@ -550,14 +556,23 @@ async def _ledger(
     doubt (calls an earlier attempt sent with no record of their end may have been charged)."""
     store, clock, run_id = services.store, services.clock, record.run_id
     io = StoreIO(store)
-    budget = record.options.get("max_credits", play.max_credits)
-    spent = await io(store.spent, run_id) if record.attempts > 1 else 0.0
-    ledger = Ledger(run_id, clock, max_credits=budget, spent=spent, parent=parent)
-    if record.attempts > 1:
+    options, again = record.options, record.attempts > 1
+    ledger = Ledger(
+        run_id,
+        clock,
+        max_credits=options.get("max_credits", play.max_credits),
+        max_usd=options.get("max_usd", play.max_usd),
+        spent=await io(store.spent, run_id) if again else 0.0,
+        spent_usd=await io(store.spent, run_id, "usd") if again else 0.0,
+        parent=parent,
+    )
+    if again:
         doubtful = await io(store.doubtful_receipts, run_id, now=clock.now())
         tools = services.tools
-        ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
-                      if tool in tools and tools[tool].cost.credits})  # fmt: skip
+        for unit in UNITS:  # a call's worst case known without its input: its tool's cost
+            ledger.doubt({key: tools[tool].cost.credits for key, tool in doubtful.items()
+                          if tool in tools and tools[tool].cost.unit == unit
+                          and tools[tool].cost.credits}, unit)  # fmt: skip
     return ledger
 
 

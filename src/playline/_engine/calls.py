@@ -368,7 +368,8 @@ class CallExecutor:
                     while requests:
                         await self._drop(lane.spec, requests.popleft())
                     return
-                if not requests[0].claimed and self._ledger.waits(lane.spec):
+                first = requests[0]
+                if not first.claimed and self._ledger.waits(lane.spec, _worst(first.calls[:1])):
                     # the budget would defer it: wait here, spending no rate token on it
                     await self._drain.until_stop(self._room(lane))
                     continue
@@ -492,7 +493,10 @@ class CallExecutor:
         request.sends += 1
         spec, target = lane.spec, lane.target
         bulk = lane.bulk
+        spend = None
         try:
+            if lane.gate.tokens is not None:  # its estimate into the token windows (waits)
+                spend = await lane.gate.tokens.take([c.input for c in request.calls])
             if target.jobs is None:
                 request.answers = await self._transport(spec, target, request.calls)
             elif bulk is not None:
@@ -506,6 +510,8 @@ class CallExecutor:
                 self._gates.block(target, exc.retry_after or 0.0)
             return exc
         finally:
+            if spend is not None:  # corrected by what its answers said they used
+                spend.settle()
             if lane.remaining is not None:  # what the provider says is left of its window
                 _heard(lane.gate, lane.remaining)
             held.free(len(request.calls) if lane.per_record else 1)
@@ -570,13 +576,14 @@ class CallExecutor:
         self._enqueue(lane.spec, [request], first=True)
 
     # budget and receipts: looked up -> claimed (or answered, held, in doubt)
-    def _reserve(self, spec: ToolSpec, size: int) -> int | None:
-        """Reserve the worst-case cost of up to ``size`` inputs; returns how many fit (fewer
-        when the budget is nearly spent: the rest wait), 0 when none fits and nothing is in
-        flight (the budget is spent), or None: none fits now, but requests already sent hold
-        their worst case and what they really cost may leave room."""
-        allowed = self._ledger.reserve(spec, size)
-        if allowed or not self._ledger.reserved:
+    def _reserve(self, spec: ToolSpec, worst: list[int]) -> int | None:
+        """Reserve the worst-case cost of the calls (``worst``: each one's); returns how many
+        fit, the first ones (fewer when the budget is nearly spent: the rest wait), 0 when
+        none fits and nothing is in flight (the budget is spent), or None: none fits now, but
+        requests already sent hold their worst case and what they really cost may leave
+        room."""
+        allowed = self._ledger.reserve(spec, worst)
+        if allowed or not self._ledger.in_flight(spec):
             return allowed
         return None
 
@@ -600,10 +607,12 @@ class CallExecutor:
         ready: list[_Request] = []
         for request in kept:
             send = [c for c in request.calls if self._claimed(spec, c, next(outcomes))]
+            reserved = request.reserved
             if len(send) < len(request.calls):
-                self._ledger.release(spec, len(request.calls) - len(send))
+                reserved = _worst(send)
+                self._ledger.release(spec, request.reserved - reserved)
             if send:
-                ready.append(_Request(send, reserved=len(send), claimed=True))
+                ready.append(_Request(send, reserved=reserved, claimed=True))
         return ready, deferred
 
     def _budget(
@@ -614,7 +623,9 @@ class CallExecutor:
         kept: list[_Request] = []
         deferred: list[_Request] = []
         resolve = (
-            self._ledger.in_doubt and spec.in_doubt == "resend" and not self._options.retry_in_doubt
+            self._ledger.in_doubt_anywhere()
+            and spec.in_doubt == "resend"
+            and not self._options.retry_in_doubt
         )
         for number, request in enumerate(requests):
             calls = request.calls
@@ -622,21 +633,22 @@ class CallExecutor:
                 for call in calls:
                     if not call.force:
                         self._ledger.resolve(call.key)
-            reserved = self._reserve(spec, len(calls))
+            worst = Ledger.worst(spec, [call.input for call in calls])
+            reserved = self._reserve(spec, worst)
             if reserved is None or (reserved == 0 and self._ledger.exhausted(spec)):
                 # later, once the requests sent have settled; or the provider account is
                 # used up, which the lane's pump tells its calls
                 deferred.extend(requests[number:])
                 break
             if reserved == 0:  # the budget is spent: these and every later call fail
-                error = self._ledger.exceeded(spec, len(calls))
+                error = self._ledger.exceeded(spec, worst)
                 self._drain.stop(BUDGET, error)
                 for call in calls:
                     self.settle(call, STOPPED, error=error)
                 continue
             if reserved < len(calls):  # the budget fits the first ones now; the rest wait
                 deferred.append(_Request(calls[reserved:]))
-            kept.append(_Request(calls[:reserved], reserved=reserved))
+            kept.append(_Request(calls[:reserved], reserved=sum(worst[:reserved])))
         return kept, deferred
 
     def _claim_of(self, spec: ToolSpec, request: _Request) -> list[Claim]:
@@ -996,8 +1008,8 @@ class CallExecutor:
         stays counted."""
         self._ledger.release(spec, request.reserved)
         request.reserved = 0
-        if in_doubt and spec.cost.credits:
-            self._ledger.doubt({c.key: spec.cost.credits for c in request.calls})
+        if in_doubt and spec.cost.priced:
+            self._ledger.doubt_calls(spec, {c.key: c.input for c in request.calls})
 
     async def _drop(self, spec: ToolSpec, request: _Request) -> None:
         """Stopping: a request not sent (again) lets go of its receipts and its budget, and
@@ -1115,7 +1127,7 @@ class _Request:
     """Calls sent together in one request (one async job: a single call)."""
 
     calls: list[ToolCall]
-    reserved: int = 0  # inputs whose worst case the budget holds for it
+    reserved: int = 0  # the worst case of its calls the budget holds for it (exact)
     claimed: bool = False  # its receipts are this worker's
     sends: int = 0
     maybe_charged: bool = False  # a send failed after it may have been charged
@@ -1243,6 +1255,13 @@ class _Lane:
         return wave
 
 
+def _worst(calls: Sequence[ToolCall]) -> int:
+    """The worst case of ``calls`` (of one tool) together, exactly (``Ledger.worst``)."""
+    if not calls:
+        return 0
+    return sum(Ledger.worst(calls[0].spec, [call.input for call in calls]))
+
+
 def _take(requests: deque[_Request], count: int) -> list[_Request]:
     return [requests.popleft() for _ in range(count)]
 
@@ -1252,7 +1271,7 @@ def _split(request: _Request, count: int) -> _Request:
     of its budget reservation); ``request`` keeps the rest."""
     head = _Request(
         request.calls[:count],
-        reserved=min(request.reserved, count),
+        reserved=_worst(request.calls[:count]) if request.reserved else 0,
         claimed=request.claimed,
         sends=request.sends,
         maybe_charged=request.maybe_charged,

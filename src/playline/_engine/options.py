@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .._limits import is_amount
+from .._limits import check_budgets, is_amount
 from ..errors import PlayDefinitionError
 from .supervise import DEFAULT_LEASE
 
@@ -36,6 +36,7 @@ class RunOptions:
     """How a run goes: its budget, windows, leases and modes (see ``pl.arun``)."""
 
     max_credits: float | None = None
+    max_usd: float | None = None
     row_window: int = DEFAULT_ROW_WINDOW
     foreground_sleep: float = DEFAULT_FOREGROUND_SLEEP
     retry_in_doubt: bool = False
@@ -69,8 +70,7 @@ def _check_numbers(options: RunOptions) -> None:
             f"stall_after={stall_after!r} must be a number of seconds > 0 (or None: no stall "
             "report)."
         )
-    if options.max_credits is not None and not is_amount(options.max_credits):
-        raise PlayDefinitionError(f"max_credits={options.max_credits!r} must be a number >= 0.")
+    check_budgets(options.max_credits, options.max_usd)
     limit = options.cell_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PlayDefinitionError(

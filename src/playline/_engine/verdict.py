@@ -58,6 +58,8 @@ class RunStats(DatasetStats):
     # the worst case of the calls that may have been charged with no record of it (in doubt:
     # a timeout, a job not polled to its end, an answer the store could not keep)
     credits_in_doubt: float = 0.0
+    usd: float = 0.0  # dollars charged (LLM calls), over all the run's attempts
+    usd_in_doubt: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
     # cells the play's own code failed, by cause and first message:
     # {"KeyError in column 'domain': 'emial'": 3}

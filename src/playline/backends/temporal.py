@@ -76,6 +76,7 @@ async def arun(
     namespace: str | None = None,
     task_queue: str | None = None,
     max_credits: float | None = None,
+    max_usd: float | None = None,
     listeners: Sequence[Listener] = (),
     stop: asyncio.Event | None = None,
     source: Mapping[str, Any] | None = None,
@@ -92,6 +93,7 @@ async def arun(
         namespace=namespace,
         task_queue=task_queue,
         max_credits=max_credits,
+        max_usd=max_usd,
         source=source,
     )
     return await follow(

@@ -168,6 +168,14 @@ CreditsOpt = Annotated[
     float | None,
     typer.Option("--max-credits", min=0, help="Stop before a call that could pass this budget."),
 ]
+UsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-usd",
+        min=0,
+        help="Stop before a call that could pass this budget in dollars (LLM calls).",
+    ),
+]
 
 
 def store_at(url: str | None, *, read_only: bool = False) -> Store:
@@ -232,6 +240,10 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
         credits += f" ({attempt_credits:g} in this attempt)"
     if stats.credits_in_doubt:
         credits += f", {stats.credits_in_doubt:g} more in doubt (may have been charged)"
+    if stats.usd or stats.usd_in_doubt:
+        credits += f" · ${stats.usd:.4f}"
+        if stats.usd_in_doubt:
+            credits += f", ${stats.usd_in_doubt:.4f} more in doubt"
     pending = f", {stats.rows_pending} pending (a resume runs them)" if stats.rows_pending else ""
     if stats.rows_seen:
         pending += f"; {stats.rows_seen} left out as seen by earlier runs (net_new)"

@@ -31,6 +31,7 @@ from ._app import (
     PlayArg,
     RawOpt,
     StoreOpt,
+    UsdOpt,
     app,
     command,
     console,
@@ -124,6 +125,7 @@ def _execute(
     max_credits: float | None,
     json_mode: bool,
     out: Path | None,
+    max_usd: float | None = None,
     force: bool = False,
     raw: bool = False,
     retry_in_doubt: bool = False,
@@ -166,6 +168,7 @@ def _execute(
                     run_id=run_id,
                     tools=tools,
                     max_credits=max_credits,
+                    max_usd=max_usd,
                     listeners=listeners,
                     retry_in_doubt=retry_in_doubt,
                     stop=stop,
@@ -304,6 +307,7 @@ def run(
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
+    max_usd: UsdOpt = None,
     retry_in_doubt: InDoubtOpt = False,
     json_mode: JsonOpt = False,
     ui: Annotated[
@@ -354,6 +358,7 @@ def run(
             run_id=run_id,
             store=store,
             max_credits=max_credits,
+            max_usd=max_usd,
             json_mode=json_mode,
             out=out,
             force=force,
@@ -366,6 +371,7 @@ def run(
         store=store,
         gateway=gateway,
         max_credits=max_credits,
+        max_usd=max_usd,
         json_mode=json_mode,
         out=out,
         force=force,
@@ -389,6 +395,7 @@ def resume(
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
     max_credits: CreditsOpt = None,
+    max_usd: UsdOpt = None,
     retry_in_doubt: InDoubtOpt = False,
     retry_failed: Annotated[
         bool,
@@ -426,6 +433,7 @@ def resume(
             run_id=run_id,
             store=store,
             max_credits=max_credits,
+            max_usd=max_usd,
             json_mode=json_mode,
             out=out,
             force=force,
@@ -438,6 +446,7 @@ def resume(
         store=store,
         gateway=gateway,
         max_credits=max_credits,
+        max_usd=max_usd,
         json_mode=json_mode,
         out=out,
         force=force,
@@ -501,6 +510,7 @@ def _on_temporal(
     out: Path | None,
     force: bool,
     raw: bool,
+    max_usd: float | None = None,
 ) -> None:
     """Submit (or resume) the run on Temporal, follow it unless detached, and exit."""
     check_out(out, force=force)
@@ -516,6 +526,7 @@ def _on_temporal(
         task_queue=task_queue,
         run_id=run_id,
         max_credits=max_credits,
+        max_usd=max_usd,
     )
     if detach:
         if json_mode:

@@ -101,6 +101,7 @@ def submit(
     task_queue: str | None,
     run_id: str | None,
     max_credits: float | None,
+    max_usd: float | None = None,
 ) -> str:
     """Record the run and start its workflow (or attach to it); returns the run id."""
     _check_store(db)
@@ -117,6 +118,7 @@ def submit(
                 namespace=namespace,
                 task_queue=task_queue,
                 max_credits=max_credits,
+                max_usd=max_usd,
                 source=source,
             )
         )

@@ -530,23 +530,27 @@ class MemoryStore(ReceiptWrites):
         with self._lock:
             return [e for e in self._ledger if e.run_id == run_id]
 
-    def spent(self, run_id: str) -> float:
+    def spent(self, run_id: str, unit: str = "credits") -> float:
         prefix = run_id + "/"
         with self._lock:
             return sum(
-                e.credits for e in self._ledger if e.run_id == run_id or e.run_id.startswith(prefix)
+                e.credits
+                for e in self._ledger
+                if e.unit == unit and (e.run_id == run_id or e.run_id.startswith(prefix))
             )
 
     def ledger_totals(self) -> dict[str, LedgerTotals]:
         totals: dict[str, list[float]] = {}
+        units: dict[str, str] = {}
         with self._lock:
             for e in self._ledger:
                 per = totals.setdefault(e.tool, [0, 0, 0.0])
                 per[0] += 1
                 per[1] += int(e.found)
                 per[2] += e.credits
+                units[e.tool] = max(units.get(e.tool, e.unit), e.unit)
         return {
-            tool: LedgerTotals(calls=int(c), found=int(f), credits=round(cr, 6))
+            tool: LedgerTotals(calls=int(c), found=int(f), credits=round(cr, 6), unit=units[tool])
             for tool, (c, f, cr) in sorted(totals.items())
         }
 

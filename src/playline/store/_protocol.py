@@ -291,13 +291,14 @@ class EventStore(Protocol):
 class LedgerStore(Protocol):
     def read_ledger(self, run_id: str) -> list[LedgerEntry]: ...
 
-    def spent(self, run_id: str) -> float:
-        """Credits charged to ``run_id`` and to its child plays (their ids extend it)."""
+    def spent(self, run_id: str, unit: str = "credits") -> float:
+        """What was charged to ``run_id`` and to its child plays (their ids extend it), in
+        ``unit`` (``"credits"`` or ``"usd"``)."""
         ...
 
     def ledger_totals(self) -> dict[str, LedgerTotals]:
-        """Per tool, over every run of the store: live calls, found, credits (the store's
-        history, from which plans estimate hit rates)."""
+        """Per tool, over every run of the store: live calls, found, cost in its unit (the
+        store's history, from which plans estimate hit rates)."""
         ...
 
 

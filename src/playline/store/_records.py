@@ -213,6 +213,7 @@ class LedgerEntry:
     column: str | None = None  # the dataset column whose cell made the call
     declared: float | None = None
     reported: float | None = None
+    unit: str = "credits"  # what ``credits`` counts: the providers' credits, or "usd"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,6 +224,7 @@ class LedgerTotals:
     calls: int = 0
     found: int = 0
     credits: float = 0.0
+    unit: str = "credits"  # what ``credits`` counts (a tool's costs have one unit)
 
     @property
     def hit_rate(self) -> float | None:

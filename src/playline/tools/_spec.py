@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -24,7 +24,20 @@ class Rate:
     length, so it never sends more than the provider's fixed or rolling window allows.
     ``per_record``: the provider counts each input of a bulk request as a request, so the
     rate, the windows and ``concurrency`` count inputs, and a bulk request carries no more
-    inputs than they let out at once."""
+    inputs than they let out at once.
+
+    ``tokens_per_minute`` and ``output_tokens_per_minute`` (an LLM's TPM, or Anthropic's
+    ITPM and OTPM) are sliding one-minute windows that count tokens instead of requests:
+    before a call goes out, the tool's estimate of its tokens (``HttpTool(tokens=...)``: an
+    int, counted against ``tokens_per_minute``, or ``(input, output)``, the output against
+    ``output_tokens_per_minute``) is taken from them, waiting for room; after its answer
+    the count is corrected by what the answer says it used (``tokens_used=``): up when it
+    used more, down when it used less unless ``tokens_returned=False`` says the provider
+    keeps its estimate whatever was used (OpenAI counts the prompt and ``max_tokens`` and
+    gives nothing back; Anthropic gives back the output not used). A call answered 429 is
+    counted as nothing (the provider counted nothing); any other failure keeps its
+    estimate (a 5xx or a timeout may have been counted). Tokens are counted by each
+    process, also on a store that processes share (``docs/guide/http-tools.md``)."""
 
     per_second: float | None = None
     burst: int | None = None
@@ -33,12 +46,20 @@ class Rate:
     per_hour: int | None = None
     per_day: int | None = None
     per_record: bool = False  # a bulk request counts one request per input in it (Prospeo)
+    tokens_per_minute: int | None = None
+    output_tokens_per_minute: int | None = None
+    tokens_returned: bool = True  # tokens estimated but not used go back to the windows
 
     @property
     def windows(self) -> tuple[tuple[float, int], ...]:
         """``(seconds, requests)`` of each window declared."""
         spans = ((60.0, self.per_minute), (3600.0, self.per_hour), (86400.0, self.per_day))
         return tuple((seconds, limit) for seconds, limit in spans if limit is not None)
+
+    @property
+    def token_limits(self) -> tuple[int | None, int | None]:
+        """``(tokens_per_minute, output_tokens_per_minute)``, each None when not declared."""
+        return (self.tokens_per_minute, self.output_tokens_per_minute)
 
     def __post_init__(self) -> None:
         if self.per_second is not None and not is_amount(self.per_second, positive=True):
@@ -51,7 +72,20 @@ class Rate:
                 f"Rate(per_record={self.per_record!r}): True when the provider counts each "
                 "input of a bulk request as a request, else False."
             )
-        for name in ("burst", "concurrency", "per_minute", "per_hour", "per_day"):
+        if self.tokens_returned is not True and self.tokens_returned is not False:
+            raise PlayDefinitionError(
+                f"Rate(tokens_returned={self.tokens_returned!r}): True when the provider "
+                "gives back the estimated tokens a call did not use, False when it keeps them."
+            )
+        for name in (
+            "burst",
+            "concurrency",
+            "per_minute",
+            "per_hour",
+            "per_day",
+            "tokens_per_minute",
+            "output_tokens_per_minute",
+        ):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
@@ -64,10 +98,18 @@ class Rate:
 
 @dataclass(frozen=True)
 class Cost:
-    """Credits a call costs: ``charge="per_call"`` always, ``"on_hit"`` only when found."""
+    """What a call costs: ``credits`` of ``unit`` (``"credits"``, the providers' own, or
+    ``"usd"``, money) per call (``charge="per_call"``) or only when found (``"on_hit"``).
+
+    ``worst``, a function of a call's input, says the most that one call may cost when it
+    differs by input (an LLM call: its prompt's tokens and ``max_tokens`` at the model's
+    prices); budgets hold that much for it while it is in flight. Without it, the most a
+    call may cost is ``credits``."""
 
     credits: float = 0.0
     charge: Literal["per_call", "on_hit"] = "per_call"
+    unit: Literal["credits", "usd"] = "credits"
+    worst: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.credits, int | float) and math.isfinite(self.credits)) or (
@@ -78,9 +120,25 @@ class Cost:
             raise PlayDefinitionError(
                 f'Cost(charge={self.charge!r}) must be "per_call" or "on_hit".'
             )
+        if self.unit not in UNITS:
+            raise PlayDefinitionError(
+                f'Cost(unit={self.unit!r}) must be "credits" (the provider\'s own) or "usd".'
+            )
+        if self.worst is not None and not callable(self.worst):
+            raise PlayDefinitionError(
+                "Cost(worst=...) is a function of a call's input giving the most it may cost."
+            )
 
     def charged(self, found: bool) -> float:
         return float(self.credits) if found or self.charge == "per_call" else 0.0
+
+    @property
+    def priced(self) -> bool:
+        """Whether a call may cost anything."""
+        return bool(self.credits) or self.worst is not None
+
+
+UNITS = ("credits", "usd")  # what costs are counted in: budgets are per unit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +188,12 @@ class Transport(Protocol):
     what its provider's latest answer said is left of the account's window, which the
     engine's gate keeps within (``HttpTool`` reads it from ``RateLimit-Remaining`` and the
     like).
+
+    And ``tokens(input) -> int | (input, output)``: a call's estimated tokens, which the
+    gate's token windows count before it goes out (``Rate(tokens_per_minute=...)``,
+    ``_tokens.py``); what an answer says was used, and the providers' token headers, are
+    reported with ``playline.tools._tokens.heard`` while the call is sent (``HttpTool``
+    does it with ``tokens_used=``).
     """
 
     # True when ``call`` never waits (a plain function): requests are then made one after

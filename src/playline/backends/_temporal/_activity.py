@@ -271,7 +271,13 @@ class AttemptActivity:
         holder = owner_id(secrets.token_hex(6))
         running = loop.create_task(
             run_attempt(
-                services, inp.run_id, play, holder=holder, drain=drain, max_credits=inp.max_credits
+                services,
+                inp.run_id,
+                play,
+                holder=holder,
+                drain=drain,
+                max_credits=inp.max_credits,
+                max_usd=inp.max_usd,
             )
         )
         self._tasks[drain] = running

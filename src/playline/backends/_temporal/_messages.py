@@ -57,6 +57,7 @@ class RunInput:
     attempts: int = 0  # attempts made by earlier runs of this workflow (continue-as-new)
     rang: list[str] = field(default_factory=list)  # event keys signalled, not yet looked at
     max_credits: float | None = None  # a budget given on submit: it replaces the run's
+    max_usd: float | None = None  # the same in dollars
     new_run: NewRun | None = None  # the run is not recorded yet: how to record it
 
 
@@ -66,6 +67,7 @@ class AttemptInput:
     attempt: int  # 1, 2, ... within this workflow (continue-as-new included)
     now: float  # the workflow's time when it scheduled the attempt: the attempt's clock
     max_credits: float | None = None  # the run's budget from now on (None: as recorded)
+    max_usd: float | None = None
     new_run: NewRun | None = None  # on a workflow's first attempt: record the run if missing
 
 

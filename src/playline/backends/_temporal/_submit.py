@@ -25,7 +25,7 @@ from ..._clock import SystemClock
 from ..._dataset import revive
 from ..._engine.attempt import RunStats, Status, check_same_input, open_run
 from ..._engine.events import Listener
-from ..._limits import is_amount
+from ..._limits import check_budgets, is_amount
 from ..._play import Play, PlayFn, get_play
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
@@ -52,6 +52,7 @@ async def start(
     namespace: str | None = None,
     task_queue: str | None = None,
     max_credits: float | None = None,
+    max_usd: float | None = None,
     heartbeat_timeout: float = 30.0,
     attempt_timeout: float = 86_400.0,
     source: Mapping[str, Any] | None = None,
@@ -64,8 +65,7 @@ async def start(
                           ("attempt_timeout", attempt_timeout)):  # fmt: skip
         if not is_amount(seconds, positive=True):
             raise PlayDefinitionError(f"{name} must be a number of seconds > 0.")
-    if max_credits is not None and not is_amount(max_credits):
-        raise PlayDefinitionError(f"max_credits={max_credits!r} must be a number >= 0.")
+    check_budgets(max_credits, max_usd)
     with use_store(store) as db:
         io = StoreIO(db)
         client = await connect(temporal, where)  # an unreachable server fails before any record
@@ -75,8 +75,8 @@ async def start(
         if existing is not None:
             _check_endpoint(existing, where)
         options: dict[str, Any] = {"temporal": where.to_dict()}
-        if max_credits is not None:
-            options["max_credits"] = max_credits
+        budgets = {"max_credits": max_credits, "max_usd": max_usd}
+        options.update({name: value for name, value in budgets.items() if value is not None})
         record = await open_run(db, clock, run_id=run_id, play=target, input=input, options=options)
         check_same_input(record, input)
         if existing is None and source is not None:
@@ -91,6 +91,7 @@ async def start(
                 heartbeat_timeout=float(heartbeat_timeout),
                 attempt_timeout=float(attempt_timeout),
                 max_credits=max_credits,
+                max_usd=max_usd,
             ),
             id=run_id,
             task_queue=where.task_queue,

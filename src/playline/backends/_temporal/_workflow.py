@@ -74,6 +74,7 @@ class PlayRun:
                         attempts=attempt,
                         rang=sorted(self._rang),
                         max_credits=run.max_credits,
+                        max_usd=run.max_usd,
                     )
                 )
             attempt += 1
@@ -85,6 +86,7 @@ class PlayRun:
                     attempt=attempt,
                     now=workflow.now().timestamp(),
                     max_credits=run.max_credits,
+                    max_usd=run.max_usd,
                     # Only the first attempt may have to record the run: once it returned,
                     # the run is in the store.
                     new_run=new_run if attempt == run.attempts + 1 else None,

@@ -627,25 +627,27 @@ class SQLStore(ReceiptWrites, GateRows, RowTables, ScheduleRows):
             ).fetchall()
         return [ledger_from(row) for row in rows]
 
-    def spent(self, run_id: str) -> float:
+    def spent(self, run_id: str, unit: str = "credits") -> float:
         # Child plays' ids extend their parent's with "/": the range "id/" .. "id0" holds them.
-        with self._transaction(f"sum the credits of run {run_id}", write=False) as cur:
+        with self._transaction(f"sum the {unit} of run {run_id}", write=False) as cur:
             row = cur.execute(
-                "SELECT COALESCE(SUM(credits), 0) FROM ledger WHERE run_id = ? "
-                "OR (run_id >= ? AND run_id < ?)",
-                (run_id, run_id + "/", run_id + "0"),
+                "SELECT COALESCE(SUM(credits), 0) FROM ledger WHERE unit = ? AND (run_id = ? "
+                "OR (run_id >= ? AND run_id < ?))",
+                (unit, run_id, run_id + "/", run_id + "0"),
             ).fetchone()
         return float(row[0])
 
     def ledger_totals(self) -> dict[str, LedgerTotals]:
         with self._transaction("sum the ledger by tool", write=False) as cur:
             rows = cur.execute(
-                "SELECT tool, COUNT(*), COALESCE(SUM(found), 0), COALESCE(SUM(credits), 0) "
-                "FROM ledger GROUP BY tool ORDER BY tool"
+                "SELECT tool, COUNT(*), COALESCE(SUM(found), 0), COALESCE(SUM(credits), 0), "
+                "MAX(unit) FROM ledger GROUP BY tool ORDER BY tool"
             ).fetchall()
         return {
-            tool: LedgerTotals(calls=int(calls), found=int(found), credits=round(float(cr), 6))
-            for tool, calls, found, cr in rows
+            tool: LedgerTotals(
+                calls=int(calls), found=int(found), credits=round(float(cr), 6), unit=unit
+            )
+            for tool, calls, found, cr, unit in rows
         }
 
     # boundaries and the event inbox

@@ -253,8 +253,11 @@ _V7 = (
     "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
 )
 
+# v8: the unit of a ledger entry's cost, as SQLite's v11.
+_V8 = (f"ALTER TABLE ledger ADD COLUMN unit {_T} NOT NULL DEFAULT 'credits'",)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

@@ -270,6 +270,10 @@ _V10 = (
     "CREATE INDEX schedules_due ON schedules (paused, next_fire)",
 )
 
+# v11: a ledger entry names the unit of its cost: ``credits`` (the providers' own) or ``usd``
+# (money: LLM calls); budgets are per unit, so a run's spend is summed per unit.
+_V11 = ("ALTER TABLE ledger ADD COLUMN unit TEXT NOT NULL DEFAULT 'credits'",)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V1,
     _V2,
@@ -281,6 +285,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V8,
     _V9,
     _V10,
+    _V11,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

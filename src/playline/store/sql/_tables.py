@@ -326,11 +326,11 @@ def event_from(row: Sequence[Any]) -> Event:
 # ledger
 LEDGER_COLUMNS = (
     'run_id, tool, receipt_key, credits, found, at, dataset, row_key, generation, "column", '
-    "declared, reported"
+    "declared, reported, unit"
 )
 # A receipt's generation is charged once, whoever writes it and however often.
 INSERT_LEDGER = (
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(13)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
 )
 
@@ -349,6 +349,7 @@ def ledger_params(e: LedgerEntry) -> tuple[Any, ...]:
         e.column,
         e.declared,
         e.reported,
+        e.unit,
         e.receipt_key,
         e.generation,
     )
@@ -368,4 +369,5 @@ def ledger_from(row: Sequence[Any]) -> LedgerEntry:
         column=row[9],
         declared=row[10],
         reported=row[11],
+        unit=row[12],
     )
