@@ -54,6 +54,7 @@ from ._remaining import Remaining
 from ._shared_gates import SharedToolGate
 from ._slots import Slots
 from ._spec import ToolSpec
+from ._tokens import TokenGate, token_gate
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -72,7 +73,10 @@ _EPSILON = 1e-6
 
 
 class RateGate(Protocol):
-    """A tool's gate: local (this process) or shared (every process on one store)."""
+    """A tool's gate: local (this process) or shared (every process on one store). ``tokens``:
+    its token windows (``_tokens.py``), this process's in both, None without them."""
+
+    tokens: TokenGate | None
 
     @property
     def in_flight(self) -> int: ...
@@ -188,6 +192,7 @@ class ToolGate:
         self._seen = Observations(clock.monotonic())
         self._tuning = Tuning(rate=self.ceiling or 0.0, cap=self.declared_concurrency)
         self._breaker = Breaker(clock.monotonic)
+        self.tokens = token_gate(spec, clock)
 
     # statistics
     @property
@@ -410,6 +415,8 @@ class ToolGates:
         stats: dict[str, dict[str, int]] = {}
         for key, gate in self._gates.items():
             into = stats.setdefault(key.rpartition("@")[0], {"in_flight": 0, "waiting": 0})
-            into["in_flight"] += gate.in_flight
-            into["waiting"] += gate.waiting
+            # a call waiting for room in the token windows holds its slot, but is not sent
+            tokens = gate.tokens.waiting if gate.tokens is not None else 0
+            into["in_flight"] += gate.in_flight - tokens
+            into["waiting"] += gate.waiting + tokens
         return stats

@@ -37,6 +37,7 @@ from ._normalize import Normalize
 from ._outcomes import Answer, Outcome, Reported, match, remaining_of, wait_of
 from ._result import Charged, dotted
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
+from ._tokens import TOKEN_HEADERS, Tokens, as_tokens, heard, requests_said, tokens_said
 
 __all__ = ["Auth", "HttpBulk", "HttpPoll", "HttpTool", "request_or_raise"]
 
@@ -271,6 +272,12 @@ class HttpTool:
     out. Used as a decorator, the function maps the input to the request's parts (``url``,
     ``query``, ``json``, ``form``, ``headers``) where a template cannot say it; ``response=``
     maps an answer to the result in Python.
+
+    Token limits (``Rate(tokens_per_minute=...)``, ``tools/_tokens.py``): ``tokens(input)``
+    estimates a call's tokens before it goes out (an int, or ``(input, output)``),
+    ``tokens_used(answer)`` reads what a successful answer says it used (None: it does not
+    say), and ``token_headers`` names headers saying what is left (``{"tokens": [(remaining,
+    reset)], "output": [...]}``), read besides OpenAI's and Anthropic's.
     """
 
     def __init__(
@@ -299,6 +306,9 @@ class HttpTool:
         timeout: float = 30.0,
         response: ResponseHook | None = None,
         normalize: Mapping[str, str] | Callable[..., Any] | None = None,
+        tokens: Callable[[Mapping[str, Any]], int | tuple[int, int]] | None = None,
+        tokens_used: Callable[[Answer], int | tuple[int, int] | None] | None = None,
+        token_headers: Mapping[str, Sequence[tuple[str, str]]] | None = None,
         version: str = "1",
         description: str = "",
     ) -> None:
@@ -313,6 +323,7 @@ class HttpTool:
             idempotency=(idempotency, str, "'Idempotency-Key'"),
             reported=(reported, Reported, "pl.Reported(header='x-call-credits-spent')"),
         )
+        names = _token_checked(id, rate, tokens, tokens_used, token_headers)
         if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
             raise PlayDefinitionError(f"pl.HttpTool({id!r}, timeout={timeout!r}): seconds, > 0.")
         self.id = id
@@ -329,6 +340,15 @@ class HttpTool:
         self.repeat_free = repeat_free
         self.reported = reported
         self._heard: tuple[int, float] | None = None  # the last remaining-budget headers
+        # token limits (``tools/_tokens.py``): the estimate the engine's token gate takes
+        # before a call (None: the tool has none), what an answer says it used, the headers
+        # that say what the account has left
+        self._tokens = tokens
+        self.tokens: Callable[[Mapping[str, Any]], int | tuple[int, int]] | None = (
+            None if tokens is None else self._estimate
+        )
+        self._tokens_used = tokens_used
+        self._token_headers = names
         # what the account has left, asked of its provider (``playline.providers``): an
         # async callable with a ``unit``; the engine spends no more than it says
         self.balance: Any = None
@@ -366,7 +386,7 @@ class HttpTool:
             # carries its own key (a bulk request's key is its items', and a resend may group
             # them otherwise), or the provider does not charge a repeat (``repeat_free``)
             in_doubt="resend"
-            if (idempotency and not bulk) or repeat_free or not cost.credits
+            if (idempotency and not bulk) or repeat_free or not cost.priced
             else "fail",
             auth_scope=self.account,
             description=description,
@@ -729,7 +749,9 @@ class HttpTool:
             auth=basic or httpx.USE_CLIENT_DEFAULT,
             timeout=self.timeout,
         )
-        self._heard = remaining_of(response.headers) or self._heard
+        self._heard = (
+            remaining_of(response.headers) or requests_said(response.headers) or self._heard
+        )
         try:
             body = response.json() if response.content else None
         except ValueError:
@@ -743,7 +765,28 @@ class HttpTool:
                     code="protocol_error",
                     request_id=response.headers.get("x-request-id"),
                 ) from None
-        return Answer(response.status_code, body, response.headers, response.text)
+        answer = Answer(response.status_code, body, response.headers, response.text)
+        if self.tokens is not None:  # to the token gate of the call being sent
+            said = tokens_said(answer.headers, self._token_headers)
+            heard(answer.status, self._used(answer), said)
+        return answer
+
+    def _estimate(self, input: Mapping[str, Any]) -> int | tuple[int, int]:
+        """The tokens a call of ``input`` is estimated at (``tokens=``), secrets revealed."""
+        assert self._tokens is not None
+        return self._tokens(dict(reveal(dict(input))))
+
+    def _used(self, answer: Answer) -> Tokens | None:
+        """The tokens a successful answer says the call used (``tokens_used=``), else None."""
+        if self._tokens_used is None or not 200 <= answer.status < 300:
+            return None
+        used = self._hook(self._tokens_used, answer, "tokens_used")
+        if used is None:
+            return None
+        try:
+            return as_tokens(used, "its tokens_used function")
+        except ValueError as exc:
+            raise ToolError(self.id, str(exc), code="exception", outcome="fatal") from None
 
     def remaining(self) -> tuple[int, float] | None:
         """What the latest answer's remaining-budget headers said (requests left, seconds
@@ -949,6 +992,55 @@ def _checked(
             f"pl.HttpTool({id!r}, ...): a request has a JSON body or a form, not both."
         )
     return method.upper()
+
+
+def _token_checked(
+    tool: str,
+    rate: Rate | None,
+    tokens: Any,
+    tokens_used: Any,
+    token_headers: Any,
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    """``tokens=``, ``tokens_used=`` and ``token_headers=`` checked; returns the header names
+    read for token limits (those declared, then the families recognised)."""
+    for name, value in (("tokens", tokens), ("tokens_used", tokens_used)):
+        if value is not None and not callable(value):
+            raise PlayDefinitionError(
+                f"pl.HttpTool({tool!r}, {name}=...) is a function: "
+                + (
+                    "input -> estimated tokens (an int, or (input, output))"
+                    if name == "tokens"
+                    else "answer -> the tokens it says were used, or None"
+                )
+            )
+    if tokens is None and rate is not None and any(x is not None for x in rate.token_limits):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({tool!r}) declares Rate(tokens_per_minute=...) without tokens=: "
+            "give tokens=fn(input) -> its estimated tokens (an int, or (input, output) for "
+            "output_tokens_per_minute), counted before a call goes out."
+        )
+    names = {kind: tuple(pairs) for kind, pairs in TOKEN_HEADERS.items()}
+    if token_headers is None:
+        return names
+    if not isinstance(token_headers, Mapping) or not all(
+        kind in names
+        and isinstance(pairs, Sequence)
+        and all(
+            isinstance(pair, tuple | list)
+            and len(pair) == 2
+            and all(isinstance(h, str) and h for h in pair)
+            for pair in pairs
+        )
+        for kind, pairs in token_headers.items()
+    ):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({tool!r}, token_headers={token_headers!r}) maps 'tokens' or "
+            "'output' to (remaining header, reset header) pairs, e.g. "
+            "{'tokens': [('x-tokens-left', 'x-tokens-reset')]}."
+        )
+    for kind, pairs in token_headers.items():
+        names[kind] = (*((str(a), str(b)) for a, b in pairs), *names[kind])
+    return names
 
 
 def _check_types(tool: str, **given: tuple[Any, Any, str]) -> None:

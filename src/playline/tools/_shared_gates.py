@@ -17,6 +17,9 @@ provider account:
   dies stops counting when its lease runs out (at once on its own machine).
 - A cap the tool does not declare, and the breaker, stay with each process: they are about
   this process's calls as much as about the provider.
+- Token windows (``Rate(tokens_per_minute=...)``, ``_tokens.py``) stay with each process too:
+  each counts the tokens of its own calls against the whole limit, so processes sharing an
+  account should each declare their share of it (the requests windows are shared).
 
 ``throttled``, ``succeeded`` and ``release`` are synchronous (the engine calls them in the
 middle of its bookkeeping): what they tell the store goes in small background writes. A gate
@@ -48,6 +51,7 @@ from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._remaining import Remaining
 from ._slots import Slots
 from ._spec import ToolSpec
+from ._tokens import token_gate
 
 __all__ = ["SharedToolGate"]
 
@@ -103,6 +107,8 @@ class SharedToolGate:
         self._renewing: asyncio.Task[None] | None = None
         self._leasing = 0
         self.in_flight = 0
+        # tokens a minute are counted by each process (``_tokens.py``), not in the store
+        self.tokens = token_gate(spec, clock)
 
     # statistics
     @property

@@ -1,0 +1,421 @@
+"""Token-aware rate limits: a tool's calls counted in tokens per minute, not only requests.
+
+An LLM provider limits an account (per model) in requests a minute and in tokens a minute,
+and counts a request's tokens *before* it runs, from an estimate: OpenAI counts the prompt
+plus ``max_tokens`` against TPM and gives nothing back afterwards ("Rate limits in headers"
+and "Error mitigation", https://platform.openai.com/docs/guides/rate-limits); Anthropic takes
+the input from ITPM and ``max_tokens`` from OTPM, and "the estimate is adjusted at the end"
+for the output not used (https://docs.anthropic.com/en/api/rate-limits).
+
+A tool that declares ``Rate(tokens_per_minute=, output_tokens_per_minute=)`` has a
+``TokenGate``: one sliding window per limit, each as long as a minute and ``WINDOW_MARGIN``
+(``_declared.py``), holding ``(when, tokens)`` of the calls let out. Before a call goes out,
+its estimate (the transport's ``tokens(input)``: ``HttpTool(tokens=...)``) is taken from the
+windows, first come first served, waiting until they have room; a call larger than a whole
+window can never go and fails at once (``too_many_tokens``). After its answer, the count is
+corrected by what the transport heard (``tokens_used``) at the time the call went out: up
+when it used more, down when it used less unless the provider keeps the estimate
+(``Rate(tokens_returned=False)``). A call answered 429 counts nothing (the provider took
+nothing); a 5xx, a timeout or an answer that says nothing keeps the estimate.
+
+The providers' headers say what the account has left, whoever spent it (other processes,
+other programs with the key): OpenAI's ``x-ratelimit-remaining-tokens`` with
+``x-ratelimit-reset-tokens`` (a duration: ``6m0s``, ``1s``, ``120ms``), Anthropic's
+``anthropic-ratelimit-input-tokens-remaining`` / ``-output-tokens-remaining`` with their
+``-reset`` (an RFC 3339 time). Fewer left than the gate thinks: it lets out no more than
+that until the reset, as ``_remaining.py`` does for requests. ``HttpTool(token_headers=)``
+names other families; the requests' own headers of both providers (``-requests``) reach
+the request gate the same way (``requests_said``).
+
+The transport reports what it heard through a context variable the engine sets around a
+call (``take`` sets it, ``Spend.settle`` reads it), so concurrent calls never mix their
+answers up; a Python-declared transport reports with ``heard(...)`` too.
+
+The windows are this process's: on a store that processes share, each process counts its
+own tokens (the shared gates count requests; ``docs/guide/http-tools.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import email.utils
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from .._clock import Clock
+from ..errors import PlayDefinitionError, ToolError
+from ._declared import WINDOW_MARGIN
+from ._spec import ToolSpec
+
+__all__ = [
+    "TOKEN_HEADERS",
+    "Spend",
+    "TokenGate",
+    "TokenWindow",
+    "as_tokens",
+    "heard",
+    "requests_said",
+    "reset_seconds",
+    "token_gate",
+    "tokens_said",
+]
+
+Tokens = tuple[int, int]  # (against tokens_per_minute, against output_tokens_per_minute)
+KINDS = ("tokens", "output")
+MINUTE = 60.0
+
+# The header families recognised: per kind, (remaining, reset) pairs, tried in order.
+TOKEN_HEADERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "tokens": (
+        ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),  # OpenAI
+        ("anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
+    ),
+    "output": (
+        (
+            "anthropic-ratelimit-output-tokens-remaining",
+            "anthropic-ratelimit-output-tokens-reset",
+        ),
+    ),
+}
+_REQUEST_HEADERS = (
+    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),  # OpenAI
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+)
+_EPOCH = 1e9  # a reset above this is a time (epoch seconds), not a number of seconds
+
+
+def as_tokens(value: Any, what: str) -> Tokens:
+    """``value`` (an int, or ``(input, output)``) as ``Tokens``; ``ValueError`` saying what
+    is wrong otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return (value, 0)
+    if (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        return (int(value[0]), int(value[1]))
+    raise ValueError(
+        f"{what} gave {value!r}: a whole number of tokens >= 0, or (input, output) tokens"
+    )
+
+
+# -- the windows ---------------------------------------------------------------------------
+
+
+class TokenWindow:
+    """A sliding window of ``seconds`` holding at most ``limit`` tokens, and what the
+    provider last said is left (``said``)."""
+
+    def __init__(self, seconds: float, limit: int) -> None:
+        self.seconds = seconds
+        self.limit = limit
+        self._entries: list[list[float]] = []  # [when, tokens], oldest first
+        self._left: float = math.inf  # what the provider said is left ...
+        self._until = 0.0  # ... until then (monotonic)
+
+    def used(self, now: float) -> float:
+        """Tokens counted in the window at ``now`` (older entries are dropped)."""
+        start = now - self.seconds
+        while self._entries and self._entries[0][0] <= start:
+            self._entries.pop(0)
+        return sum(tokens for _, tokens in self._entries)
+
+    def wait(self, amount: int, now: float) -> float:
+        """Seconds until ``amount`` tokens fit (0: they fit now; ``inf``: never)."""
+        if amount > self.limit:
+            return math.inf
+        if amount <= 0:
+            return 0.0
+        wait = 0.0
+        if now < self._until and amount > self._left:
+            wait = self._until - now  # the provider said less is left until then
+        excess = self.used(now) + amount - self.limit
+        for at, tokens in self._entries:
+            if excess <= 0:
+                break
+            excess -= tokens
+            wait = max(wait, at + self.seconds - now)
+        return wait
+
+    def take(self, amount: int, now: float) -> list[float]:
+        """Count ``amount`` tokens going out at ``now``; returns their entry (to correct)."""
+        entry = [now, float(amount)]
+        if amount > 0:
+            self._entries.append(entry)
+            if now < self._until:
+                self._left = max(0.0, self._left - amount)
+        return entry
+
+    def correct(self, entry: list[float], amount: float) -> None:
+        """The call of ``entry`` counts ``amount`` tokens (at the time it went out)."""
+        if entry[1] or amount:
+            kept = any(e is entry for e in self._entries)
+            if not kept and amount:  # an entry of 0 was never kept, an old one has left
+                self._entries.append(entry)
+                self._entries.sort(key=lambda e: e[0])
+            entry[1] = float(amount)
+
+    def said(self, left: int, reset: float, now: float) -> None:
+        """The provider says ``left`` tokens remain until ``reset`` seconds from now (taken
+        ``WINDOW_MARGIN`` longer: a reset may be rounded down)."""
+        self._left = float(max(0, left))
+        self._until = now + max(0.0, reset) + WINDOW_MARGIN
+
+
+class TokenGate:
+    """A tool's token windows (per provider account, this process's): see the module
+    docstring. ``estimate`` is the transport's ``tokens(input)``."""
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        clock: Clock,
+        estimate: Callable[[Mapping[str, Any]], Any],
+    ) -> None:
+        self._spec = spec
+        self._clock = clock
+        self._estimate = estimate
+        self.returned = spec.rate.tokens_returned
+        self.windows: dict[str, TokenWindow | None] = {
+            kind: None if limit is None else TokenWindow(MINUTE + WINDOW_MARGIN, limit)
+            for kind, limit in zip(KINDS, spec.rate.token_limits, strict=True)
+        }
+        # what the provider said of a kind the tool declares no limit for: a window of its own
+        self._said_only: dict[str, TokenWindow] = {}
+        self._lock = asyncio.Lock()
+        self.waiting = 0
+
+    def estimate(self, inputs: Iterable[Mapping[str, Any]]) -> Tokens:
+        """The estimated tokens of a request carrying ``inputs`` (their sum)."""
+        total = [0, 0]
+        for item in inputs:
+            try:
+                raw = self._estimate(item)
+            except Exception as exc:
+                raise ToolError(
+                    self._spec.id,
+                    f"its tokens estimate (tokens=) failed on an input: {exc!r}",
+                    code="tokens_estimate",
+                    outcome="fatal",
+                ) from exc
+            try:
+                one = as_tokens(raw, "its tokens estimate (tokens=)")
+            except ValueError as exc:
+                raise ToolError(
+                    self._spec.id, str(exc), code="tokens_estimate", outcome="fatal"
+                ) from None
+            total[0] += one[0]
+            total[1] += one[1]
+        return (total[0], total[1])
+
+    def _kinds(self) -> Iterable[tuple[int, TokenWindow]]:
+        for index, kind in enumerate(KINDS):
+            window = self.windows[kind] or self._said_only.get(kind)
+            if window is not None:
+                yield index, window
+
+    async def take(self, inputs: Iterable[Mapping[str, Any]]) -> Spend:
+        """Take the estimate of a request carrying ``inputs`` from the windows, waiting
+        (first come, first served) until they have room; returns the ``Spend`` that the
+        request's answers report to (set as the current one: ``heard``). Raises a fatal
+        ``ToolError`` when the estimate is larger than a whole window. Nothing is taken if
+        the wait is cancelled."""
+        tokens = self.estimate(inputs)
+        for index, kind in enumerate(KINDS):
+            window = self.windows[kind]
+            if window is not None and tokens[index] > window.limit:
+                name = ("tokens_per_minute", "output_tokens_per_minute")[index]
+                raise ToolError(
+                    self._spec.id,
+                    f"a call estimated at {tokens[index]:,} {'output ' * index}tokens is "
+                    f"larger than the tool's whole Rate({name}={window.limit:,}): it can "
+                    "never go out. Shorten the input or lower its max_tokens.",
+                    code="too_many_tokens",
+                    outcome="fatal",
+                )
+        self.waiting += 1
+        try:
+            async with self._lock:
+                while True:
+                    now = self._clock.monotonic()
+                    wait = max((w.wait(tokens[i], now) for i, w in self._kinds()), default=0.0)
+                    if wait <= 0:
+                        break
+                    await self._clock.sleep(min(wait, MINUTE + WINDOW_MARGIN))
+                entries = {i: w.take(tokens[i], now) for i, w in self._kinds()}
+        finally:
+            self.waiting -= 1
+        spend = Spend(self, tokens, entries)
+        _current.set(spend)
+        return spend
+
+    def said(self, kind: str, left: int, reset: float) -> None:
+        """The provider says ``left`` tokens of ``kind`` remain for ``reset`` seconds."""
+        window = self.windows.get(kind)
+        if window is None:
+            window = self._said_only.setdefault(kind, TokenWindow(MINUTE, 2**62))
+        window.said(left, reset, self._clock.monotonic())
+
+    def _windows_of(self, index: int) -> TokenWindow | None:
+        return self.windows[KINDS[index]] or self._said_only.get(KINDS[index])
+
+
+class Spend:
+    """One request's tokens in its gate's windows, corrected by what its answers say."""
+
+    def __init__(self, gate: TokenGate, tokens: Tokens, entries: dict[int, list[float]]) -> None:
+        self.gate = gate
+        self.tokens = tokens
+        self._entries = entries
+        self._used: list[int] | None = None
+        self._throttled = False
+        self._open = True
+
+    def heard(
+        self,
+        status: int,
+        used: Tokens | None,
+        said: Iterable[tuple[str, int, float]] = (),
+    ) -> None:
+        """An answer to the request: its status, the tokens it says were used (None: it
+        does not say), and what its headers say is left (kind, left, seconds to reset)."""
+        for kind, left, reset in said:
+            self.gate.said(kind, left, reset)
+        if not self._open:
+            return
+        self._throttled = status == 429
+        if used is not None:
+            self._used = [*(self._used or (0, 0))]
+            self._used[0] += used[0]
+            self._used[1] += used[1]
+
+    def settle(self) -> None:
+        """The request is over: a 429 gives its estimate back, what its answers said they
+        used corrects it, else it stands."""
+        if not self._open:
+            return
+        self._open = False
+        if _current.get() is self:
+            _current.set(None)
+        if self._throttled and self._used is None:
+            counted: tuple[float, float] = (0, 0)
+        elif self._used is not None:
+            used = self._used
+            if self.gate.returned:
+                counted = (used[0], used[1])
+            else:
+                counted = (max(used[0], self.tokens[0]), max(used[1], self.tokens[1]))
+        else:
+            return
+        for index, entry in self._entries.items():
+            window = self.gate._windows_of(index)
+            if window is not None:
+                window.correct(entry, counted[index])
+
+
+_current: contextvars.ContextVar[Spend | None] = contextvars.ContextVar(
+    "playline_token_spend", default=None
+)
+
+
+def heard(status: int, used: Tokens | None, said: Iterable[tuple[str, int, float]] = ()) -> None:
+    """A transport reports an answer to the call being sent (``Spend.heard``): nothing
+    happens outside a call through a token gate."""
+    spend = _current.get()
+    if spend is not None:
+        spend.heard(status, used, said)
+
+
+def token_gate(spec: ToolSpec, clock: Clock) -> TokenGate | None:
+    """The token gate of ``spec`` (None when it neither declares token limits nor estimates
+    its tokens). A token limit without an estimate is a ``PlayDefinitionError``."""
+    estimate = getattr(spec.transport, "tokens", None)
+    declared = any(limit is not None for limit in spec.rate.token_limits)
+    if estimate is None or not callable(estimate):
+        if declared:
+            raise PlayDefinitionError(
+                f"Tool {spec.id!r} declares Rate(tokens_per_minute=...) but cannot estimate "
+                "a call's tokens: give pl.HttpTool(..., tokens=fn(input) -> int | (input, "
+                "output)), or a `tokens(input)` method on its transport."
+            )
+        return None
+    return TokenGate(spec, clock, estimate)
+
+
+# -- the headers ---------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def reset_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds until a reset given as seconds, epoch seconds, a Go-style duration
+    (``6m0s``, ``1s``, ``120ms``, OpenAI's), an RFC 3339 time (Anthropic's) or an HTTP
+    date; None when it says nothing readable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    now = time.time() if now is None else now
+    try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(number) or number < 0:
+            return None
+        return max(0.0, number - now) if number > _EPOCH else number
+    parts = _DURATION.findall(text)
+    if parts and "".join(n + u for n, u in parts) == text:
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(n) * scale[u] for n, u in parts)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text).timestamp()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, when - now)
+
+
+def _left(value: str | None) -> int | None:
+    try:
+        left = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return int(left) if left is not None and math.isfinite(left) and left >= 0 else None
+
+
+def tokens_said(
+    headers: Mapping[str, str],
+    names: Mapping[str, Iterable[tuple[str, str]]] = TOKEN_HEADERS,
+    now: float | None = None,
+) -> list[tuple[str, int, float]]:
+    """What an answer's headers say is left of each kind of token limit: ``(kind, left,
+    seconds until reset)``, the fewest left per kind. A remaining header without a readable
+    reset is taken to last a minute."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    out: dict[str, tuple[int, float]] = {}
+    for kind, pairs in names.items():
+        for remaining, reset in pairs:
+            left = _left(lowered.get(remaining.lower()))
+            if left is None:
+                continue
+            seconds = reset_seconds(lowered.get(reset.lower()), now)
+            said = (left, MINUTE if seconds is None else seconds)
+            if kind not in out or said[0] < out[kind][0]:
+                out[kind] = said
+    return [(kind, left, reset) for kind, (left, reset) in out.items()]
+
+
+def requests_said(headers: Mapping[str, str], now: float | None = None) -> tuple[int, float] | None:
+    """OpenAI's and Anthropic's requests headers (``x-ratelimit-remaining-requests``,
+    ``anthropic-ratelimit-requests-remaining`` and their resets) as ``(requests left,
+    seconds until reset)`` for the request gate (``_remaining.py``); None when absent."""
+    said = tokens_said(headers, {"requests": _REQUEST_HEADERS}, now)
+    return (said[0][1], said[0][2]) if said else None
