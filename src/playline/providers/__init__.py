@@ -10,6 +10,7 @@ vocabulary (``_vocab.py``) and keeps its own answer under ``raw``.
 from __future__ import annotations
 
 from ..errors import PlayDefinitionError
+from . import anthropic as _anthropic
 from . import apollo as _apollo
 from . import dropcontact as _dropcontact
 from . import fullenrich as _fullenrich
@@ -17,6 +18,7 @@ from . import hunter as _hunter
 from . import icypeas as _icypeas
 from . import leadmagic as _leadmagic
 from . import neverbounce as _neverbounce
+from . import openai as _openai
 from . import pdl as _pdl
 from . import prospeo as _prospeo
 from . import zerobounce as _zerobounce
@@ -27,6 +29,7 @@ __all__ = [
     "Balance",
     "Provider",
     "ProviderTools",
+    "anthropic",
     "apollo",
     "configured",
     "dropcontact",
@@ -36,6 +39,7 @@ __all__ = [
     "leadmagic",
     "named",
     "neverbounce",
+    "openai",
     "pdl",
     "prospeo",
     "zerobounce",
@@ -55,6 +59,8 @@ PROVIDERS: dict[str, Provider] = {
         _zerobounce,
         _neverbounce,
         _fullenrich,
+        _openai,  # the LLM providers (AI columns), after the data providers
+        _anthropic,
     )
 }
 hunter = _hunter.hunter
@@ -67,6 +73,8 @@ icypeas = _icypeas.icypeas
 zerobounce = _zerobounce.zerobounce
 neverbounce = _neverbounce.neverbounce
 fullenrich = _fullenrich.fullenrich
+openai = _openai.openai
+anthropic = _anthropic.anthropic
 
 
 def named(name: str) -> Provider:
