@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._dataset import DatasetBuilder, revive
@@ -10,6 +10,7 @@ from ._engine.attempt import Attempt
 from ._engine.boundaries import FetchResponse
 from ._engine.rows import KeySpec
 from ._engine.scope import current_row
+from ._llm import Ask, ask, build
 from ._play import Play, PlayFn, get_play
 from ._secrets import Secret, Secrets, check_stored_name
 from ._waterfall import Waterfall, WaterfallStats, resolve
@@ -112,6 +113,72 @@ class Context:
         return self._rt.call_tool(
             tool, input, label=key or description, force=force, stale_after=stale_after
         )
+
+    def llm(
+        self,
+        prompt: str | Sequence[Mapping[str, str]],
+        *,
+        model: str,
+        schema: Any = None,
+        temperature: float = 0,
+        max_tokens: int | None = None,
+        system: str | None = None,
+        key: str | None = None,
+        batch: bool = False,
+        force: bool = False,
+        provider: str | None = None,
+    ) -> Awaitable[ToolResult]:
+        """Ask a model; await a ``ToolResult`` whose ``data`` is the answer: its text, or
+        with ``schema`` the object, validated (an instance of a pydantic model class, or a
+        dict for a JSON Schema dict). See the guide, AI columns.
+
+        ``prompt`` is text (one user message) or the conversation (``[{"role": "user" |
+        "assistant", "content": text}, ...]``); ``system`` the system prompt. The tool is the
+        run's ``openai.chat`` (``anthropic.messages`` for ``claude-*`` models;
+        ``provider="ollama"`` for another prefix), or its ``.batch`` with ``batch=True``.
+
+        The request (model, messages, system, schema, ``temperature``, ``max_tokens``) is
+        the receipt key: asked again, it is answered by its receipt at no cost, also with
+        ``temperature > 0``; ``force=True`` asks again. An answer that does not match the
+        schema is asked again with the error (at most twice, each attempt a call of its
+        own); then the cell fails with ``pl.LlmAnswerError``, as it does at once for a
+        refusal or an answer ``max_tokens`` cut.
+
+        ``cost`` is what this ``ctx.llm`` was charged now, its re-asks included (the tool's
+        unit: dollars for the LLM providers; 0 when receipts answered); ``usage`` the tokens
+        of its answers (``input_tokens``, ``output_tokens``, and ``attempts``); ``raw`` the
+        last answer's text. ``key=`` names the call, as ``ctx.tool``'s does.
+        """
+        request = build(
+            prompt,
+            tools=self._rt.services.tools,
+            model=model,
+            schema=schema,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            system=system,
+            key=key,
+            batch=batch,
+            force=force,
+            provider=provider,
+        )
+        return self._llm(request)
+
+    async def _llm(self, request: Ask) -> ToolResult:
+        made: list[ToolResult] = []
+
+        async def call(tool: str, input: Mapping[str, Any], **options: Any) -> ToolResult:
+            result = await self._rt.call_tool(tool, input, **options)
+            made.append(result)
+            return result
+
+        one = await ask(call, request)
+        row = current_row.get()
+        if row is not None:  # the cell counts the attempts as this one result (its cost)
+            attempts = {id(result) for result in made}
+            row.results[:] = [r for r in row.results if id(r) not in attempts]
+            row.results.append(one)
+        return one
 
     def waterfall(self, waterfall: Waterfall | str, input: Mapping[str, Any]) -> Awaitable[Any]:
         """Run a waterfall (a ``pl.Waterfall`` or a registered name) for ``input``.

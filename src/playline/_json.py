@@ -24,6 +24,8 @@ _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 
 
 def _refuse(value: Any) -> Any:
+    if hasattr(type(value), "model_fields") and hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")  # a pydantic model (ctx.llm's): its JSON form
     if isinstance(value, Secret):
         str(value)  # raises SecretLeakError, naming the secret, never showing it
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")

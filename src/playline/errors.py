@@ -6,6 +6,7 @@ Every error Playline raises is a ``PlaylineError``; catch that to catch them all
      ├── PlayDefinitionError      misuse of the API, raised at once, says what to do instead
      │    └── SecretLeakError     a secret value was about to be stored, logged or emitted
      ├── ToolError                a tool call failed (tool id, HTTP status, code, request id)
+     │    └── LlmAnswerError      a model's answer is unusable: off the schema, cut, refused
      ├── GatewayError             a gateway's tool list could not be fetched
      ├── BudgetExceeded           a credit budget would be exceeded; raised before the call
      ├── GovernanceError          a governance counter (depth, recursion, counts) hit its limit
@@ -26,6 +27,7 @@ __all__ = [
     "EventTimeout",
     "GatewayError",
     "GovernanceError",
+    "LlmAnswerError",
     "PlayDefinitionError",
     "PlaylineError",
     "ReceiptWaitTimeout",
@@ -100,6 +102,25 @@ class ToolError(PlaylineError):
     def exhausted(self) -> bool:
         """The account can buy nothing more for now: its quota or credits are used up."""
         return self.outcome in ("quota_exhausted", "insufficient_credits")
+
+
+class LlmAnswerError(ToolError):
+    """``ctx.llm``: the model answered, but its answer cannot be used, so the cell fails.
+
+    ``code`` says why: ``"invalid_answer"`` (it did not match the schema, nor did the
+    answers to the re-asks), ``"length"`` (``max_tokens`` cut it before the JSON ended) or
+    ``"refusal"`` (the model declined). ``reason`` is the last validation error (or the
+    refusal), ``raw`` the last answer as the model wrote it, ``attempts`` how many answers
+    were asked for (each a call of its own, with its receipt and its ledger row).
+    """
+
+    def __init__(
+        self, tool: str, message: str, *, code: str, reason: str, raw: str, attempts: int
+    ) -> None:
+        super().__init__(tool, message, code=code)
+        self.reason = reason
+        self.raw = raw
+        self.attempts = attempts
 
 
 class GatewayError(PlaylineError):

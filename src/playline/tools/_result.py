@@ -73,10 +73,22 @@ class ToolResult:
 
     ``status`` is ``"completed"`` or ``"no_result"``; ``data`` the normalised result (None
     when not found); ``cost`` the credits this call was charged (0 when it was not paid for
-    now); ``execution.source`` says where it came from.
+    now); ``execution.source`` says where it came from. A model's answer (``ctx.llm``) also
+    has ``usage``, the tokens it took (``{"input_tokens": n, "output_tokens": n}``), and
+    ``raw``, its text as the model wrote it; other results have None for both.
     """
 
-    __slots__ = ("_lists", "_outputs", "cost", "data", "execution", "status", "tool")
+    __slots__ = (
+        "_lists",
+        "_outputs",
+        "cost",
+        "data",
+        "execution",
+        "raw",
+        "status",
+        "tool",
+        "usage",
+    )
 
     def __init__(
         self,
@@ -87,6 +99,8 @@ class ToolResult:
         execution: Execution = Execution(),
         outputs: Mapping[str, tuple[str, ...]] | None = None,
         lists: Mapping[str, str] | None = None,
+        usage: Mapping[str, int] | None = None,
+        raw: str | None = None,
     ) -> None:
         self.tool = tool
         self.data = data
@@ -97,6 +111,8 @@ class ToolResult:
         self.execution = execution
         self._outputs = outputs or {}
         self._lists = lists or {}
+        self.usage = usage
+        self.raw = raw
 
     @property
     def found(self) -> bool:
@@ -127,6 +143,8 @@ class ToolResult:
             execution=Execution(source),
             outputs=self._outputs,
             lists=self._lists,
+            usage=self.usage,
+            raw=self.raw,
         )
 
     def to_json(self) -> dict[str, Any]:
