@@ -71,6 +71,8 @@ class ToolPlan:
     hit_rate_from: str  # "history (N calls)", "published coverage" or "assumed"
     cost: str  # how it charges, in words
     seconds: float  # what its rate limit implies for the requests (0: no limit)
+    unit: str = "credits"  # what credits_max and credits_expected count: "usd" for dollars
+    tokens: int = 0  # the prompt tokens its calls are estimated to take (LLM tools)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
@@ -86,6 +88,8 @@ class ColumnPlan:
     expected_calls: float
     credits_max: float
     credits_expected: float
+    usd_max: float = 0.0
+    usd_expected: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
@@ -118,11 +122,24 @@ class Plan:
 
     @property
     def credits_max(self) -> float:
-        return round(sum(t.credits_max for t in self.tools), 6)
+        return round(sum(t.credits_max for t in self.tools if t.unit == "credits"), 6)
 
     @property
     def credits_expected(self) -> float:
-        return round(sum(t.credits_expected for t in self.tools), 6)
+        return round(sum(t.credits_expected for t in self.tools if t.unit == "credits"), 6)
+
+    @property
+    def usd_max(self) -> float:
+        """Dollars at most: the tools priced in dollars (LLM calls), each call at its worst."""
+        return round(sum(t.credits_max for t in self.tools if t.unit == "usd"), 6)
+
+    @property
+    def usd_expected(self) -> float:
+        return round(sum(t.credits_expected for t in self.tools if t.unit == "usd"), 6)
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.tools)
 
     @property
     def seconds(self) -> float:
@@ -140,6 +157,8 @@ class Plan:
             "requests": self.requests,
             "from_receipts": self.from_receipts,
             "credits": {"expected": self.credits_expected, "max": self.credits_max},
+            "usd": {"expected": self.usd_expected, "max": self.usd_max},
+            "tokens": self.tokens,
             "seconds": round(self.seconds, 3),
             "tools": [t.to_dict() for t in self.tools],
             "columns": [c.to_dict() for c in self.columns],
@@ -181,6 +200,18 @@ class _PlanStore(MemoryStore):
         if super().get_run(run_id) is not None:
             return super().load_rows(run_id, dataset, keys)
         return self.real.load_rows(run_id, dataset, keys)
+
+
+def _per_call(history: dict[str, LedgerTotals]) -> Callable[[ToolSpec], float | None]:
+    """What a call of a tool priced in dollars cost on average in the store's history."""
+
+    def usual(spec: ToolSpec) -> float | None:
+        record = history.get(spec.id)
+        if record is None or record.unit != "usd" or record.calls < MIN_TOOL_CALLS:
+            return None
+        return record.credits / record.calls
+
+    return usual
 
 
 def _hit_rates(
@@ -233,7 +264,7 @@ async def aplan(
         table = resolve_tools(tools)
         history = await asyncio.to_thread(real.ledger_totals)
         rate, sources = _hit_rates(history)
-        planner = Planner(rate)
+        planner = Planner(rate, _per_call(history))
         memory = _PlanStore(real)
         clock = SystemClock()
         services = Services(
@@ -314,19 +345,22 @@ def _estimate(
             source = sources.get(tool, "assumed")
         else:  # every call answered by a receipt: no rate was needed
             rate, source = 0.0, "-"
+        usd = spec.cost.unit == "usd"
         tools.append(
             ToolPlan(
                 tool=tool,
                 calls=count.calls,
                 requests=count.requests,
                 expected_calls=round(count.expected_calls, 6),
-                credits_max=round(count.credits_max, 6),
-                credits_expected=round(count.credits_expected, 6),
+                credits_max=round(count.usd_max if usd else count.credits_max, 6),
+                credits_expected=round(count.usd_expected if usd else count.credits_expected, 6),
                 from_receipts=count.from_receipts,
                 hit_rate=round(rate, 4),
                 hit_rate_from=source,
                 cost=spec.cost_basis(),
                 seconds=round(_seconds(target, count.requests), 3),
+                unit=spec.cost.unit,
+                tokens=count.tokens,
             )
         )
     columns = [_column(name, count) for name, count in sorted(planner.columns.items())]
@@ -371,6 +405,8 @@ def _column(name: str, count: PlanCount) -> ColumnPlan:
         expected_calls=round(count.expected_calls, 6),
         credits_max=round(count.credits_max, 6),
         credits_expected=round(count.credits_expected, 6),
+        usd_max=round(count.usd_max, 6),
+        usd_expected=round(count.usd_expected, 6),
     )
 
 

@@ -109,11 +109,13 @@ class AttemptTrace:
     calls: int = 0  # live calls: as the attempt counted them, or (killed) in the ledger
     found: int = 0
     credits: float = 0.0
+    usd: float = 0.0  # what its LLM calls cost, in dollars (budgets apart from credits)
 
     def to_dict(self) -> dict[str, Any]:
         doc = dict(vars(self))
         doc["stats"] = {k: v for k, v in self.stats.items() if k != "waterfalls"}
         doc["credits"] = round(self.credits, 6)
+        doc["usd"] = round(self.usd, 9)
         return doc
 
 
@@ -127,17 +129,25 @@ class ToolTrace:
     reported_calls: int = 0  # calls whose provider said what it charged
     reported: float = 0.0  # what it said, for those calls
     declared: float = 0.0  # what the tool declares, for the same calls
+    unit: str = "credits"  # what ``credits`` counts: "usd" for a tool priced in dollars
 
     @property
     def mismatch(self) -> bool:
-        """The provider reported charging otherwise than the tool declares."""
-        return self.reported_calls > 0 and round(self.reported - self.declared, 6) != 0
+        """The provider reported charging otherwise than the tool declares (a tool priced in
+        dollars declares none: its calls cost what their tokens do)."""
+        return (
+            self.unit != "usd"
+            and self.reported_calls > 0
+            and round(self.reported - self.declared, 6) != 0
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Its counts; with what the provider reported it charged, where it did."""
         doc: dict[str, Any] = {
             k: getattr(self, k) for k in ("requests", "inputs", "calls", "found", "credits")
         }
+        if self.unit != "credits":
+            doc["unit"] = self.unit
         reported = self.reported_doc()
         if reported is not None:
             doc["reported"] = reported
@@ -168,6 +178,7 @@ class Trace:
     children: list[dict[str, Any]] = field(default_factory=list)
     attempt_list: list[AttemptTrace] = field(default_factory=list)
     child_credits: float = 0.0  # what its child plays (and theirs) paid: in their ledgers
+    child_usd: float = 0.0
 
     @property
     def requests(self) -> int:
@@ -180,12 +191,26 @@ class Trace:
     @property
     def credits(self) -> float:
         """What the run's own calls paid (its tools' credits)."""
-        return round(sum(t.credits for t in self.tools.values()), 6)
+        return self._paid("credits")
+
+    @property
+    def usd(self) -> float:
+        """What the run's own calls paid in dollars (its tools priced in dollars)."""
+        return self._paid("usd")
+
+    def _paid(self, unit: str) -> float:
+        places = 9 if unit == "usd" else 6  # dollars: an LLM call costs millionths
+        return round(sum(t.credits for t in self.tools.values() if t.unit == unit), places)
 
     @property
     def run_credits(self) -> float:
         """What the run paid, its child plays included: its ``stats.credits``."""
         return round(self.credits + self.child_credits, 6)
+
+    @property
+    def run_usd(self) -> float:
+        """What the run paid in dollars, its child plays included: its ``stats.usd``."""
+        return round(self.usd + self.child_usd, 9)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -197,6 +222,8 @@ class Trace:
                 "calls": self.calls,
                 "credits": self.run_credits,
                 "child_credits": self.child_credits,
+                "usd": self.run_usd,
+                "child_usd": self.child_usd,
             },
             "datasets": [vars(d) for d in self.datasets.values()],
             "tools": {tool: t.to_dict() for tool, t in sorted(self.tools.items())},
@@ -282,6 +309,7 @@ def trace_of(
     starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
         tool = trace.tools[entry.tool]
+        tool.unit = entry.unit
         tool.found += int(entry.found)
         tool.credits += entry.credits
         if entry.reported is not None:
@@ -295,9 +323,13 @@ def trace_of(
         if paid_by is not None:
             paid_by.calls += "tools" not in paid_by.stats
             paid_by.found += int(entry.found)
-            paid_by.credits += entry.credits
+            if entry.unit == "usd":
+                paid_by.usd += entry.credits
+            else:
+                paid_by.credits += entry.credits
     # its child plays' charges are in their own ledgers (their run ids extend this one's)
     trace.child_credits = max(0.0, round(store.spent(run_id) - trace.credits, 6))
+    trace.child_usd = max(0.0, round(store.spent(run_id, "usd") - trace.usd, 9))
     return trace
 
 
@@ -520,6 +552,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
                 "calls": t.calls,
                 "found": t.found,
                 "credits": round(t.credits, 6),
+                "unit": t.unit,
                 "credits_per_hit": round(t.credits / t.found, 6) if t.found else None,
                 "reported": t.reported_doc(),
             }
@@ -553,13 +586,20 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
     schema 6 on SQLite, 3 on PostgreSQL) counts a call in the column of its row whose cell
     used its tool (its provider or one of its waterfall's steps). Paid calls no stored cell
     claims (made outside a dataset, in a hidden column, or for a row never stored) are
-    ``other_credits``. It reads every row, so a dataset past ``max_rows`` is left out
-    (``skipped`` names it)."""
+    ``other_credits``. Dollars (LLM calls) are counted apart, as ``usd`` and ``other_usd``.
+    It reads every row, so a dataset past ``max_rows`` is left out (``skipped`` names it)."""
     spent: dict[tuple[str, str, str], float] = {}  # (dataset, row key, column) -> credits
     by_tool: dict[tuple[str, str], dict[str, float]] = {}  # older entries: row -> tool -> credits
-    other = 0.0
+    dollars: dict[tuple[str, str, str], float] = {}  # as ``spent``, in dollars
+    other = other_usd = 0.0
     for charge in store.read_ledger(run_id):
-        if charge.dataset is None or charge.row_key is None:
+        if charge.unit == "usd":  # written since entries name their column and unit
+            if charge.dataset is None or charge.row_key is None or charge.column is None:
+                other_usd += charge.credits
+            else:
+                cell = (charge.dataset, charge.row_key, charge.column)
+                dollars[cell] = dollars.get(cell, 0.0) + charge.credits
+        elif charge.dataset is None or charge.row_key is None:
             other += charge.credits
         elif charge.column is not None:
             cell = (charge.dataset, charge.row_key, charge.column)
@@ -579,13 +619,15 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
                 entry = columns.setdefault(
                     f"{name}.{column}",
                     {"dataset": name, "column": column, "cells": 0, "found": 0, "credits": 0.0,
-                     "providers": {}},
+                     "usd": 0.0, "providers": {}},
                 )  # fmt: skip
                 entry["cells"] += 1
                 entry["found"] += meta.get("status") in ("completed", "cached")
                 credits = spent.pop((name, record.key, column), 0.0)
                 credits += sum(charges.pop(tool, 0.0) for tool in _tools_of(meta))
                 entry["credits"] = round(entry["credits"] + credits, 6)
+                usd = dollars.pop((name, record.key, column), 0.0)
+                entry["usd"] = round(entry["usd"] + usd, 9)
                 provider = meta.get("provider")
                 if provider:
                     entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
@@ -593,10 +635,12 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
     other += sum(credits for (dataset, _, _), credits in spent.items() if dataset not in skipped)
     other += sum(c for (dataset, _), tools in by_tool.items() if dataset not in skipped
                  for c in tools.values())  # fmt: skip
+    other_usd += sum(usd for (dataset, _, _), usd in dollars.items() if dataset not in skipped)
     return {
         "columns": list(columns.values()),
         "skipped": skipped,
         "other_credits": round(other, 6),
+        "other_usd": round(other_usd, 9),
     }
 
 

@@ -186,5 +186,6 @@ def test_show_totals_a_parent_runs_credits_as_its_stats_do_with_its_child_plays(
     # the child's own show: its calls and credits, none of them a child's
     _, kid = _show(cli, child.run_id)
     assert kid["trace"]["totals"] == {
-        "requests": 10, "calls": 10, "credits": 10, "child_credits": 0
+        "requests": 10, "calls": 10, "credits": 10, "child_credits": 0, "usd": 0,
+        "child_usd": 0,
     }  # fmt: skip

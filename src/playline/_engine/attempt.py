@@ -444,8 +444,8 @@ class Attempt:
             dispatch_passes=self.dispatcher.passes,
             credits=round(self.ledger.spent, 6),
             credits_in_doubt=round(self.ledger.in_doubt, 6),
-            usd=round(self.ledger.spent_usd, 6),
-            usd_in_doubt=round(self.ledger.in_doubt_usd, 6),
+            usd=round(self.ledger.spent_usd, 9),  # dollars: LLM calls cost millionths
+            usd_in_doubt=round(self.ledger.in_doubt_usd, 9),
             errors=dict(calls.errors),
             cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},

@@ -110,7 +110,7 @@ class Ledger:
         cost = spec.cost
         if cost.worst is None:
             return [_exact(cost.credits)] * len(inputs)
-        return [max(_exact(cost.credits), _exact(cost.worst(one))) for one in inputs]
+        return [_exact(cost.most(one)) for one in inputs]
 
     def reserve(self, spec: ToolSpec, worst: Sequence[int]) -> int:
         """Reserve the worst case of as many calls (``worst``: each one's, from ``worst()``)

@@ -13,6 +13,11 @@ worst case charges every call its full price. The expected case weighs each call
 it is made and charged: a tool's hit rate (``hit_rate(spec)``, from the store's history or the
 tool's published coverage) prices an on-hit call, and a waterfall step is reached only when
 every earlier planned step of that row missed.
+
+A tool priced in dollars (an LLM's: ``Cost(unit="usd", worst=...)``) is counted apart, in
+``usd_max`` (each call at its worst case: its prompt and ``max_tokens`` at the model's prices)
+and ``usd_expected`` (what its calls cost on average in the store's history, else the worst
+case), with the tokens its prompts are estimated to take (``tokens``).
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from .scope import RowScope
 __all__ = ["PlanCount", "PlannedCall", "Planner"]
 
 HitRate = Callable[[ToolSpec], float]
+PerCall = Callable[[ToolSpec], float | None]  # what a call of a tool cost on average, if known
 
 
 class PlannedCall(Protocol):
     """What the planner reads of a call (``calls.ToolCall``)."""
 
     key: str
+    input: dict[str, Any]
     force: bool
     scope: RowScope | None
     sink: list[ToolResult] | None  # set while a waterfall step runs
@@ -48,6 +55,9 @@ class PlanCount:
     expected_calls: float = 0.0  # calls weighed by the chance each is made
     credits_max: float = 0.0  # every call charged its full price
     credits_expected: float = 0.0  # weighed by reach and, for on-hit prices, the hit rate
+    usd_max: float = 0.0  # tools priced in dollars: every call at its worst case
+    usd_expected: float = 0.0  # weighed by reach, at the tool's average cost when known
+    tokens: int = 0  # the prompt tokens its calls are estimated to take (LLM tools)
     from_receipts: int = 0  # calls receipts answered (free)
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,8 +67,9 @@ class PlanCount:
 class Planner:
     """Records the calls a planned attempt would send (the executor's send, replaced)."""
 
-    def __init__(self, hit_rate: HitRate) -> None:
+    def __init__(self, hit_rate: HitRate, per_call: PerCall = lambda spec: None) -> None:
         self._hit_rate = hit_rate
+        self._per_call = per_call
         self._rates: dict[str, float] = {}
         self.tools: dict[str, PlanCount] = {}
         self.columns: dict[str, PlanCount] = {}
@@ -82,10 +93,15 @@ class Planner:
             return
         tool.requests += ceil(len(counted) / spec.max_batch)
         hit = self.rate(spec)
-        price = spec.cost.credits
-        charged = hit if spec.cost.charge == "on_hit" else 1.0
+        cost = spec.cost
+        charged = hit if cost.charge == "on_hit" else 1.0
+        usd = cost.unit == "usd"
+        usual = self._per_call(spec) if usd else None
+        weigh = getattr(spec.transport, "tokens", None)
         by_column: dict[str, int] = {}
         for call in counted:
+            price = cost.most(call.input)
+            tokens = _prompt_tokens(weigh(call.input)) if callable(weigh) else 0
             scope = call.scope
             where = "(play)" if scope is None else f"{scope.dataset}.{scope.column}"
             reach = 1.0
@@ -98,7 +114,17 @@ class Planner:
             for count in (tool, column):
                 count.calls += 1
                 count.expected_calls += reach
-                count.credits_max += price
-                count.credits_expected += reach * price * charged
+                count.tokens += tokens
+                if usd:
+                    count.usd_max += price
+                    count.usd_expected += reach * (price if usual is None else min(usual, price))
+                else:
+                    count.credits_max += price
+                    count.credits_expected += reach * price * charged
         for where, n in by_column.items():  # a column's share of the requests
             self.columns[where].requests += ceil(n / spec.max_batch)
+
+
+def _prompt_tokens(estimate: Any) -> int:
+    """The input tokens of a tool's estimate (an int, or ``(input, output)``)."""
+    return int(estimate[0] if isinstance(estimate, tuple) else estimate)

@@ -238,6 +238,8 @@ def _show_header(
     credits = f"{trace.run_credits:g} credits"
     if trace.child_credits:
         credits += f" ({trace.child_credits:g} of them paid by its child plays, listed below)"
+    if trace.run_usd:
+        credits += f" · ${trace.run_usd:.4f} (LLM calls)"
     console.print(
         f"  totals over {over}: {trace.calls} live calls (sent) · {trace.requests} provider "
         f"requests · {credits}",
@@ -293,7 +295,7 @@ def _show_attempts(trace: Trace) -> None:
             counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
         console.print(
             f"  {a.number}.{started} [bold]{a.status}[/bold]: {counts} · {a.requests} "
-            f"requests · {a.credits:g} credits",
+            f"requests · {a.credits:g} credits" + (f" · ${a.usd:.4f}" if a.usd else ""),
             highlight=False,
         )
     console.print(
@@ -328,19 +330,18 @@ def _show_tools(trace: Trace) -> None:
     if not trace.tools:
         return
     tools = Table(title="Tools: requests and cost ledger (all attempts)", title_justify="left")
-    for column in ("tool", "requests", "inputs sent", "live calls", "found", "credits"):
+    for column in ("tool", "requests", "inputs sent", "live calls", "found", "cost"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
     for tool, t in sorted(trace.tools.items()):
-        tools.add_row(
-            tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), f"{t.credits:g}"
-        )
+        cost = f"${t.credits:.4f}" if t.unit == "usd" else f"{t.credits:g}"
+        tools.add_row(tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), cost)
     tools.add_row(
         "[bold]total[/bold]",
         f"[bold]{trace.requests}[/bold]",
         f"[bold]{sum(t.inputs for t in trace.tools.values())}[/bold]",
         f"[bold]{trace.calls}[/bold]",
         f"[bold]{sum(t.found for t in trace.tools.values())}[/bold]",
-        f"[bold]{trace.credits:g}[/bold]",
+        f"[bold]{trace.credits:g}" + (f" + ${trace.usd:.4f}" if trace.usd else "") + "[/bold]",
     )
     console.print(tools)
     for tool, t in sorted(trace.tools.items()):

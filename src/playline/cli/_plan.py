@@ -73,14 +73,15 @@ def _print_plan(estimate: pl.Plan) -> None:
                        "credits expected", "at most", "time at rate"):  # fmt: skip
             tools.add_column(column, justify="left" if column in ("tool", "hit rate") else "right")
         for t in estimate.tools:
+            usd = t.unit == "usd"
             tools.add_row(
-                t.tool,
+                t.tool + (f"\n[dim]~{t.tokens:,} prompt tokens[/dim]" if t.tokens else ""),
                 str(t.calls),
                 str(t.requests),
                 str(t.from_receipts),
                 f"{t.hit_rate:.0%} ({t.hit_rate_from})" if t.calls else "-",
-                f"{t.credits_expected:.1f}",
-                f"{t.credits_max:g}",
+                f"${t.credits_expected:.4f}" if usd else f"{t.credits_expected:.1f}",
+                f"${t.credits_max:.4f}" if usd else f"{t.credits_max:g}",
                 f"{t.seconds:.1f} s" if t.seconds else "-",
             )
         console.print(tools)
@@ -100,6 +101,12 @@ def _print_plan(estimate: pl.Plan) -> None:
         f"{estimate.seconds:.1f} s at the tools' rate limits",
         highlight=False,
     )
+    if estimate.usd_max:
+        console.print(
+            f"[bold]dollars (LLM calls): about ${estimate.usd_expected:.4f} expected, at most "
+            f"${estimate.usd_max:.4f}[/bold] · ~{estimate.tokens:,} prompt tokens (estimated)",
+            highlight=False,
+        )
     for note in estimate.notes:
         console.print(f"  note: {note}", style="dim", highlight=False)
     for t in estimate.tools:

@@ -29,11 +29,17 @@ def _rate(spec: ToolSpec) -> str:
         parts.append(f"{rate.concurrency} at once")
     if rate.per_record:
         parts.append("per record")
+    if rate.tokens_per_minute:
+        parts.append(f"{rate.tokens_per_minute:,} tokens/min")
+    if rate.output_tokens_per_minute:
+        parts.append(f"{rate.output_tokens_per_minute:,} output tokens/min")
     return ", ".join(parts) or "-"
 
 
 def _cost(spec: ToolSpec) -> str:
     cost = spec.cost
+    if cost.unit == "usd":
+        return "$ by tokens" if cost.worst is not None else f"${cost.credits:g} per call"
     when = "on a hit" if cost.charge == "on_hit" else "per call"
     return f"{cost.credits:g} {when}"
 

@@ -146,7 +146,11 @@ class Gateway:
                 burst=rate.get("burst"),
                 concurrency=meta.get("concurrency"),
             ),
-            cost=Cost(float(cost.get("credits", 0)), cost.get("charge", "per_call")),
+            cost=Cost(
+                float(cost.get("credits", 0)),
+                cost.get("charge", "per_call"),
+                cost.get("unit", "credits"),
+            ),
             batch=Batch(max_size=int(batch["max_size"])) if batch else None,
             outputs=normalise_outputs(meta.get("outputs")),
             lists=normalise_lists(meta.get("lists")),

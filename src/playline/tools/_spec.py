@@ -132,6 +132,12 @@ class Cost:
     def charged(self, found: bool) -> float:
         return float(self.credits) if found or self.charge == "per_call" else 0.0
 
+    def most(self, input: Mapping[str, Any]) -> float:
+        """The most one call with ``input`` may cost."""
+        if self.worst is None:
+            return float(self.credits)
+        return max(float(self.credits), float(self.worst(input)))
+
     @property
     def priced(self) -> bool:
         """Whether a call may cost anything."""
@@ -271,6 +277,13 @@ class ToolSpec:
     def cost_basis(self) -> str:
         """How a call is charged, in words: ``"1 credit per input found (on_hit); a batch
         request of up to 50 inputs is charged per input"``."""
+        if self.cost.unit == "usd":
+            return (
+                "in dollars, what each call's tokens cost at the model's prices (reserved at its "
+                "worst case: its prompt and max_tokens)"
+                if self.cost.worst is not None
+                else f"${self.cost.credits:g} per call"
+            )
         credits = f"{self.cost.credits:g} credit{'' if self.cost.credits == 1 else 's'}"
         if self.cost.credits == 0:
             text = "free"
@@ -292,7 +305,8 @@ class ToolSpec:
             "description": self.description,
             "rate": {"per_second": self.rate.per_second, "burst": self.rate.burst},
             "concurrency": self.rate.concurrency,
-            "cost": {"credits": self.cost.credits, "charge": self.cost.charge},
+            "cost": {"credits": self.cost.credits, "charge": self.cost.charge}
+            | ({} if self.cost.unit == "credits" else {"unit": self.cost.unit}),
             "batch": (
                 {
                     "operation": self.batch.via or self.id,

@@ -65,6 +65,7 @@ function render(doc) {
   const stats = [
     ["rows", doc.rows], ["failed", doc.rows_failed], ["reused", doc.rows_reused],
     ["credits", credits(doc.credits) + (child ? ` (${credits(child)} by child plays)` : "")],
+    ["dollars (LLM calls)", doc.trace.totals.usd ? dollars(doc.trace.totals.usd) : null],
     ["live calls", s.tool_calls_live], ["cached calls", s.tool_calls_cached],
     ["calls not sent (budget)", s.tool_calls_not_sent || null],
     ["calls in doubt", doubt.calls || null], ["provider requests", s.tool_requests],
@@ -81,8 +82,8 @@ function render(doc) {
       num(d.stats.rows_reused), num(d.stats.rows_failed), d.columns.join(", ")))));
 
   table("tools", doc.tools.map((t) => el("tr", {}, ...cells(t.tool, num(t.requests),
-    num(t.inputs), num(t.calls), num(t.found), credits(t.credits), credits(t.credits_per_hit),
-    reportedCost(t.reported)))));
+    num(t.inputs), num(t.calls), num(t.found), priced(t.credits, t.unit),
+    priced(t.credits_per_hit, t.unit), reportedCost(t.reported)))));
 
   const falls = document.getElementById("waterfalls");
   falls.replaceChildren(...doc.waterfalls.map((w) => el("div", { class: "waterfall" },
@@ -114,14 +115,27 @@ function render(doc) {
   }
 }
 
+function dollars(value) {
+  return value === null || value === undefined ? "" : `$${num(value, 4)}`;
+}
+
+function priced(value, unit) {  // a tool's cost in its unit: credits, or dollars
+  return unit === "usd" ? dollars(value) : credits(value);
+}
+
 async function loadColumns() {
   const doc = await getJSON(api(`columns/${idPath(runId)}`));
   const rows = doc.columns.map((c) => el("tr", {}, ...cells(`${c.dataset}.${c.column}`,
-    num(c.cells), num(c.found), credits(c.credits),
+    num(c.cells), num(c.found),
+    !c.usd ? credits(c.credits) : c.credits ? `${credits(c.credits)} + ${dollars(c.usd)}` : dollars(c.usd),
     Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", "))));
   if (doc.other_credits) {  // paid calls no stored cell claims (outside a dataset)
     rows.push(el("tr", {}, ...cells("(outside the stored cells)", "", "",
       credits(doc.other_credits), "")));
+  }
+  if (doc.other_usd) {
+    rows.push(el("tr", {}, ...cells("(outside the stored cells)", "", "",
+      dollars(doc.other_usd), "")));
   }
   table("columns", rows);
 }
