@@ -244,10 +244,10 @@ MUTANTS: list[Mutant] = [
         "a call answered at its claim keeps its reservation",
         "playline/_engine/calls.py",
         """\
-            if len(send) < len(request.calls):
-                self._ledger.release(spec, len(request.calls) - len(send))
+                reserved = _worst(send)
+                self._ledger.release(spec, request.reserved - reserved)
 """,
-        "",
+        "                reserved = _worst(send)\n",
         # killed by the test's timeout: the budget waits for the reservation forever
         ("tests/engine/test_limits.py", "-k", "answered_at_its_claim"),
     ),
@@ -271,8 +271,8 @@ MUTANTS: list[Mutant] = [
         "deferral-spends-tokens",
         "requests the budget defers go through the rate gate again and again",
         "playline/_engine/calls.py",
-        "                if not requests[0].claimed and self._ledger.waits(lane.spec):\n",
-        "                if False:\n",
+        "                if not first.claimed and self._ledger.waits(",
+        "                if False and self._ledger.waits(",
         (EDGES, "-k", "budget_stop"),
         store="memory",  # a local rate gate: the one the waves race for
     ),
@@ -281,7 +281,7 @@ MUTANTS: list[Mutant] = [
         "doubt-counted-twice",
         "a receipt in doubt found twice is counted twice against the budget",
         "playline/_engine/ledger.py",
-        "                if key not in ledger._doubtful:\n",
+        "                if key not in purse.doubtful:\n",
         "                if True:\n",
         ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
     ),
@@ -289,24 +289,24 @@ MUTANTS: list[Mutant] = [
         "budget-ignores-doubt",
         "the budget's room leaves out the calls in doubt",
         "playline/_engine/ledger.py",
-        "        return self._limit - self._spent - self._reserved - self._in_doubt\n",
-        "        return self._limit - self._spent - self._reserved\n",
+        "        return self.limit - self.spent - self.reserved - self.in_doubt\n",
+        "        return self.limit - self.spent - self.reserved\n",
         ("tests/engine/test_ledger.py", "tests/engine/test_limits.py", "-k", "doubt"),
     ),
     Mutant(
         "budget-check-skipped",
         "a reservation is granted whatever the budget's room",
         "playline/_engine/ledger.py",
-        "                    allowed = max(0, min(allowed, room // each))\n",
-        "                    allowed = max(0, allowed)\n",
+        "        allowed, total = _fitting(worst, [r for r in room if r is not None])\n",
+        "        allowed, total = _fitting(worst, [])\n",
         ("tests/engine/test_ledger.py", "tests/durability/test_budget.py"),
     ),
     Mutant(
         "reservation-kept",
         "a settled request keeps its reservation in flight",
         "playline/_engine/ledger.py",
-        "            ledger._reserved -= given_back\n",
-        "            ledger._reserved -= 0\n",
+        "            purse.reserved -= reserved\n",
+        "            purse.reserved -= 0\n",
         ("tests/engine/test_ledger.py",),
     ),
     # --- governance.py ---------------------------------------------------------------------
@@ -457,11 +457,11 @@ MUTANTS: list[Mutant] = [
         "a generation's charge is written again when it is completed again",
         "playline/store/sql/_tables.py",
         """\
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(13)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ?)"
 """,
         """\
-    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(12)} WHERE NOT EXISTS "
+    f"INSERT INTO ledger ({LEDGER_COLUMNS}) SELECT {marks(13)} WHERE NOT EXISTS "
     "(SELECT 1 FROM ledger WHERE receipt_key = ? AND generation = ? AND 1 = 0)"
 """,
         ("tests/store/test_completions.py", "-k", "charge"),
@@ -632,8 +632,8 @@ MUTANTS: list[Mutant] = [
         "account-balance-ignored",
         "what a provider account has left is not a budget: calls go out past it",
         "playline/_engine/ledger.py",
-        "                allowed = min(allowed, left // each)\n",
-        "                pass\n",
+        "            room.append(left)\n",
+        "            pass\n",
         ("tests/providers/test_hunter.py", "-k", "stops_before"),
     ),
     Mutant(
@@ -703,5 +703,30 @@ MUTANTS: list[Mutant] = [
         "        limits = [] if stale_after is None else [self._clock.now() - stale_after]\n",
         "        limits: list[float] = []\n",
         ("tests/engine/test_receipts.py", "-k", "older_than_that"),
+    ),
+    # --- ledger: money as a unit of its own -----------------------------------------------
+    Mutant(
+        "usd-budget-unheld",
+        "max_usd is never checked: LLM calls spend past the budget in dollars",
+        "playline/_engine/ledger.py",
+        '"usd": _Purse(max_usd, spent_usd)}',
+        '"usd": _Purse(None, spent_usd)}',
+        ("tests/llm/test_dollars.py", "-k", "max_usd_stops"),
+    ),
+    Mutant(
+        "one-purse-for-every-unit",
+        "dollars are counted in the credits budget: a credits budget refuses LLM calls",
+        "playline/_engine/ledger.py",
+        "        unit = spec.cost.unit\n        room = [ledger._purses[unit].room()",
+        '        unit = "credits"\n        room = [ledger._purses[unit].room()',
+        ("tests/llm/test_dollars.py", "-k", "never_refuses"),
+    ),
+    Mutant(
+        "worst-case-of-the-first-call",
+        "a request reserves its first call's worst case for all: costlier calls overspend",
+        "playline/_engine/ledger.py",
+        "        return [_exact(cost.most(one)) for one in inputs]\n",
+        "        return [_exact(cost.most(inputs[0]))] * len(inputs)\n",
+        ("tests/engine/test_ledger.py", "-k", "its_own_worst_case"),
     ),
 ]

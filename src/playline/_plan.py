@@ -75,7 +75,7 @@ class ToolPlan:
     tokens: int = 0  # the prompt tokens its calls are estimated to take (LLM tools)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
+        return {k: round(v, 9) if isinstance(v, float) else v for k, v in vars(self).items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +92,7 @@ class ColumnPlan:
     usd_expected: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: round(v, 6) if isinstance(v, float) else v for k, v in vars(self).items()}
+        return {k: round(v, 9) if isinstance(v, float) else v for k, v in vars(self).items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,11 +131,11 @@ class Plan:
     @property
     def usd_max(self) -> float:
         """Dollars at most: the tools priced in dollars (LLM calls), each call at its worst."""
-        return round(sum(t.credits_max for t in self.tools if t.unit == "usd"), 6)
+        return round(sum(t.credits_max for t in self.tools if t.unit == "usd"), 9)
 
     @property
     def usd_expected(self) -> float:
-        return round(sum(t.credits_expected for t in self.tools if t.unit == "usd"), 6)
+        return round(sum(t.credits_expected for t in self.tools if t.unit == "usd"), 9)
 
     @property
     def tokens(self) -> int:
@@ -352,8 +352,11 @@ def _estimate(
                 calls=count.calls,
                 requests=count.requests,
                 expected_calls=round(count.expected_calls, 6),
-                credits_max=round(count.usd_max if usd else count.credits_max, 6),
-                credits_expected=round(count.usd_expected if usd else count.credits_expected, 6),
+                # dollars to the billionth: an LLM call costs millionths
+                credits_max=round(count.usd_max, 9) if usd else round(count.credits_max, 6),
+                credits_expected=(
+                    round(count.usd_expected, 9) if usd else round(count.credits_expected, 6)
+                ),
                 from_receipts=count.from_receipts,
                 hit_rate=round(rate, 4),
                 hit_rate_from=source,
@@ -405,8 +408,8 @@ def _column(name: str, count: PlanCount) -> ColumnPlan:
         expected_calls=round(count.expected_calls, 6),
         credits_max=round(count.credits_max, 6),
         credits_expected=round(count.credits_expected, 6),
-        usd_max=round(count.usd_max, 6),
-        usd_expected=round(count.usd_expected, 6),
+        usd_max=round(count.usd_max, 9),
+        usd_expected=round(count.usd_expected, 9),
     )
 
 

@@ -61,7 +61,7 @@ class PlanCount:
     from_receipts: int = 0  # calls receipts answered (free)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        return {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 class Planner:
