@@ -27,17 +27,17 @@ class Rate:
     inputs than they let out at once.
 
     ``tokens_per_minute`` and ``output_tokens_per_minute`` (an LLM's TPM, or Anthropic's
-    ITPM and OTPM) are sliding one-minute windows that count tokens instead of requests:
-    before a call goes out, the tool's estimate of its tokens (``HttpTool(tokens=...)``: an
-    int, counted against ``tokens_per_minute``, or ``(input, output)``, the output against
-    ``output_tokens_per_minute``) is taken from them, waiting for room; after its answer
-    the count is corrected by what the answer says it used (``tokens_used=``): up when it
-    used more, down when it used less unless ``tokens_returned=False`` says the provider
-    keeps its estimate whatever was used (OpenAI counts the prompt and ``max_tokens`` and
-    gives nothing back; Anthropic gives back the output not used). A call answered 429 is
-    counted as nothing (the provider counted nothing); any other failure keeps its
-    estimate (a 5xx or a timeout may have been counted). Tokens are counted by each
-    process, also on a store that processes share (``docs/guide/http-tools.md``)."""
+    ITPM and OTPM) are token buckets, as the providers count: each holds its limit and
+    refills it every minute (and a second). Before a call goes out, the tool's estimate of
+    its tokens (``HttpTool(tokens=...)``: an int, counted against ``tokens_per_minute``, or
+    ``(input, output)``, the output against ``output_tokens_per_minute``) is taken from
+    them, waiting for it; after its answer the count is corrected by what the answer says it
+    used (``tokens_used=``): up when it used more, down when it used less unless
+    ``tokens_returned=False`` says the provider keeps its estimate whatever was used. A
+    call answered 429 is counted as nothing (the provider counted nothing); any other
+    failure keeps its estimate (a 5xx or a timeout may have been counted). Tokens are
+    counted by each process, also on a store that processes share
+    (``docs/guide/http-tools.md``)."""
 
     per_second: float | None = None
     burst: int | None = None
@@ -48,7 +48,7 @@ class Rate:
     per_record: bool = False  # a bulk request counts one request per input in it (Prospeo)
     tokens_per_minute: int | None = None
     output_tokens_per_minute: int | None = None
-    tokens_returned: bool = True  # tokens estimated but not used go back to the windows
+    tokens_returned: bool = True  # tokens estimated but not used go back to the buckets
 
     @property
     def windows(self) -> tuple[tuple[float, int], ...]:
@@ -196,7 +196,7 @@ class Transport(Protocol):
     like).
 
     And ``tokens(input) -> int | (input, output)``: a call's estimated tokens, which the
-    gate's token windows count before it goes out (``Rate(tokens_per_minute=...)``,
+    gate's token buckets count before it goes out (``Rate(tokens_per_minute=...)``,
     ``_tokens.py``); what an answer says was used, and the providers' token headers, are
     reported with ``playline.tools._tokens.heard`` while the call is sent (``HttpTool``
     does it with ``tokens_used=``).

@@ -8,11 +8,12 @@ the input from ITPM and ``max_tokens`` from OTPM, and "the estimate is adjusted 
 for the output not used (https://docs.anthropic.com/en/api/rate-limits).
 
 A tool that declares ``Rate(tokens_per_minute=, output_tokens_per_minute=)`` has a
-``TokenGate``: one sliding window per limit, each as long as a minute and ``WINDOW_MARGIN``
-(``_declared.py``), holding ``(when, tokens)`` of the calls let out. Before a call goes out,
-its estimate (the transport's ``tokens(input)``: ``HttpTool(tokens=...)``) is taken from the
-windows, first come first served, waiting until they have room; a call larger than a whole
-window can never go and fails at once (``too_many_tokens``). After its answer, the count is
+``TokenGate``: one token bucket per limit, holding the limit and refilled at it every minute
+and ``WINDOW_MARGIN`` (``_declared.py``: a little under the provider's pace), as the providers
+count. Before a call goes out, its estimate (the transport's ``tokens(input)``:
+``HttpTool(tokens=...)``) is taken from the buckets, first come first served, waiting until
+they hold it; a call larger than a whole bucket can never go and fails at once
+(``too_many_tokens``). After its answer, the count is
 corrected by what the transport heard (``tokens_used``) at the time the call went out: up
 when it used more, down when it used less unless the provider keeps the estimate
 (``Rate(tokens_returned=False)``). A call answered 429 counts nothing (the provider took
@@ -31,7 +32,7 @@ The transport reports what it heard through a context variable the engine sets a
 call (``take`` sets it, ``Spend.settle`` reads it), so concurrent calls never mix their
 answers up; a Python-declared transport reports with ``heard(...)`` too.
 
-The windows are this process's: on a store that processes share, each process counts its
+The buckets are this process's: on a store that processes share, each process counts its
 own tokens (the shared gates count requests; ``docs/guide/http-tools.md``).
 """
 
@@ -55,8 +56,8 @@ from ._spec import ToolSpec
 __all__ = [
     "TOKEN_HEADERS",
     "Spend",
+    "TokenBucket",
     "TokenGate",
-    "TokenWindow",
     "as_tokens",
     "heard",
     "requests_said",
@@ -105,26 +106,37 @@ def as_tokens(value: Any, what: str) -> Tokens:
     )
 
 
-# -- the windows ---------------------------------------------------------------------------
+# -- the buckets ---------------------------------------------------------------------------
 
 
-class TokenWindow:
-    """A sliding window of ``seconds`` holding at most ``limit`` tokens, and what the
-    provider last said is left (``said``)."""
+_EPSILON = 1e-6  # tokens: a shortfall below this is none
+
+
+class TokenBucket:
+    """A bucket of ``limit`` tokens refilled at ``limit`` every ``seconds``, as the providers
+    count (Anthropic: "the token bucket algorithm ... continuously replenished up to your
+    maximum limit, rather than being reset at fixed intervals"; OpenAI may enforce a minute's
+    limit over shorter spans), and what the provider last said is left (``said``). A call
+    takes its tokens from it; a correction after the answer gives some back or takes more
+    (the bucket may then owe: the next call waits for the refill)."""
 
     def __init__(self, seconds: float, limit: int) -> None:
-        self.seconds = seconds
         self.limit = limit
-        self._entries: list[list[float]] = []  # [when, tokens], oldest first
+        self._rate = limit / seconds  # tokens refilled a second
+        self._level = float(limit)
+        self._at: float | None = None  # when ``_level`` was last brought up to date
         self._left: float = math.inf  # what the provider said is left ...
         self._until = 0.0  # ... until then (monotonic)
 
+    def _refill(self, now: float) -> None:
+        if self._at is not None and now > self._at:
+            self._level = min(float(self.limit), self._level + (now - self._at) * self._rate)
+        self._at = now if self._at is None else max(self._at, now)
+
     def used(self, now: float) -> float:
-        """Tokens counted in the window at ``now`` (older entries are dropped)."""
-        start = now - self.seconds
-        while self._entries and self._entries[0][0] <= start:
-            self._entries.pop(0)
-        return sum(tokens for _, tokens in self._entries)
+        """Tokens counted and not yet refilled at ``now`` (more than ``limit``: it owes)."""
+        self._refill(now)
+        return self.limit - self._level
 
     def wait(self, amount: int, now: float) -> float:
         """Seconds until ``amount`` tokens fit (0: they fit now; ``inf``: never)."""
@@ -135,31 +147,25 @@ class TokenWindow:
         wait = 0.0
         if now < self._until and amount > self._left:
             wait = self._until - now  # the provider said less is left until then
-        excess = self.used(now) + amount - self.limit
-        for at, tokens in self._entries:
-            if excess <= 0:
-                break
-            excess -= tokens
-            wait = max(wait, at + self.seconds - now)
-        return wait
+        self._refill(now)
+        short = amount - self._level
+        if short <= _EPSILON:  # (a refill's float noise never makes a call wait forever)
+            return wait
+        return max(wait, short / self._rate)
 
     def take(self, amount: int, now: float) -> list[float]:
         """Count ``amount`` tokens going out at ``now``; returns their entry (to correct)."""
-        entry = [now, float(amount)]
-        if amount > 0:
-            self._entries.append(entry)
-            if now < self._until:
-                self._left = max(0.0, self._left - amount)
-        return entry
+        self._refill(now)
+        self._level -= amount
+        if amount > 0 and now < self._until:
+            self._left = max(0.0, self._left - amount)
+        return [now, float(amount)]
 
     def correct(self, entry: list[float], amount: float) -> None:
-        """The call of ``entry`` counts ``amount`` tokens (at the time it went out)."""
-        if entry[1] or amount:
-            kept = any(e is entry for e in self._entries)
-            if not kept and amount:  # an entry of 0 was never kept, an old one has left
-                self._entries.append(entry)
-                self._entries.sort(key=lambda e: e[0])
-            entry[1] = float(amount)
+        """The call of ``entry`` counts ``amount`` tokens, not what it took: the difference
+        goes back to the bucket (never past full) or is taken too."""
+        self._level = min(float(self.limit), self._level + entry[1] - amount)
+        entry[1] = float(amount)
 
     def said(self, left: int, reset: float, now: float) -> None:
         """The provider says ``left`` tokens remain until ``reset`` seconds from now (taken
@@ -169,7 +175,7 @@ class TokenWindow:
 
 
 class TokenGate:
-    """A tool's token windows (per provider account, this process's): see the module
+    """A tool's token buckets (per provider account, this process's): see the module
     docstring. ``estimate`` is the transport's ``tokens(input)``."""
 
     def __init__(
@@ -182,12 +188,12 @@ class TokenGate:
         self._clock = clock
         self._estimate = estimate
         self.returned = spec.rate.tokens_returned
-        self.windows: dict[str, TokenWindow | None] = {
-            kind: None if limit is None else TokenWindow(MINUTE + WINDOW_MARGIN, limit)
+        self.buckets: dict[str, TokenBucket | None] = {
+            kind: None if limit is None else TokenBucket(MINUTE + WINDOW_MARGIN, limit)
             for kind, limit in zip(KINDS, spec.rate.token_limits, strict=True)
         }
-        # what the provider said of a kind the tool declares no limit for: a window of its own
-        self._said_only: dict[str, TokenWindow] = {}
+        # what the provider said of a kind the tool declares no limit for: a bucket of its own
+        self._said_only: dict[str, TokenBucket] = {}
         self._lock = asyncio.Lock()
         self.waiting = 0
 
@@ -214,27 +220,27 @@ class TokenGate:
             total[1] += one[1]
         return (total[0], total[1])
 
-    def _kinds(self) -> Iterable[tuple[int, TokenWindow]]:
+    def _kinds(self) -> Iterable[tuple[int, TokenBucket]]:
         for index, kind in enumerate(KINDS):
-            window = self.windows[kind] or self._said_only.get(kind)
-            if window is not None:
-                yield index, window
+            bucket = self.buckets[kind] or self._said_only.get(kind)
+            if bucket is not None:
+                yield index, bucket
 
     async def take(self, inputs: Iterable[Mapping[str, Any]]) -> Spend:
-        """Take the estimate of a request carrying ``inputs`` from the windows, waiting
+        """Take the estimate of a request carrying ``inputs`` from the buckets, waiting
         (first come, first served) until they have room; returns the ``Spend`` that the
         request's answers report to (set as the current one: ``heard``). Raises a fatal
-        ``ToolError`` when the estimate is larger than a whole window. Nothing is taken if
+        ``ToolError`` when the estimate is larger than a whole bucket. Nothing is taken if
         the wait is cancelled."""
         tokens = self.estimate(inputs)
         for index, kind in enumerate(KINDS):
-            window = self.windows[kind]
-            if window is not None and tokens[index] > window.limit:
+            bucket = self.buckets[kind]
+            if bucket is not None and tokens[index] > bucket.limit:
                 name = ("tokens_per_minute", "output_tokens_per_minute")[index]
                 raise ToolError(
                     self._spec.id,
                     f"a call estimated at {tokens[index]:,} {'output ' * index}tokens is "
-                    f"larger than the tool's whole Rate({name}={window.limit:,}): it can "
+                    f"larger than the tool's whole Rate({name}={bucket.limit:,}): it can "
                     "never go out. Shorten the input or lower its max_tokens.",
                     code="too_many_tokens",
                     outcome="fatal",
@@ -257,17 +263,17 @@ class TokenGate:
 
     def said(self, kind: str, left: int, reset: float) -> None:
         """The provider says ``left`` tokens of ``kind`` remain for ``reset`` seconds."""
-        window = self.windows.get(kind)
-        if window is None:
-            window = self._said_only.setdefault(kind, TokenWindow(MINUTE, 2**62))
-        window.said(left, reset, self._clock.monotonic())
+        bucket = self.buckets.get(kind)
+        if bucket is None:
+            bucket = self._said_only.setdefault(kind, TokenBucket(MINUTE, 2**62))
+        bucket.said(left, reset, self._clock.monotonic())
 
-    def _windows_of(self, index: int) -> TokenWindow | None:
-        return self.windows[KINDS[index]] or self._said_only.get(KINDS[index])
+    def _bucket_of(self, index: int) -> TokenBucket | None:
+        return self.buckets[KINDS[index]] or self._said_only.get(KINDS[index])
 
 
 class Spend:
-    """One request's tokens in its gate's windows, corrected by what its answers say."""
+    """One request's tokens in its gate's buckets, corrected by what its answers say."""
 
     def __init__(self, gate: TokenGate, tokens: Tokens, entries: dict[int, list[float]]) -> None:
         self.gate = gate
@@ -314,9 +320,9 @@ class Spend:
         else:
             return
         for index, entry in self._entries.items():
-            window = self.gate._windows_of(index)
-            if window is not None:
-                window.correct(entry, counted[index])
+            bucket = self.gate._bucket_of(index)
+            if bucket is not None:
+                bucket.correct(entry, counted[index])
 
 
 _current: contextvars.ContextVar[Spend | None] = contextvars.ContextVar(
