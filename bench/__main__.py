@@ -24,6 +24,7 @@ BENCHMARKS = [
     "providers_crash",
     "contention",
     "temporal",
+    "llm",
 ]
 
 
