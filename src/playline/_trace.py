@@ -20,10 +20,10 @@ from typing import Any
 
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
 from ._engine.tallies import stored_tallies
-from ._json import canonical
+from ._json import canonical, loads
 from ._runner import gate_statistics
 from .errors import PlaylineError
-from .store import CellMeta, RowRecord, RunRecord, RunStatus, Store
+from .store import CellMeta, ReceiptStatus, RowRecord, RunRecord, RunStatus, Store
 from .store._claims import lease_live
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "flat",
     "gate_statistics",
     "in_doubt",
+    "jobs_in_progress",
     "ledger_by_column",
     "row_detail",
     "row_doc",
@@ -70,6 +71,7 @@ TRACE_KINDS = (SOURCE_KIND, "run", "dataset", "batch", "log", "waterfall", "chil
 # ahead of the events its attempt numbered earlier and writes later).
 LIVE_KINDS = ("run", "dataset", "batch", "log", "waterfall", "child", "row", "rows", "cell")
 ROW_KINDS = ("row", "rows", "cell")  # what changes rows and cells
+JOBS_SHOWN = 50  # the jobs in progress a run's page and `playline show` list (oldest first)
 
 
 def run_status(run: RunRecord, now: float | None = None) -> str:
@@ -499,6 +501,7 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
         stats.setdefault("rows", 0)
         stats["rows_stored"] = sum(stored.values())
         stats["credits"] = store.spent(run.run_id)
+        stats["usd"] = store.spent(run.run_id, "usd")
     end = now if status == "running" else run.updated_at
     return {
         "run_id": run.run_id,
@@ -512,6 +515,7 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
         "rows_failed": stats.get("rows_failed", 0),
         "rows_reused": stats.get("rows_reused", 0),
         "credits": round(float(stats.get("credits") or 0.0), 6),
+        "usd": round(float(stats.get("usd") or 0.0), 9),
         "attempts": run.attempts,
         "error": run.error,
         "waiting": run.waiting,
@@ -522,9 +526,78 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
 def in_doubt(store: Store, run_id: str) -> dict[str, Any]:
     """The calls of the run and its child plays that may have been charged with no record of
     it (their requests were out when their process stopped, or timed out at a provider that
-    ignores idempotency keys): how many, and how many of each tool."""
-    tools = Counter(store.doubtful_receipts(run_id, now=time.time()).values())
+    ignores idempotency keys): how many, and how many of each tool. A call waiting on a job
+    its provider accepted is not among them: a resume polls the job, never pays again (it is
+    listed by ``jobs_in_progress``)."""
+    doubtful = store.doubtful_receipts(run_id, now=time.time())
+    if doubtful:
+        for receipt in store.pending_jobs(run_id):
+            doubtful.pop(receipt.key, None)
+    tools = Counter(doubtful.values())
     return {"calls": tools.total(), "tools": dict(sorted(tools.items()))}
+
+
+def jobs_in_progress(store: Store, run_id: str, now: float | None = None) -> dict[str, Any]:
+    """The jobs the run and its child plays wait on (a provider's batch, an async tool's
+    submitted job), from the receipts that hold them: per tool and job, how many calls wait
+    on it, since when (the oldest of their claims: a resume claims them again), and whether
+    a live attempt polls it (``polling``) or its attempt stopped and a resume will
+    (``stopped``). The provider's own state of the job is not kept (a poll's answer is not
+    written down): it was submitted and has not answered yet. ``calls`` counts every call
+    waiting; the oldest ``JOBS_SHOWN`` jobs are listed and ``more`` says how many were not."""
+    at = time.time() if now is None else now
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    receipts = store.pending_jobs(run_id)
+    for receipt in receipts:
+        assert receipt.job is not None
+        job = _job_of(loads(receipt.job))
+        group = groups.get((receipt.tool, canonical(job)))
+        if group is None:
+            group = groups[(receipt.tool, canonical(job))] = {
+                "tool": receipt.tool,
+                "job": job,
+                "label": _job_label(job),
+                "run_id": receipt.run_id,
+                "calls": 0,
+                "since": receipt.updated_at,
+                "state": "stopped",
+            }
+        group["calls"] += 1
+        group["since"] = min(group["since"], receipt.updated_at)
+        if receipt.status is ReceiptStatus.RUNNING and lease_live(
+            receipt.owner, receipt.lease_until, at
+        ):
+            group["state"] = "polling"
+    listed = sorted(groups.values(), key=lambda g: (g["since"], g["tool"], g["label"]))
+    return {
+        "calls": len(receipts),
+        "jobs": listed[:JOBS_SHOWN],
+        "more": max(0, len(listed) - JOBS_SHOWN),
+    }
+
+
+def _job_of(kept: Any) -> Any:
+    """The job a receipt waits on: a bulk call keeps ``{"job": ..., "item": n}`` (its place
+    in the job many calls share), a single call the job itself."""
+    if isinstance(kept, dict) and set(kept) == {"job", "item"} and isinstance(kept["item"], int):
+        return kept["job"]
+    return kept
+
+
+def _job_label(job: Any) -> str:
+    """A job as a person looks it up at its provider: its id (an OpenAI job's batch ids)."""
+    if isinstance(job, str | int | float):
+        return str(job)
+    if isinstance(job, dict):
+        batches = job.get("batches")
+        if isinstance(batches, list) and all(isinstance(b, dict) and "id" in b for b in batches):
+            return ", ".join(str(b["id"]) for b in batches)
+        if set(job) == {"single"}:  # a bulk tool's lone input, sent as a single job
+            return _job_label(job["single"])
+        if isinstance(job.get("id"), str | int):
+            return str(job["id"])
+    text = canonical(job)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def child_summaries(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -538,8 +611,8 @@ def child_summaries(store: Store, run_id: str) -> list[dict[str, Any]]:
 
 def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
-    waterfalls with credits per hit, child plays, the calls in doubt, and what a suspended run
-    waits for."""
+    waterfalls with credits per hit, child plays, the calls in doubt, the jobs in progress,
+    and what a suspended run waits for."""
     killed = run_status(run) == INTERRUPTED
     trace = trace_of(store, run.run_id, interrupted=killed)
     tools = []
@@ -572,6 +645,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
         waterfalls=[_waterfall_doc(w) for w in trace.waterfalls.values()],
         children=child_summaries(store, run.run_id),
         in_doubt=in_doubt(store, run.run_id),
+        jobs=jobs_in_progress(store, run.run_id),
         awaited_events=run.awaited_events if run.status is RunStatus.SUSPENDED else [],
     )
     return doc

@@ -21,6 +21,7 @@ from .._trace import (
     dataset_columns,
     flat,
     in_doubt,
+    jobs_in_progress,
     run_status,
     run_summary,
     trace_of,
@@ -98,7 +99,7 @@ def runs(
             when(summary["created_at"]),
             str(summary["rows"]),
             str(summary["rows_failed"]),
-            f"{summary['credits']:g}",
+            f"{summary['credits']:g}" + (f" + ${summary['usd']:.4f}" if summary["usd"] else ""),
         )
     if console.is_terminal:
         console.print(table)
@@ -145,6 +146,7 @@ def show(
         trace = trace_of(db, run_id, attempts=run.attempts, interrupted=killed)
         children = child_summaries(db, run_id)
         doubt = in_doubt(db, run_id)
+        jobs = jobs_in_progress(db, run_id)
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -154,6 +156,7 @@ def show(
             err=True,
         )
         trace, children, doubt = Trace(), [], {"calls": 0, "tools": {}}
+        jobs = {"calls": 0, "jobs": [], "more": 0}
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
         doc = {
@@ -174,11 +177,13 @@ def show(
             ],
             "child_runs": children,
             "in_doubt": doubt,
+            "jobs": jobs,
         }
         typer.echo(json.dumps(doc, default=str))
         return
     counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
     _show_header(run, trace, counts, doubt)
+    _show_jobs(run, trace, jobs)
     _show_attempts(trace)
     _show_datasets(trace, counts)
     _show_tools(trace)
@@ -274,6 +279,38 @@ def _show_in_doubt(run: RunRecord, trace: Trace, status: str, doubt: dict[str, A
             f"second charge); {retry} buys the others again"
         )
     console.print(line, highlight=False)
+
+
+def _show_jobs(run: RunRecord, trace: Trace, jobs: dict[str, Any]) -> None:
+    """The jobs the run's calls wait on (``jobs_in_progress``): per tool and job, its calls,
+    since when, and who polls it."""
+    if not jobs["calls"]:
+        return
+    shown = len(jobs["jobs"]) + jobs["more"]
+    console.print(
+        f"Jobs in progress: {jobs['calls']} call(s) wait on {shown} job(s)",
+        style="italic",
+        highlight=False,
+    )
+    if trace.source is not None:  # started by `playline run`: resumable from here
+        resume = f"`playline resume {run.run_id}`"
+    else:
+        resume = f"resuming it (pl.run(play, run_id={run.run_id!r}))"
+    for job in jobs["jobs"]:
+        polled = (
+            "polled by the run"
+            if job["state"] == "polling"
+            else f"its attempt stopped: {resume} polls it (never submits it again)"
+        )
+        child = f" (child play {job['run_id']})" if job["run_id"] != run.run_id else ""
+        console.print(
+            f"  {job['tool']} {job['label']}{child}: {job['calls']} call(s), submitted, "
+            f"waiting since {when(job['since'])} · {polled}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if jobs["more"]:
+        console.print(f"  and {jobs['more']} more job(s)", highlight=False)
 
 
 def _show_attempts(trace: Trace) -> None:

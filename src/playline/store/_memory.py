@@ -256,6 +256,19 @@ class MemoryStore(ReceiptWrites):
                 if (r.run_id == run_id or r.run_id.startswith(prefix)) and doubtful(r, now)
             }
 
+    def pending_jobs(self, run_id: str) -> list[Receipt]:
+        prefix = run_id + "/"
+        waiting = (ReceiptStatus.RUNNING, ReceiptStatus.UNKNOWN)
+        with self._lock:
+            found = [
+                r
+                for r in self._receipts.values()
+                if (r.run_id == run_id or r.run_id.startswith(prefix))
+                and r.status in waiting
+                and r.job is not None
+            ]
+        return sorted(found, key=lambda r: (r.updated_at, r.key))
+
     def write_receipts(
         self,
         *,

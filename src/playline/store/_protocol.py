@@ -138,6 +138,13 @@ class ReceiptStore(Protocol):
         process died with the request out)."""
         ...
 
+    def pending_jobs(self, run_id: str) -> list[Receipt]:
+        """The receipts of ``run_id`` and its child plays that wait on a job their async tool
+        submitted: a job on them and no result yet (running, or in doubt: a resume polls the
+        job, never submits it again), oldest claim first. What ``playline show`` and the
+        UI list as jobs in progress."""
+        ...
+
     def claim_receipts(
         self, claims: Sequence[Claim], *, owner: str, lease_until: float, now: float
     ) -> list[ClaimResult]:

@@ -301,6 +301,17 @@ class SQLStore(ReceiptWrites, GateRows, RowTables, ScheduleRows):
             ).fetchall()
         return {r.key: r.tool for r in map(receipt_from, rows) if doubtful(r, now)}
 
+    def pending_jobs(self, run_id: str) -> list[Receipt]:
+        # running or in doubt: the receipts the index of doubtful_receipts holds (schema 6)
+        with self._transaction(f"find the jobs in progress of run {run_id}", write=False) as cur:
+            rows = cur.execute(
+                f"SELECT {RECEIPT_COLUMNS} FROM receipts "
+                "WHERE status IN ('running', 'unknown') AND job IS NOT NULL "
+                "AND (run_id = ? OR (run_id >= ? AND run_id < ?)) ORDER BY updated_at, key",
+                (run_id, run_id + "/", run_id + "0"),
+            ).fetchall()
+        return [receipt_from(row) for row in rows]
+
     @staticmethod
     def _select_receipts(cur: Cursor, keys: Sequence[str]) -> dict[str, Receipt]:
         found: dict[str, Receipt] = {}

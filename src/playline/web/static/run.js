@@ -60,6 +60,8 @@ function render(doc) {
       resumeCommand(runId, "--retry-in-doubt") + "` buys the others again.");
   }
 
+  renderJobs(doc.jobs);
+
   const s = doc.stats || {};
   const child = doc.trace.totals.child_credits;
   const stats = [
@@ -113,6 +115,23 @@ function render(doc) {
     lastStatus = doc.status;
     loadColumns();
   }
+}
+
+// The jobs the run's calls wait on (a provider's batch, an async tool's job), as `playline
+// show` lists them: submitted, not answered yet; polled by the run, or by a resume.
+function renderJobs(jobs) {
+  document.getElementById("jobs").hidden = !jobs.calls;
+  if (!jobs.calls) return;
+  const count = jobs.jobs.length + jobs.more;
+  document.getElementById("jobs-text").textContent =
+    `${num(jobs.calls)} call(s) wait on ${num(count)} submitted job(s); each is polled until ` +
+    "it answers, never submitted again." +
+    (jobs.more ? ` The oldest ${jobs.jobs.length} are listed.` : "");
+  const rows = jobs.jobs.map((j) => el("tr", {},
+    ...cells(j.tool, el("span", { class: "mono" }, j.label), num(j.calls), when(j.since),
+      j.state === "polling" ? "submitted, polled by the run"
+        : `submitted; its attempt stopped: Resume (\`${resumeCommand(runId)}\`) polls it`)));
+  document.querySelector("#jobs-table tbody").replaceChildren(...rows);
 }
 
 function dollars(value) {

@@ -24,7 +24,7 @@ function render(runs) {
         el("td", { class: "num" }, num(r.rows)),
         el("td", { class: "num" }, num(r.rows_failed)),
         el("td", { class: "num" }, num(r.rows_reused)),
-        el("td", { class: "num" }, credits(r.credits)),
+        el("td", { class: "num" }, credits(r.credits) + (r.usd ? ` + $${num(r.usd, 4)}` : "")),
         el("td", {}, when(r.created_at)),
         el("td", { class: "num" }, duration(live)),
       );
