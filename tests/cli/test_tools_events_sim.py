@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -135,3 +136,9 @@ def test_demo_runs_twice_and_the_second_run_is_free(tmp_path: Path) -> None:
     assert "sim.company.enrich" in out and "sim.email.verify" in out
     assert "The second run was free" in out
     assert "0 live calls" in out
+    # the AI column: one line on each company by gpt-4o-mini on the simulator's OpenAI double,
+    # its dollars beside the credits; the second run pays none
+    words = " ".join(out.split())
+    assert "summary (AI)" in out and "openai.chat" in out
+    [first, second] = re.findall(r"credits · \$(\d+\.\d+) for the AI column", words)
+    assert float(first) > 0 and float(second) == 0

@@ -1,8 +1,10 @@
 """``playline demo``: the sample play end to end, against an in-process simulator.
 
-Starts the simulator on a free port, runs ``playline.demo.enrich_people`` over the shipped
-CSV with live progress, prints the enriched table and what each tool cost, then runs the play
-again on the same store: every call is answered from its receipt (0 live calls, 0 credits).
+Starts the simulator on a free port (with its providers' doubles: OpenAI's answers the AI
+column), runs ``playline.demo.enrich_people`` over the shipped CSV with its one-line company
+summaries (``ctx.llm`` through ``openai.chat``, priced in dollars) and live progress, prints
+the enriched table and what each tool cost, then runs the play again on the same store: every
+call is answered from its receipt (0 live calls, 0 credits, $0).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rich.table import Table
 import playline as pl
 
 from .._trace import trace_of
-from ..sim import serve
+from ..sim import Simulator, serve
 from ..store import Store, display_url, open_store
 from ..tools import Gateway
 from ._progress import LiveProgress, drive
@@ -25,7 +27,7 @@ from ._progress import LiveProgress, drive
 __all__ = ["run_demo"]
 
 
-def _run(console: Console, db: Store, gateway: Gateway) -> pl.RunResult:
+def _run(console: Console, db: Store, tools: list[Any]) -> pl.RunResult:
     from playline.demo import enrich_people
 
     progress = LiveProgress(console, db) if console.is_terminal else None
@@ -33,9 +35,9 @@ def _run(console: Console, db: Store, gateway: Gateway) -> pl.RunResult:
         drive(
             lambda stop: pl.arun(
                 enrich_people,
-                {},
+                {"summary": True},
                 store=db,
-                tools=[gateway],
+                tools=tools,
                 listeners=[progress] if progress else [],
                 stop=stop,
             ),
@@ -55,7 +57,11 @@ def _text(value: Any, *fields: str) -> str:
 
 def _table(result: pl.RunResult) -> Table:
     table = Table(title=f"Enriched people (run {result.run_id})")
-    for column in ("name", "company", "industry", "email", "verified"):
+    for column in ("name", "company", "industry"):
+        table.add_column(column)
+    # the AI column: one line each, cut to the terminal's width rather than wrapped
+    table.add_column("summary (AI)", no_wrap=True, overflow="ellipsis", max_width=48)
+    for column in ("email", "verified"):
         table.add_column(column)
     output = result.output
     rows = output.to_list() if isinstance(output, pl.Dataset) else []
@@ -64,6 +70,7 @@ def _table(result: pl.RunResult) -> Table:
             f"{row['first_name']} {row['last_name']}",
             _text(row.get("company"), "name") or f"[dim]{row['domain']}[/dim]",
             _text(row.get("industry")),
+            _text(row.get("summary")),
             _text(row.get("email")) or "[dim]not found[/dim]",
             _text(row.get("verification"), "status"),
         )
@@ -72,15 +79,17 @@ def _table(result: pl.RunResult) -> Table:
 
 def _costs(db: Store, run_id: str) -> Table:
     table = Table(title="What it cost (from the run's ledger)")
-    for column in ("tool", "requests", "inputs", "live calls", "found", "credits"):
+    for column in ("tool", "requests", "inputs", "live calls", "found", "cost"):
         table.add_column(column, justify="left" if column == "tool" else "right")
     trace = trace_of(db, run_id)
     for tool, t in sorted(trace.tools.items()):
-        table.add_row(
-            tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), f"{t.credits:g}"
-        )
-    total = sum(t.credits for t in trace.tools.values())
-    table.add_row("[bold]total[/bold]", "", "", "", "", f"[bold]{total:g}[/bold]")
+        cost = f"${t.credits:.4f}" if t.unit == "usd" else f"{t.credits:g}"
+        table.add_row(tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), cost)
+    total = f"{sum(t.credits for t in trace.tools.values() if t.unit != 'usd'):g}"
+    usd = sum(t.credits for t in trace.tools.values() if t.unit == "usd")
+    if usd:
+        total += f" + ${usd:.4f}"
+    table.add_row("[bold]total[/bold]", "", "", "", "", f"[bold]{total}[/bold]")
     return table
 
 
@@ -89,20 +98,30 @@ def _line(result: pl.RunResult) -> str:
     return (
         f"[bold]{result.status}[/bold]: {s.rows} rows, {s.tool_calls_live} live calls, "
         f"{s.tool_calls_cached} from receipts, {s.tool_requests} provider requests, "
-        f"[bold]{s.credits:g} credits[/bold]"
+        f"[bold]{s.credits:g} credits · ${s.usd:.4f} for the AI column[/bold]"
     )
+
+
+def _llm_requests(sim: Simulator) -> int:
+    """The requests the simulator's OpenAI double answered (each one paid)."""
+    return sum(sim.double("openai").calls.values())
 
 
 def run_demo(console: Console, *, store: str | None = None) -> int:
     """Run the demo; returns the exit code (0 when both runs completed)."""
-    with tempfile.TemporaryDirectory() as tmp, serve(seed=7) as sim:
+    with tempfile.TemporaryDirectory() as tmp, serve(seed=7, providers=True) as sim:
         db = open_store(store or f"sqlite:///{tmp}/demo.db")
-        gateway = Gateway(sim.url, token=sim.token)
+        # the simulator's tools, and its OpenAI double (whose key is the simulator's token)
+        tools = [
+            Gateway(sim.url, token=sim.token),
+            pl.providers.openai(api_key=sim.token, base_url=f"{sim.url}/openai/v1"),
+        ]
         console.print(
             f"Simulator on {sim.url} (seed 7). Enriching 50 people from people.csv: company, "
-            "work email (waterfall beta → alpha → gamma), verification.\n"
+            "a one-line summary of it (AI: gpt-4o-mini on the simulator's OpenAI double), work "
+            "email (waterfall beta → alpha → gamma), verification.\n"
         )
-        first = _run(console, db, gateway)
+        first = _run(console, db, tools)
         console.print(_line(first))
         if first.error:
             console.print(f"[red]error:[/red] {first.error}")
@@ -110,19 +129,27 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
         console.print(_table(first))
         console.print(_costs(db, first.run_id))
         charged = sim.ledger().get("credits", 0)
+        asked = _llm_requests(sim)
         console.print("\nRunning the same play again on the same store (a new run):")
-        second = _run(console, db, gateway)
+        second = _run(console, db, tools)
         console.print(_line(second))
         extra = sim.ledger().get("credits", 0) - charged
-        if second.stats.tool_calls_live == 0 and second.stats.credits == 0 and not extra:
+        extra_llm = _llm_requests(sim) - asked
+        if (
+            second.stats.tool_calls_live == 0
+            and second.stats.credits == 0
+            and second.stats.usd == 0
+            and not extra
+            and not extra_llm
+        ):
             console.print(
                 "[green]The second run was free:[/green] every call was answered from its "
                 "receipt; the providers were not called."
             )
         else:
             console.print(
-                f"[yellow]The second run paid {second.stats.credits:g} credits "
-                f"({second.stats.tool_calls_live} live calls)[/yellow]."
+                f"[yellow]The second run paid {second.stats.credits:g} credits and "
+                f"${second.stats.usd:.4f} ({second.stats.tool_calls_live} live calls)[/yellow]."
             )
         if store:
             shown = display_url(store)
