@@ -729,4 +729,21 @@ MUTANTS: list[Mutant] = [
         "        return [_exact(cost.most(inputs[0]))] * len(inputs)\n",
         ("tests/engine/test_ledger.py", "-k", "its_own_worst_case"),
     ),
+    # --- tools/_tokens.py: token-aware limits ---------------------------------------------
+    Mutant(
+        "tokens-one-bucket-for-every-model",
+        "every model's tokens share one bucket: a second model waits on the first's limit",
+        "playline/tools/_tokens.py",
+        '        return "" if first is None else str(self._scope(first))\n',
+        '        return ""\n',
+        ("tests/gates/test_token_windows.py", "-k", "each_model"),
+    ),
+    Mutant(
+        "tokens-429-counted",
+        "a call answered 429 keeps its estimate: the bucket drains on refusals",
+        "playline/tools/_tokens.py",
+        "        if self._throttled and self._used is None:\n",
+        "        if False:\n",
+        ("tests/gates/test_token_windows.py", "-k", "429"),
+    ),
 ]

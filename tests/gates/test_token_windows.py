@@ -167,19 +167,24 @@ def test_a_cancelled_wait_takes_nothing() -> None:
     asyncio.run(main())
 
 
-def test_fewer_tokens_left_in_the_headers_hold_the_gate_until_their_reset() -> None:
+def test_fewer_tokens_left_in_the_headers_lower_the_bucket_to_the_providers() -> None:
+    """The provider's count (other processes spent too, an estimate fell short) is the
+    bucket's from then on, less the requests in flight it has not counted yet; it refills
+    as the provider's does, not all at once at the header's reset."""
     clock = pl.ManualClock(start=0.0)
     gate = _gate(clock, tokens_per_minute=1000)
 
     async def main() -> None:
+        flying = await gate.take([{"n": 50}])  # sent, and not counted by the answer below
         spend = await gate.take([{"n": 100}])
         heard(200, None, tokens_said({"x-ratelimit-remaining-tokens": "150",
                                       "x-ratelimit-reset-tokens": "6s"}))  # fmt: skip
         spend.settle()
-        await gate.take([{"n": 150}])  # what the provider said is left
+        await gate.take([{"n": 100}])  # what the provider said is left, less the 50 flying
         assert clock.monotonic() == 0.0
-        await gate.take([{"n": 1}])  # past it: until the reset (and the margin)
-        assert clock.monotonic() == pytest.approx(6.0 + WINDOW_MARGIN)
+        flying.settle()
+        await gate.take([{"n": 10}])  # past it: the refill's pace, 1000 tokens a SPAN
+        assert clock.monotonic() == pytest.approx(10 * SPAN / 1000)
 
     asyncio.run(main())
 
@@ -258,3 +263,33 @@ def test_declarations_are_checked() -> None:
         "llm.chat", "POST", url, tokens=lambda i: 1, token_headers={"tokens": [("a", "b")]}
     )
     assert ToolGate(tool.spec, pl.ManualClock()).tokens is not None
+
+
+class _PerModel(_Transport):
+    """As the LLM adapters: each model's tokens count against that model's limits."""
+
+    def tokens_scope(self, input: Mapping[str, Any]) -> str:
+        return str(input["model"])
+
+
+def test_each_model_has_buckets_of_its_own() -> None:
+    """OpenAI and Anthropic limit tokens per model: one model's traffic never waits on
+    another's bucket, and what an answer's headers say holds only its own model."""
+    clock = pl.ManualClock(start=0.0)
+    spec = ToolSpec(id="llm.chat", transport=_PerModel(), rate=pl.Rate(tokens_per_minute=100))
+    gate = token_gate(spec, clock)
+    assert gate is not None
+
+    async def main() -> None:
+        (await gate.take([{"model": "small", "n": 100}])).settle()
+        spend = await gate.take([{"model": "large", "n": 50}])
+        assert clock.monotonic() == 0.0  # each model's bucket was full
+        spend.heard(200, None, [("tokens", 0, 30.0)])  # large: the provider has none left
+        spend.settle()
+        (await gate.take([{"model": "small", "n": 1}])).settle()
+        assert clock.monotonic() == pytest.approx(SPAN / 100)  # small's own refill
+        (await gate.take([{"model": "large", "n": 40}])).settle()
+        # large's bucket went down to the provider's 0 (not its own 50): 40 tokens' refill
+        assert clock.monotonic() == pytest.approx(40 * SPAN / 100)
+
+    asyncio.run(main())

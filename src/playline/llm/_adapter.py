@@ -150,6 +150,11 @@ class LlmHttpTool(HttpTool):
         self._reset_wait = reset_wait
         self._max_tokens_field = max_tokens_field
 
+    def tokens_scope(self, input: Mapping[str, Any]) -> str:
+        """What a call's tokens count against: its model's limits (the token gate keeps a
+        bucket per model, as the providers limit tokens per model)."""
+        return str(input.get("model", ""))
+
     async def _send(self, request: _Request, key: str | None, *, json: bool = True) -> Answer:
         extra: dict[str, str] = {}
         if isinstance(request.json, Mapping):

@@ -23,8 +23,11 @@ The providers' headers say what the account has left, whoever spent it (other pr
 other programs with the key): OpenAI's ``x-ratelimit-remaining-tokens`` with
 ``x-ratelimit-reset-tokens`` (a duration: ``6m0s``, ``1s``, ``120ms``), Anthropic's
 ``anthropic-ratelimit-input-tokens-remaining`` / ``-output-tokens-remaining`` with their
-``-reset`` (an RFC 3339 time). Fewer left than the gate thinks: it lets out no more than
-that until the reset, as ``_remaining.py`` does for requests. ``HttpTool(token_headers=)``
+``-reset`` (an RFC 3339 time). Fewer left than the gate thinks: its bucket goes down to the
+provider's count, less the tokens of the requests in flight the provider has not counted
+yet (``TokenBucket.said``), and refills at its pace from there; a kind with no declared
+limit lets out no more than what is left until the reset, as ``_remaining.py`` does for
+requests. ``HttpTool(token_headers=)``
 names other families; the requests' own headers of both providers (``-requests``) reach
 the request gate the same way (``requests_said``).
 
@@ -109,7 +112,11 @@ def as_tokens(value: Any, what: str) -> Tokens:
 # -- the buckets ---------------------------------------------------------------------------
 
 
-_EPSILON = 1e-6  # tokens: a shortfall below this is none
+# A shortfall below _EPSILON tokens is none, and a wait is at least _QUANTUM seconds: a
+# clock read as epoch seconds (1.7e9) resolves 2.4e-7 s, so the refill of a shorter wait may
+# round to nothing and the call would wait again and again.
+_EPSILON = 1e-3
+_QUANTUM = 1e-3
 
 
 class TokenBucket:
@@ -120,8 +127,9 @@ class TokenBucket:
     takes its tokens from it; a correction after the answer gives some back or takes more
     (the bucket may then owe: the next call waits for the refill)."""
 
-    def __init__(self, seconds: float, limit: int) -> None:
+    def __init__(self, seconds: float, limit: int, *, said_only: bool = False) -> None:
         self.limit = limit
+        self._said_only = said_only  # no limit declared: only what the provider says
         self._rate = limit / seconds  # tokens refilled a second
         self._level = float(limit)
         self._at: float | None = None  # when ``_level`` was last brought up to date
@@ -151,7 +159,7 @@ class TokenBucket:
         short = amount - self._level
         if short <= _EPSILON:  # (a refill's float noise never makes a call wait forever)
             return wait
-        return max(wait, short / self._rate)
+        return max(wait, short / self._rate, _QUANTUM)
 
     def take(self, amount: int, now: float) -> list[float]:
         """Count ``amount`` tokens going out at ``now``; returns their entry (to correct)."""
@@ -167,16 +175,31 @@ class TokenBucket:
         self._level = min(float(self.limit), self._level + entry[1] - amount)
         entry[1] = float(amount)
 
-    def said(self, left: int, reset: float, now: float) -> None:
-        """The provider says ``left`` tokens remain until ``reset`` seconds from now (taken
-        ``WINDOW_MARGIN`` longer: a reset may be rounded down)."""
+    def said(self, left: int, reset: float, now: float, in_flight: int = 0) -> None:
+        """The provider says ``left`` tokens remain now, full again in ``reset`` seconds.
+
+        The bucket of a declared limit refills as the provider's does, so it takes the
+        provider's level when that is lower (what other processes or programs spent, what
+        an estimate missed), less ``in_flight``: the tokens of the requests sent that the
+        provider may not have counted yet. A bucket that knows no limit (``said_only``) lets
+        out no more than ``left`` until the reset (taken ``WINDOW_MARGIN`` longer: a reset
+        may be rounded down)."""
+        if not self._said_only:
+            self._refill(now)
+            self._level = min(self._level, float(left - in_flight))
+            return
         self._left = float(max(0, left))
         self._until = now + max(0.0, reset) + WINDOW_MARGIN
 
 
 class TokenGate:
     """A tool's token buckets (per provider account, this process's): see the module
-    docstring. ``estimate`` is the transport's ``tokens(input)``."""
+    docstring. ``estimate`` is the transport's ``tokens(input)``.
+
+    A transport with ``tokens_scope(input) -> str`` has buckets of their own per scope, each
+    of the declared limits: the LLM adapters' scope is the model, as OpenAI and Anthropic
+    limit tokens per model (a request's scope is its first input's). ``buckets`` are those
+    of the scope ``""``."""
 
     def __init__(
         self,
@@ -187,13 +210,15 @@ class TokenGate:
         self._spec = spec
         self._clock = clock
         self._estimate = estimate
+        scope = getattr(spec.transport, "tokens_scope", None)
+        self._scope: Callable[[Mapping[str, Any]], Any] | None = scope if callable(scope) else None
         self.returned = spec.rate.tokens_returned
-        self.buckets: dict[str, TokenBucket | None] = {
-            kind: None if limit is None else TokenBucket(MINUTE + WINDOW_MARGIN, limit)
-            for kind, limit in zip(KINDS, spec.rate.token_limits, strict=True)
-        }
+        self.buckets = self._new_buckets()
+        self._scoped: dict[str, dict[str, TokenBucket | None]] = {"": self.buckets}
         # what the provider said of a kind the tool declares no limit for: a bucket of its own
-        self._said_only: dict[str, TokenBucket] = {}
+        self._said_only: dict[tuple[str, str], TokenBucket] = {}
+        # (scope, kind index) -> the tokens of the requests sent and not yet answered
+        self._flying: dict[tuple[str, int], int] = {}
         self._lock = asyncio.Lock()
         self.waiting = 0
 
@@ -220,9 +245,29 @@ class TokenGate:
             total[1] += one[1]
         return (total[0], total[1])
 
-    def _kinds(self) -> Iterable[tuple[int, TokenBucket]]:
+    def _new_buckets(self) -> dict[str, TokenBucket | None]:
+        return {
+            kind: None if limit is None else TokenBucket(MINUTE + WINDOW_MARGIN, limit)
+            for kind, limit in zip(KINDS, self._spec.rate.token_limits, strict=True)
+        }
+
+    def scope_of(self, inputs: Iterable[Mapping[str, Any]]) -> str:
+        """The scope a request's tokens count in (its first input's; ``""``: the tool's)."""
+        if self._scope is None:
+            return ""
+        first = next(iter(inputs), None)
+        return "" if first is None else str(self._scope(first))
+
+    def _buckets(self, scope: str) -> dict[str, TokenBucket | None]:
+        buckets = self._scoped.get(scope)
+        if buckets is None:
+            buckets = self._scoped[scope] = self._new_buckets()
+        return buckets
+
+    def _kinds(self, scope: str) -> Iterable[tuple[int, TokenBucket]]:
+        buckets = self._buckets(scope)
         for index, kind in enumerate(KINDS):
-            bucket = self.buckets[kind] or self._said_only.get(kind)
+            bucket = buckets[kind] or self._said_only.get((scope, kind))
             if bucket is not None:
                 yield index, bucket
 
@@ -232,9 +277,11 @@ class TokenGate:
         request's answers report to (set as the current one: ``heard``). Raises a fatal
         ``ToolError`` when the estimate is larger than a whole bucket. Nothing is taken if
         the wait is cancelled."""
+        inputs = list(inputs)
         tokens = self.estimate(inputs)
+        scope = self.scope_of(inputs)
         for index, kind in enumerate(KINDS):
-            bucket = self.buckets[kind]
+            bucket = self._buckets(scope)[kind]
             if bucket is not None and tokens[index] > bucket.limit:
                 name = ("tokens_per_minute", "output_tokens_per_minute")[index]
                 raise ToolError(
@@ -250,34 +297,47 @@ class TokenGate:
             async with self._lock:
                 while True:
                     now = self._clock.monotonic()
-                    wait = max((w.wait(tokens[i], now) for i, w in self._kinds()), default=0.0)
+                    waits = (w.wait(tokens[i], now) for i, w in self._kinds(scope))
+                    wait = max(waits, default=0.0)
                     if wait <= 0:
                         break
                     await self._clock.sleep(min(wait, MINUTE + WINDOW_MARGIN))
-                entries = {i: w.take(tokens[i], now) for i, w in self._kinds()}
+                entries = {i: w.take(tokens[i], now) for i, w in self._kinds(scope)}
+                for index in entries:
+                    self._flying[scope, index] = self._flying.get((scope, index), 0) + tokens[index]
         finally:
             self.waiting -= 1
-        spend = Spend(self, tokens, entries)
+        spend = Spend(self, tokens, entries, scope)
         _current.set(spend)
         return spend
 
-    def said(self, kind: str, left: int, reset: float) -> None:
-        """The provider says ``left`` tokens of ``kind`` remain for ``reset`` seconds."""
-        bucket = self.buckets.get(kind)
+    def said(self, kind: str, left: int, reset: float, scope: str = "", counted: int = 0) -> None:
+        """The provider says ``left`` tokens of ``kind`` remain, full in ``reset`` seconds
+        (in ``scope``: the model its answer was for; ``counted``: the tokens of the request
+        it answered, among those in flight but counted)."""
+        index = KINDS.index(kind)
+        in_flight = self._flying.get((scope, index), 0) - counted
+        bucket = self._buckets(scope).get(kind)
         if bucket is None:
-            bucket = self._said_only.setdefault(kind, TokenBucket(MINUTE, 2**62))
-        bucket.said(left, reset, self._clock.monotonic())
+            bucket = self._said_only.setdefault(
+                (scope, kind), TokenBucket(MINUTE, 2**62, said_only=True)
+            )
+        bucket.said(left, reset, self._clock.monotonic(), in_flight)
 
-    def _bucket_of(self, index: int) -> TokenBucket | None:
-        return self.buckets[KINDS[index]] or self._said_only.get(KINDS[index])
+    def _bucket_of(self, index: int, scope: str) -> TokenBucket | None:
+        kind = KINDS[index]
+        return self._buckets(scope)[kind] or self._said_only.get((scope, kind))
 
 
 class Spend:
     """One request's tokens in its gate's buckets, corrected by what its answers say."""
 
-    def __init__(self, gate: TokenGate, tokens: Tokens, entries: dict[int, list[float]]) -> None:
+    def __init__(
+        self, gate: TokenGate, tokens: Tokens, entries: dict[int, list[float]], scope: str = ""
+    ) -> None:
         self.gate = gate
         self.tokens = tokens
+        self.scope = scope
         self._entries = entries
         self._used: list[int] | None = None
         self._throttled = False
@@ -292,7 +352,8 @@ class Spend:
         """An answer to the request: its status, the tokens it says were used (None: it
         does not say), and what its headers say is left (kind, left, seconds to reset)."""
         for kind, left, reset in said:
-            self.gate.said(kind, left, reset)
+            counted = self.tokens[KINDS.index(kind)] if self._open else 0
+            self.gate.said(kind, left, reset, self.scope, counted)
         if not self._open:
             return
         self._throttled = status == 429
@@ -309,6 +370,9 @@ class Spend:
         self._open = False
         if _current.get() is self:
             _current.set(None)
+        flying = self.gate._flying
+        for index in self._entries:
+            flying[self.scope, index] -= self.tokens[index]
         if self._throttled and self._used is None:
             counted: tuple[float, float] = (0, 0)
         elif self._used is not None:
@@ -320,7 +384,7 @@ class Spend:
         else:
             return
         for index, entry in self._entries.items():
-            bucket = self.gate._bucket_of(index)
+            bucket = self.gate._bucket_of(index, self.scope)
             if bucket is not None:
                 bucket.correct(entry, counted[index])
 
