@@ -103,9 +103,7 @@ def test_a_budget_in_credits_never_refuses_a_call_paid_in_dollars(
     result = pl.run(summaries, tools=tools, store=store, max_credits=0)
 
     assert result.status == "completed", result.exception
-    assert result.stats.credits == 0 and result.stats.usd == pytest.approx(
-        openai.snapshot()["usd"]
-    )
+    assert result.stats.credits == 0 and result.stats.usd == pytest.approx(openai.snapshot()["usd"])
 
 
 def test_a_plan_counts_tokens_and_dollars_from_worst_case_to_history(
