@@ -18,6 +18,7 @@ The result (a found answer)::
 from __future__ import annotations
 
 import contextvars
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import PlayDefinitionError, ToolError
-from ..tools import Answer, Charged, HttpTool, JobState, ToolSpec
+from ..tools import Answer, Charged, HttpTool, JobState, Rate, ToolSpec
 from ..tools._http import _Request
 from ._prices import PriceTable
 
@@ -49,6 +50,27 @@ class LlmCall:
     max_tokens: int
     schema: Mapping[str, Any] | None
     schema_name: str
+
+
+def check_options(adapter: str, rate: Any, example: str, **numbers: Any) -> None:
+    """An adapter's options, checked where it is declared: ``rate`` a ``pl.Rate`` (None: the
+    adapter's default; ``example`` shows one), ``max_tokens`` a whole number >= 1, the other
+    ``numbers`` seconds (``batch_wait`` >= 0, ``poll_interval`` > 0)."""
+    if rate is not None and not isinstance(rate, Rate):
+        raise PlayDefinitionError(f"{adapter}(rate={rate!r}): a pl.Rate, e.g. {example}.")
+    least = {"max_tokens": 1, "batch_wait": 0, "poll_interval": 0.001}
+    for label, value in numbers.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < least[label]
+            or (label == "max_tokens" and not isinstance(value, int))
+        ):
+            raise PlayDefinitionError(
+                f"{adapter}({label}={value!r}): "
+                + ("a whole number >= 1." if label == "max_tokens" else "seconds, a number > 0.")
+            )
 
 
 def read_call(tool: str, input: Mapping[str, Any], default_max_tokens: int) -> LlmCall:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -57,13 +56,14 @@ from typing import Any
 import orjson
 
 from .._secrets import Secret
-from ..errors import PlayDefinitionError, ToolError
+from ..errors import ToolError
 from ..llm._adapter import (
     LlmBatchTool,
     LlmCall,
     LlmHttpTool,
     answer,
     asked_model,
+    check_options,
     read_call,
     schema_name,
     tokens_of,
@@ -489,27 +489,14 @@ def anthropic(
     a minute). ``prices``: US dollars per million tokens by model, over the built-in table
     (``{"claude-new": (3, 15)}``). ``max_tokens``: what a call whose input sets none may
     answer (and reserves; Anthropic requires one)."""
-    if rate is not None and not isinstance(rate, Rate):
-        raise PlayDefinitionError(
-            f"playline.providers.anthropic(rate={rate!r}): a pl.Rate, e.g. pl.Rate("
-            "per_minute=1000, tokens_per_minute=450_000, output_tokens_per_minute=90_000)."
-        )
-    for label, value, least in (
-        ("max_tokens", max_tokens, 1),
-        ("batch_wait", batch_wait, 0),
-        ("poll_interval", poll_interval, 0.001),
-    ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < least
-            or (label == "max_tokens" and not isinstance(value, int))
-        ):
-            raise PlayDefinitionError(
-                f"playline.providers.anthropic({label}={value!r}): "
-                + ("a whole number >= 1." if label == "max_tokens" else "seconds, a number > 0.")
-            )
+    check_options(
+        "playline.providers.anthropic",
+        rate,
+        "pl.Rate(per_minute=1000, tokens_per_minute=450_000, output_tokens_per_minute=90_000)",
+        max_tokens=max_tokens,
+        batch_wait=batch_wait,
+        poll_interval=poll_interval,
+    )
     provider = dataclasses.replace(
         PROVIDER,
         build=functools.partial(

@@ -67,7 +67,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 import os
 import re
 import urllib.parse
@@ -87,6 +86,7 @@ from ..llm._adapter import (
     answer,
     asked_max_tokens,
     asked_model,
+    check_options,
     read_call,
     tokens_of,
 )
@@ -636,27 +636,14 @@ def openai(
             f"playline.providers.openai(name={name!r}): the tools' prefix, lower case letters, "
             "digits, - and _ (e.g. 'ollama')."
         )
-    if rate is not None and not isinstance(rate, Rate):
-        raise PlayDefinitionError(
-            f"playline.providers.openai(rate={rate!r}): a pl.Rate, e.g. "
-            "pl.Rate(per_minute=5000, tokens_per_minute=2_000_000) for a higher tier."
-        )
-    for label, value, least in (
-        ("max_tokens", max_tokens, 1),
-        ("batch_wait", batch_wait, 0),
-        ("poll_interval", poll_interval, 0.001),
-    ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < least
-            or (label == "max_tokens" and not isinstance(value, int))
-        ):
-            raise PlayDefinitionError(
-                f"playline.providers.openai({label}={value!r}): "
-                + ("a whole number >= 1." if label == "max_tokens" else "seconds, a number > 0.")
-            )
+    check_options(
+        "playline.providers.openai",
+        rate,
+        "pl.Rate(per_minute=5000, tokens_per_minute=2_000_000) for a higher tier",
+        max_tokens=max_tokens,
+        batch_wait=batch_wait,
+        poll_interval=poll_interval,
+    )
     provider = PROVIDER
     if name != "openai":
         provider = dataclasses.replace(
