@@ -13,57 +13,36 @@ a ``batch_delay`` of an hour of its clock, then ``advance``); nothing sleeps to 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from playline.llm import OPENAI_PRICES, usd
-from playline.llm._adapter import read_call
-from playline.providers.openai import chat_body
+from llmbatch import (
+    DELAY,
+    KEY,
+    MODEL,
+    PLAYLINE,
+    ROWS,
+    batch_status,
+    books,
+    check_paid_once,
+    control,
+    jobs_on_receipts,
+    play_file,
+)
 from playline.sim import Simulator, serve
-from playline.sim._doubles._answers import line
 from playline.sim._doubles.openai import OpenAIDouble
-from playline.store import RunStatus, open_store
+from playline.store import open_store
 from services import TemporalServer
 from stores import wait_for_jobs
 
 from temporalhelp import task_queue
-
-KEY = "sk-sim-llm-0123456789abcdef"
-MODEL = "gpt-4o-mini"
-ROWS = 1000
-DELAY = 3600.0  # seconds of the double's clock a batch takes: held until advanced
-PLAYLINE = Path(sys.executable).with_name("playline")
-
-PLAY = """
-import playline as pl
-
-openai = pl.providers.openai(api_key={key!r}, base_url={url!r}, poll_interval=0.05,
-                             batch_wait=0.2)
-
-
-@pl.play(name="llm-batch-worker-kill")
-async def first_lines(ctx, input):
-    rows = [{{"n": n, "company": f"Company {{n}}"}} for n in range({rows})]
-    return await (
-        ctx.dataset("companies", rows, key="n")
-        .with_column("line", lambda row, ctx: ctx.llm(
-            f"One line on {{row['company']}}, please.", model={model!r}, max_tokens=20,
-            batch=True))
-        .run()
-    )
-"""
 
 
 class Worker:
@@ -111,28 +90,6 @@ def workers() -> Iterator[list[Worker]]:
         worker.stop()
 
 
-def control(sim: Simulator, **settings: Any) -> None:
-    """``POST /openai/__double``: the double's settings (``batch_delay``, ``advance``...)."""
-    answer = httpx.post(f"{sim.url}/openai/__double", json=settings, timeout=30)
-    assert answer.status_code == 200, answer.text
-
-
-def books(sim: Simulator) -> dict[str, Any]:
-    """The double's counters and its LLM ledger (``GET /openai/__double``)."""
-    doc: dict[str, Any] = httpx.get(f"{sim.url}/openai/__double", timeout=30).json()
-    return doc
-
-
-def batch_status(sim: Simulator, batch_id: str) -> str:
-    answer = httpx.get(
-        f"{sim.url}/openai/v1/batches/{batch_id}",
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    return str(answer.json()["status"])
-
-
 def until(condition: Callable[[], bool], *, what: str, worker: Worker) -> None:
     """Poll an observable condition while the worker lives; the deadline only bounds a
     broken test."""
@@ -141,14 +98,6 @@ def until(condition: Callable[[], bool], *, what: str, worker: Worker) -> None:
         assert worker.alive(), f"the worker ended before {what}: {worker.log.read_text()[-3000:]}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
-
-
-def jobs_on_receipts(path: Path) -> list[Any]:
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        return [
-            json.loads(job)
-            for (job,) in db.execute("SELECT job FROM receipts WHERE job IS NOT NULL")
-        ]
 
 
 def attempts_by_worker(store: str, run_id: str) -> list[str]:
@@ -164,18 +113,6 @@ def attempts_by_worker(store: str, run_id: str) -> list[str]:
         db.close()
 
 
-def expected_line(double: OpenAIDouble, n: int) -> str:
-    """The answer the double gives row ``n``'s exact request (its words, its digest)."""
-    input = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": f"One line on Company {n}, please."}],
-        "temperature": 0,
-        "max_tokens": 20,
-    }
-    chat = double.read(chat_body(read_call("openai.batch", input, 1024)))
-    return line(chat.seed, chat.last_user)
-
-
 def test_a_worker_killed_mid_batch_is_replaced_and_the_batch_is_polled_not_resent(
     sim: Simulator, temporal_server: TemporalServer, workers: list[Worker], tmp_path: Path
 ) -> None:
@@ -183,10 +120,7 @@ def test_a_worker_killed_mid_batch_is_replaced_and_the_batch_is_polled_not_resen
     assert isinstance(double, OpenAIDouble)
     double.reset()
     control(sim, batch_delay=DELAY)
-    play = tmp_path / "first_lines.py"
-    play.write_text(
-        PLAY.format(key=KEY, url=f"{sim.url}/openai/v1", rows=ROWS, model=MODEL), encoding="utf-8"
-    )
+    play = play_file(tmp_path, sim, "llm-batch-worker-kill")
     db = tmp_path / "llm.db"
     store = f"sqlite:///{db}"
     on_temporal = ["--temporal", temporal_server.target, "--task-queue", task_queue()]
@@ -236,28 +170,4 @@ def test_a_worker_killed_mid_batch_is_replaced_and_the_batch_is_polled_not_resen
     assert double.calls["batch"] > polled  # the new worker polled the same batch
     assert attempts_by_worker(store, run_id) == [first.identity, second.identity]
 
-    ledger = books(sim)
-    assert ledger["duplicates"] == 0
-    llm = ledger["llm"]
-    assert llm["live"] == {}
-    batch = llm["batch"][MODEL]
-    assert batch["requests"] == ROWS
-    used_in, used_out = int(batch["input_tokens"]), int(batch["output_tokens"])
-    price = OPENAI_PRICES[MODEL]
-    chat_price = (used_in * price.input + used_out * price.output) / 1e6
-    assert llm["usd"] == pytest.approx(chat_price / 2)  # the batch price: half
-    assert llm["usd"] == pytest.approx(usd(MODEL, used_in, used_out, batch=True))
-
-    opened = open_store(store)
-    try:
-        record = opened.get_run(run_id)
-        rows = list(opened.iter_rows(run_id, "companies"))
-        entries = opened.read_ledger(run_id)
-    finally:
-        opened.close()
-    assert record is not None and record.status is RunStatus.COMPLETED
-    assert len(rows) == ROWS and {r.status for r in rows} == {"completed"}
-    for row in rows:  # matched by custom_id: each row has the answer to its own prompt
-        assert row.values["line"] == expected_line(double, row.values["n"])
-    assert len(entries) == ROWS and {(e.tool, e.unit) for e in entries} == {("openai.batch", "usd")}
-    assert sum(e.credits for e in entries) == pytest.approx(llm["usd"])
+    check_paid_once(sim, store, run_id)
