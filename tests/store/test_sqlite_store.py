@@ -6,6 +6,8 @@ import asyncio
 import gc
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -557,3 +559,53 @@ def test_a_store_dropped_unclosed_stops_its_checkpoints(
     gc.collect()
     thread.join(timeout=60)
     assert not thread.is_alive()
+
+
+def test_small_commits_keep_the_log_under_its_limit(db_url: str) -> None:
+    """Slow jobs commit a row or two at a time, each commit whole pages: with the commits'
+    checkpoint at 40,000 pages, such a run grew its log past 100 MB. Under the defaults it
+    stays under LOG_LIMIT (6,000 commits write about 75 MB of log)."""
+    store = SQLiteStore(db_url)
+    log, largest = Path(f"{store.path}-wal"), 0
+    try:
+        for i in range(6000):
+            store.save_rows(_padded(i, i + 1))
+            size = log.stat().st_size
+            largest = max(largest, size)
+        with store._transaction("look", write=False) as cur:
+            pages = cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    finally:
+        store.close()
+    assert largest < _checkpoints.LOG_LIMIT
+    assert pages < _checkpoints.BACKSTOP  # the log started again
+
+
+def test_a_log_larger_than_the_limit_is_cut_back(db_url: str) -> None:
+    store = SQLiteStore(db_url)
+    try:
+        with store._transaction("look", write=False) as cur:
+            limit = cur.execute("PRAGMA journal_size_limit").fetchone()[0]
+    finally:
+        store.close()
+    assert limit == _checkpoints.LOG_LIMIT
+
+
+def test_a_store_left_open_at_exit_leaves_no_log(tmp_path: Path) -> None:
+    """A command that never closes its store, its checkpoint thread started: the process ends
+    and the log is checkpointed and deleted, not left beside the file."""
+    url = f"sqlite:///{tmp_path}/left-open.db"
+    script = (
+        "from playline.store.sql import SQLiteStore, _checkpoints\n"
+        "from playline.store import RowRecord\n"
+        f"store = SQLiteStore({url!r})\n"
+        "rows = [RowRecord(run_id='r', dataset='d', key=f'k{i}', index=i, status='completed',\n"
+        "                  values={'i': i}, cells={}) for i in range(_checkpoints.EVERY + 1)]\n"
+        "store.save_rows(rows)\n"
+        "assert store._checkpoints is not None and store._checkpoints.settled(timeout=60)\n"
+        "assert store._checkpoints._thread is not None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "left-open.db-wal").exists()
+    with SQLiteStore(url) as again:
+        assert len(list(again.iter_rows("r", "d"))) == _checkpoints.EVERY + 1

@@ -21,6 +21,7 @@ or replaced under a running play fails the run instead of writing into a file no
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import random
@@ -39,7 +40,7 @@ from typing import Any
 from ...errors import StoreError
 from .._protocol import WouldWait
 from ._base import Cursor, SQLStore
-from ._checkpoints import BACKSTOP, Checkpointer
+from ._checkpoints import BACKSTOP, LOG_LIMIT, Checkpointer
 from ._schema import SCHEMA_VERSION, migrate, schema_version
 from ._sqlite_file import (
     header_damage,
@@ -120,10 +121,14 @@ class SQLiteStore(SQLStore):
                 conn.execute("PRAGMA cache_size = -65536")
                 # the log is checkpointed on a thread; a commit does it past BACKSTOP pages
                 conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP}")
+                # a log that grew past the limit (a reader held its start) is cut back to it
+                # when it starts again, not kept at its largest
+                conn.execute(f"PRAGMA journal_size_limit = {LOG_LIMIT}")
                 self._checkpoints = Checkpointer(
                     functools.partial(sqlite3.connect, self.path, isolation_level=None)
                 )
                 weakref.finalize(self, self._checkpoints.stop)  # a store dropped unclosed
+                _OPEN.add(self)  # and one still open as the process ends is closed then
                 self._file = _identity(path)
         except sqlite3.Error as exc:
             if conn is not None:
@@ -220,6 +225,7 @@ class SQLiteStore(SQLStore):
             self._close_tails()
         with self._lock:
             conn, self._conn = self._conn, None
+        _OPEN.discard(self)
         if conn is not None:
             if self._file is not None and self.damage is None:
                 with suppress(sqlite3.Error):  # only a planner hint; closing matters more
@@ -397,6 +403,21 @@ def _summary(problems: list[str]) -> str:
     ]
     first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
     return first + (f", and {len(lines) - 1} more" if len(lines) > 1 else "")
+
+
+_OPEN: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close the stores still open as the process ends (a command that never closed its
+    store, a play that returned without ``close``): the last connection to a file closes its
+    write-ahead log into it and deletes it. Left to the end of the process, the checkpoint
+    thread's connection stayed open in a daemon thread, and the log (tens of megabytes) stayed
+    beside the file."""
+    for store in list(_OPEN):
+        with suppress(Exception):  # the others still close
+            store.close()
 
 
 def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
