@@ -152,6 +152,21 @@ class PostgresServer:
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
 
+    def restart(self) -> None:
+        """Stop the server (fast: every session is ended) and start it again, on the same
+        port, data and options."""
+        with self._lock:
+            if self._admin is not None:
+                self._admin.close()
+            result = subprocess.run(
+                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
+                 "restart"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+                **_postgres_runas(),
+            )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"pg_ctl restart failed ({result.returncode}): {result.stderr}")
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()

@@ -14,6 +14,11 @@ calls and the pure map about 8% faster, cached re-runs 14%). A call is never mad
 loop while an earlier one is on the threads, so calls still run in the order they were made.
 Anything else (a function making many store calls, such as a resume's tally of every stored
 row) is made on the threads.
+
+A store method whose connection went away before it wrote anything (``ConnectionLost``: a
+PostgreSQL backend terminated, the server restarted) is made again on a new connection, after
+growing pauses, for up to ``RECONNECT_WITHIN`` seconds; then it fails as it did. Claims make a
+call made twice safe; a function of many store calls is not made again (it may have written).
 """
 
 from __future__ import annotations
@@ -21,14 +26,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from ._protocol import Store, WouldWait
+from ._protocol import ConnectionLost, Store, WouldWait
 
-__all__ = ["StoreIO"]
+__all__ = ["RECONNECT_WITHIN", "StoreIO"]
+
+RECONNECT_WITHIN = 60.0  # seconds a store method lost with its connection is made again
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -85,10 +93,24 @@ class StoreIO:
         lane = self._lane
         if lane is None:
             return fn(*args, **kwargs)
-        if self._inline and not lane.busy and getattr(fn, "__self__", None) is self.store:
+        own = getattr(fn, "__self__", None) is self.store
+        if self._inline and not lane.busy and own:
             try:
                 with self.store.inline():
                     return fn(*args, **kwargs)
             except WouldWait:
                 pass  # held by another thread or process: waited for off the loop
-        return await asyncio.wrap_future(lane.submit(functools.partial(fn, *args, **kwargs)))
+        call = functools.partial(fn, *args, **kwargs)
+        if not own:
+            return await asyncio.wrap_future(lane.submit(call))
+        pause, deadline = 0.05, None
+        while True:
+            try:
+                return await asyncio.wrap_future(lane.submit(call))
+            except ConnectionLost:
+                now = time.monotonic()
+                deadline = deadline or now + RECONNECT_WITHIN
+                if now + pause > deadline:
+                    raise
+            await asyncio.sleep(pause)  # the server may be starting again
+            pause = min(2 * pause, 2.0)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from ..errors import StoreError
 from ._changes import ChangeFeed
 from ._gates import GateConfig, GateGrant, GateState
 from ._records import (
@@ -50,6 +51,7 @@ from ._windows import RowCounts
 
 __all__ = [
     "BoundaryStore",
+    "ConnectionLost",
     "EventStore",
     "GateStore",
     "LedgerStore",
@@ -433,3 +435,9 @@ class Store(
 class WouldWait(Exception):
     """A call made inside ``Store.inline()`` would have waited for another thread or process;
     nothing was changed."""
+
+
+class ConnectionLost(StoreError):
+    """The store's connection to its server went away (a killed backend, a restarted server)
+    before anything of the call was written: the same call again is safe, on a new
+    connection. ``StoreIO`` makes it again, for a while (``RECONNECT_WITHIN``)."""

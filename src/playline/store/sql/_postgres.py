@@ -37,6 +37,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import StoreError
 from .._changes import ChangeFeed
+from .._protocol import ConnectionLost
 from ._base import Cursor, SQLStore
 from ._gate_tables import POSTGRES
 from ._postgres_listen import Listener, announce
@@ -300,7 +301,9 @@ class PostgresStore(SQLStore):
                 if committing
                 else "nothing of it was written (its transaction rolled back)"
             )
-            return StoreError(
+            # nothing written: the same call again is safe (StoreIO makes it, on a new one)
+            lost_as = StoreError if committing else ConnectionLost
+            return lost_as(
                 f"{where}: the connection to PostgreSQL was lost ({reason}); {written}. Check "
                 "that the server is up; the next call reconnects."
             )
