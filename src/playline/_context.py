@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._dataset import DatasetBuilder, revive
 from ._engine.attempt import Attempt
 from ._engine.boundaries import FetchResponse
-from ._engine.rows import KeySpec
+from ._engine.rows import KeySpec, OnBadKey, RowKey
 from ._engine.scope import current_row
 from ._llm import Ask, ask, build
 from ._play import Play, PlayFn, get_play
@@ -69,8 +69,21 @@ class Context:
         *,
         key: KeySpec = None,
         mode: Literal["all", "net_new"] = "all",
+        on_bad_key: OnBadKey = "error",
     ) -> DatasetBuilder:
         """A dataset over ``rows`` (dicts, other items, or a DataFrame); add columns, then run.
+
+        ``key`` names each row: a column, a list of columns, or ``fn(row)`` /
+        ``fn(row, index)``; by default a digest of the row. Keys are compared as given (case
+        and spaces count): ``Maya`` and ``MAYA`` are two rows, whose tool calls share receipts
+        where the tool says how its inputs compare (``normalize=``).
+
+        ``on_bad_key`` says what becomes of a row with no key (its key column blank, None,
+        NaN or missing, or ``key=`` returning nothing): ``"error"`` (the default) fails the run
+        with one error naming every such row (its number from 1, a CSV file's line, and why),
+        and no row runs when they are among the first ``row_window`` (1,000) rows; ``"skip"``
+        sets them aside, each in the run's log and counted in ``stats.rows_set_aside``
+        (``playline show`` lists them), and the other rows run.
 
         ``mode="net_new"`` runs only the rows whose key no earlier run of this play completed
         in a dataset of this name (the others are left out of this run's rows and counted in
@@ -97,7 +110,13 @@ class Context:
                 f"Dataset {name!r}: mode={mode!r}; use 'all' (every row, the default) or "
                 "'net_new' (only rows whose key no earlier run of this play completed)."
             )
-        return DatasetBuilder(self._rt, name, rows, key, mode=mode)
+        if on_bad_key not in ("error", "skip"):
+            raise PlayDefinitionError(
+                f"Dataset {name!r}: on_bad_key={on_bad_key!r}; use 'error' (a row with no key "
+                "stops the run, with an error naming every such row: the default) or 'skip' "
+                "(such rows are set aside and reported, and the other rows run)."
+            )
+        return DatasetBuilder(self._rt, name, rows, RowKey(key, on_bad_key), mode=mode)
 
     def tool(
         self,

@@ -73,9 +73,16 @@ class CsvRows:
         self._log = log
         self._shown = shown or str(path)  # the path as the play gave it
         self.columns = [name for _, name in picked]
+        self._line = 0  # the line the row last read starts on (``located``)
 
     def __repr__(self) -> str:
         return f"CsvRows({str(self.path)!r}, columns={self.columns!r})"
+
+    def located(self) -> str | None:
+        """Where the row last read starts in the file, ``line 18 of 'leads.csv'``: a dataset
+        names a row with no key by it too, as quoted newlines and skipped lines make row
+        numbers and lines differ."""
+        return f"line {self._line} of {self._shown!r}" if self._line else None
 
     def __iter__(self) -> Iterator[dict[str, str]]:
         width = len(self._header)
@@ -133,6 +140,7 @@ class CsvRows:
                 continue
             if len(fields) < width:
                 fields = fields + [""] * (width - len(fields))
+            self._line = start
             yield {name: fields[i] for i, name in self._picked}
 
     def count(self) -> tuple[int, bool]:

@@ -481,9 +481,9 @@ def test_a_nan_key_is_a_missing_key_not_a_duplicate():
     rows = [{"email": "a@x.io"}, {"email": float("nan")}, {"email": float("nan")}]
     result = run_dataset(rows, {"n": lambda row: 1}, tools=[], key="email")
     assert isinstance(result.exception, pl.PlayDefinitionError)
-    assert "row 1 (counting from 0: {'email': nan}) has no value for key column 'email'" in (
+    assert "2 rows have no key: row 2: key 'email' is NaN (an empty cell) in {'email': nan}; " in (
         result.error or ""
-    )  # the row shown: a CSV's skipped lines make its index and its line differ
+    )  # each named (from 1) and shown: the second NaN is no duplicate of the first
 
 
 # --- tools ------------------------------------------------------------------------------

@@ -318,7 +318,7 @@ def test_a_numpy_nan_key_is_a_missing_key():
     rows = [{"n": numpy.float32(1)}, {"n": numpy.float32("nan")}]
     result = run_dataset(rows, {"y": lambda row: 1}, key="n", tools=[])
     assert isinstance(result.exception, pl.PlayDefinitionError)
-    assert "has no value for key column 'n'" in (result.error or "")
+    assert "row 2: key 'n' is NaN" in (result.error or "")
 
 
 def test_a_key_is_its_text_and_a_key_of_another_kind_its_json(store):
@@ -435,9 +435,9 @@ def play_with(rows, *, key=None, resolver=lambda row: 1, on_row_error="record"):
         (dataset_in_a_column, ["'inner'", "inside a column"]),
         (empty_dataset_name, ["non-empty name"]),
         (reused_dataset_name, ["'leads'", "already ran"]),
-        (play_with([{"email": "a"}, {"name": "b"}], key="email"), ["'leads'", "row 1", "email"]),
-        (play_with([{"email": "a"}, {"email": "  "}], key="email"), ["'leads'", "row 1"]),
-        (play_with([{"a": 1}, {"a": 2}], key=lambda r: None), ["'leads'", "row 0"]),
+        (play_with([{"email": "a"}, {"name": "b"}], key="email"), ["'leads'", "row 2", "email"]),
+        (play_with([{"email": "a"}, {"email": "  "}], key="email"), ["'leads'", "row 2"]),
+        (play_with([{"a": 1}, {"a": 2}], key=lambda r: None), ["'leads'", "row 1", "row 2"]),
         (play_with([{"a": 1}], key=5), ["'leads'", "key=5"]),
         (play_with([{"a": 1}], key=[]), ["'leads'", "key=[]"]),
         (play_with([{"a": 1}], resolver="constant"), ["'leads'", "column 'c'", "function"]),

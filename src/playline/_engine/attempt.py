@@ -438,6 +438,7 @@ class Attempt:
             tool_calls_live=calls.live,
             tool_calls_cached=calls.cached,
             tool_calls_in_flight=calls.in_flight,
+            tool_calls_twins=calls.twins,
             tool_calls_failed=calls.failed,
             tool_calls_not_sent=calls.not_sent,
             tool_requests=calls.requests,

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._clock import Clock
-from .._json import without_numpy
+from .._json import normalise_input, without_numpy
 from ..errors import PlayDefinitionError
 from ..tools import ToolSpec
 from .calls import ToolCall
 from .governance import Governor
-from .receipts import auth_scope, receipt_key, validate_stale_after
+from .receipts import auth_scope, keyed_receipt, respelled, validate_stale_after
 from .scope import RowScope, current_row, result_sink
 
 __all__ = ["CallMaker", "tool_spec"]
@@ -70,14 +70,15 @@ class CallMaker:
         spec = tool_spec(self._tools, tool)
         stale = None if stale_after is None else validate_stale_after(stale_after)
         self._governor.spend("tool_calls")
-        payload = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
+        written = without_numpy(dict(input))  # a pandas row's numbers: sent as Python's
         try:
-            if spec.normalize is not None:  # variants of one input share its receipt
-                payload = spec.normalize(payload)
-            key = receipt_key(
+            # variants of one input share its receipt; the tool is sent the normalised one
+            payload = written if spec.normalize is None else spec.normalize(written)
+            keyed = normalise_input(payload)
+            key = keyed_receipt(
                 org=self._org,
                 tool=spec.id,
-                input=payload,
+                keyed=keyed,
                 auth=self._auth(spec),
                 version=spec.version,
             )
@@ -95,6 +96,7 @@ class CallMaker:
             column=None if scope is None else scope.column,
             sink=result_sink.get(),
             fresh_since=self._fresh_since_for(scope, stale),
+            respelled=respelled(written, keyed),
         )
 
     def _auth(self, spec: ToolSpec) -> str:

@@ -105,6 +105,7 @@ HELD, PLANNED, IN_DOUBT, FAILED, STOPPED, SETTLED = (
     CallState.STOPPED, CallState.SETTLED,
 )  # fmt: skip
 _OVER = ENDS | {SETTLED}
+_UNPAID = ("cache", "in_flight")  # a call answered by another's purchase
 T = TypeVar("T")
 
 
@@ -128,6 +129,9 @@ class ToolCall:
     resent: bool = False  # its request may have reached the provider before (in doubt)
     fresh_since: float | None = None  # a receipt completed before this is bought again
     state: CallState = QUEUED  # where it is in its life (lifecycle.py)
+    # its input as written is another spelling of the input it is keyed on (case, spaces: the
+    # tool's normalize=): answered by this run's purchase, a normalised twin answered it
+    respelled: bool = False
 
     @property
     def idempotency_key(self) -> str:
@@ -145,6 +149,9 @@ class CallStats:
     not_sent: int = 0  # calls the budget refused before they were sent (their rows pending)
     planned: int = 0  # calls a plan counted instead of sending
     requests: int = 0  # requests sent to transports (a batch call counts once)
+    # calls of another spelling than their key's that a purchase of this run answered (an
+    # identical call in flight, or its receipt): not paid (``ToolCall.respelled``)
+    twins: int = 0
     by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
 
@@ -318,7 +325,14 @@ class CallExecutor:
                 call.force = True  # refreshed: bought again (its followers share it)
                 move(call, LOOKED_UP)
             else:
+                self._bought_by(call, answer.run_id)
                 self.settle(call, ANSWERED, _cached(call.spec, answer.result))
+
+    def _bought_by(self, call: ToolCall, run_id: str) -> None:
+        """A receipt bought by ``run_id`` answers ``call``: one another run bought is no twin
+        of this run's (it may be the call's own earlier purchase), so it is not counted."""
+        if call.respelled and run_id != self._events.run_id:
+            call.respelled = False
 
     # the lanes: one per tool, its requests sent in waves
     def _enqueue(
@@ -683,6 +697,7 @@ class CallExecutor:
         if outcome is ClaimOutcome.COMPLETED:
             assert receipt.result is not None
             self._answers_likely = True  # a receipt the lookups did not find
+            self._bought_by(call, receipt.run_id)
             self.settle(call, ANSWERED, _cached(spec, receipt.result))
         elif outcome is ClaimOutcome.HELD:
             move(call, HELD)
@@ -710,6 +725,7 @@ class CallExecutor:
                     )
                     if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
                         assert receipt.result is not None
+                        self._bought_by(call, receipt.run_id)
                         self.settle(call, ANSWERED, _cached(spec, receipt.result))
                         return
                     if not _held(receipt, self._clock.now()):
@@ -1049,6 +1065,8 @@ class CallExecutor:
                     call.sink.append(result)
                 source = result.execution.source
                 self.stats.count(call.spec.id, "cached" if source == "cache" else source)
+                if call.respelled and source in _UNPAID:
+                    self.stats.count(call.spec.id, "twins")
             else:
                 self._resolve_error(call, error)
             if call.on_settle is not None:

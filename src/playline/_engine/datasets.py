@@ -57,7 +57,7 @@ from .dispatch import Dispatcher
 from .events import EventLog, error_text, preview
 from .options import RunOptions
 from .previous import EarlierRows, PreviousCell, previous_cell
-from .rows import KeySpec, as_row, row_key_function
+from .rows import DatasetKey, RowKeys
 from .scope import RowScope, current_row
 from .suspension import Suspension
 from .taskgroups import unwrapped
@@ -99,6 +99,9 @@ class Column:
     stale_after: float | None = None
     recompute: Callable[[PreviousCell], Any] | None = None
     recompute_on_error: bool = False
+    # the fields a dict result is shown as (``company.name`` ...): a view, recorded in the
+    # dataset's start event for exports and displays; the cell stores the whole result
+    fields: tuple[str, ...] | None = None
     hidden: bool = field(init=False)  # not stored: its name starts with "_"
     fresh: bool = field(init=False)  # it keeps earlier runs' cells until they are due
 
@@ -112,7 +115,8 @@ class Column:
 class DatasetStats:
     """A dataset's rows: seen, executed (started), reused from an earlier attempt, failed,
     duplicates skipped, waiting for an event or a time, and pending: started but not
-    finished when the run stopped (a budget, a stop). ``rows_seen``: skipped because an
+    finished when the run stopped (a budget, a stop). ``rows_set_aside``: left out for having
+    no key (``on_bad_key="skip"``, not counted in ``rows``). ``rows_seen``: skipped because an
     earlier run completed them (``mode="net_new"``, not counted in ``rows``); ``cells_kept``
     and ``cells_recomputed``: cells of columns that say when to recompute, kept as an earlier
     run stored them, or computed again."""
@@ -125,6 +129,7 @@ class DatasetStats:
     rows_waiting: int = 0
     rows_pending: int = 0
     rows_seen: int = 0
+    rows_set_aside: int = 0
     cells_kept: int = 0
     cells_recomputed: int = 0
 
@@ -174,7 +179,7 @@ class DatasetRun:
         host: DatasetHost,
         name: str,
         columns: tuple[Column, ...],
-        key: KeySpec,
+        key: DatasetKey,
         on_row_error: OnRowError,
         mode: DatasetMode = "all",
     ) -> None:
@@ -183,7 +188,7 @@ class DatasetRun:
         self.name = name
         self.columns = columns
         self.on_row_error = on_row_error
-        self.key_of = row_key_function(name, key, [c.name for c in columns])
+        self.keys = RowKeys(name, key, [c.name for c in columns], host.events.log)
         self.stats = DatasetStats()
         self._active = 0  # rows started and not finished
         self._wakeup: asyncio.Future[None] | None = None
@@ -224,6 +229,7 @@ class DatasetRun:
             data={
                 "description": description,
                 "columns": [c.name for c in self.columns],
+                "fields": {c.name: list(c.fields) for c in self.columns if c.fields},
                 "total": total,
             },
         )
@@ -236,8 +242,14 @@ class DatasetRun:
             rt.events.log(
                 f"Dataset {self.name!r}: {self.stats.rows_duplicate} duplicate keys skipped."
             )
-        rt.events.emit("dataset", dataset=self.name, status="completed", data=self.stats.to_dict())
+        if (aside := self.keys.summary()) is not None:
+            rt.events.log(aside)
+        rt.events.emit("dataset", dataset=self.name, status="completed", data=self._counts())
         return self.stats
+
+    def _counts(self) -> dict[str, Any]:
+        """What the dataset's end event says: its counts, and the rows it set aside."""
+        return {**self.stats.to_dict(), **self.keys.report()}
 
     def _report_end(self, error: BaseException) -> None:
         """How a dataset that did not complete ended, with its counts (rows pending included):
@@ -256,7 +268,7 @@ class DatasetRun:
             dataset=self.name,
             status=status,
             error=message,
-            data=self.stats.to_dict(),
+            data=self._counts(),
         )
 
     async def _feed(self, items: Iterable[Any]) -> None:
@@ -271,7 +283,7 @@ class DatasetRun:
             async with unwrapped(), asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
                 seen: set[str] = set()
-                for chunk in _chunks(_keyed(items, self.key_of), rt.options.row_window):
+                for chunk in _chunks(self.keys.rows(items), rt.options.row_window):
                     if self._over_budget():  # the rest wait for a resume
                         self._pending += len(chunk)
                         continue
@@ -292,6 +304,7 @@ class DatasetRun:
             if feeding:
                 rt.dispatcher.exit_row()
             self.stats.rows_pending = self._active + self._pending  # left for a resume
+            self.stats.rows_set_aside = self.keys.set_aside  # no key (on_bad_key="skip")
             self._done.report()
             await self._flush()
 
@@ -1202,14 +1215,6 @@ def _encoded(values: dict[str, Any]) -> bytes | None:
 
 
 _key = operator.itemgetter(1)  # a fed row's key
-
-
-def _keyed(
-    items: Iterable[Any], key_of: Callable[[dict[str, Any], int], str]
-) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    for index, item in enumerate(items):
-        values = as_row(item)
-        yield index, key_of(values, index), values
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

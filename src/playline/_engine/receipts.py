@@ -12,12 +12,20 @@ key's array keeps an empty string where the bucket was, so every other key is un
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from .._json import digest, dumps, normalise_input
 from ..errors import PlayDefinitionError
 
-__all__ = ["KEY_VERSION", "auth_scope", "receipt_key", "validate_stale_after"]
+__all__ = [
+    "KEY_VERSION",
+    "auth_scope",
+    "keyed_receipt",
+    "receipt_key",
+    "respelled",
+    "validate_stale_after",
+]
 
 KEY_VERSION = "playline.receipt.v2"
 
@@ -49,10 +57,27 @@ def receipt_key(
     """SHA-256 (hex) of the canonical JSON array
     ``[KEY_VERSION, org, tool, normalised input, auth, version, ""]`` (the empty string: where
     a staleness bucket was, see above)."""
+    return keyed_receipt(
+        org=org, tool=tool, keyed=normalise_input(input), auth=auth, version=version
+    )
+
+
+def keyed_receipt(*, org: str, tool: str, keyed: Any, auth: str, version: str) -> str:
+    """``receipt_key`` of an input ``normalise_input`` made already (``keyed``)."""
     body = dumps(
-        [KEY_VERSION, org, tool, normalise_input(input), auth, version, ""],
+        [KEY_VERSION, org, tool, keyed, auth, version, ""],
         what=f"The input of tool {tool}",
         advice="Pass plain dicts, lists, strings, numbers, booleans or None, nested fewer "
         "than 255 levels deep.",
     )
     return hashlib.sha256(body).hexdigest()
+
+
+def respelled(written: Mapping[str, Any], keyed: Any) -> bool:
+    """Whether an input as written is another spelling of the input it is keyed on: a text
+    field that is not the text its key holds (another case or spacing, a URL for a domain,
+    as the tool's ``normalize=`` compares them). Calls of two spellings that share a key
+    are normalised twins: one purchase answers both."""
+    if type(keyed) is not dict:
+        return False
+    return any(type(v) is str and keyed.get(name) != v for name, v in written.items())

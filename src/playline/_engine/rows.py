@@ -1,19 +1,166 @@
-"""Row identity: how a dataset row is named, so that it is found again on resume."""
+"""Row identity: how a dataset row is named, so that it is found again on resume.
+
+A row with no key (its key column blank, None, NaN or absent, or ``key=`` returning nothing)
+cannot be named. ``RowKeys`` either refuses the dataset, naming every such row
+(``on_bad_key="error"``, the default: no row of the window that holds the first of them
+runs, so a file shorter than the window runs none), or sets them aside, reported, and lets
+the other rows run (``"skip"``). Rows are numbered from 1, as in the input; a CSV's rows also
+say the line of the file they start on.
+"""
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import canonical, digest, dumps, without_numpy
 from ..errors import PlayDefinitionError
 from .events import preview
 
-__all__ = ["KeySpec", "as_row", "row_key_function"]
+__all__ = [
+    "BAD_KEYS_LISTED",
+    "DatasetKey",
+    "KeySpec",
+    "Located",
+    "MissingKey",
+    "OnBadKey",
+    "RowKey",
+    "RowKeys",
+    "SetAside",
+    "as_row",
+    "row_key_function",
+]
 
 KeySpec = str | Sequence[str] | Callable[..., Any] | None
+OnBadKey = Literal["error", "skip"]
+BAD_KEYS_LISTED = 20  # rows with no key named one by one (in the error, the log, the trace)
+
+
+@dataclass(frozen=True, slots=True)
+class RowKey:
+    """What a dataset names its rows by (``key=``) and what becomes of a row that has no key
+    (``on_bad_key``)."""
+
+    key: KeySpec = None
+    on_bad_key: OnBadKey = "error"
+
+
+DatasetKey = KeySpec | RowKey  # a bare key= means on_bad_key="error"
+
+
+@runtime_checkable
+class Located(Protocol):
+    """Rows that know where the row last read stands in their source (a CSV file's line)."""
+
+    def located(self) -> str | None: ...
+
+
+class MissingKey(PlayDefinitionError):
+    """A row with no key: its index (from 0), why, and the row."""
+
+    def __init__(self, dataset: str, index: int, why: str, row: Mapping[str, Any]) -> None:
+        self.index = index
+        self.why = why
+        self.row = row
+        super().__init__(f"Dataset {dataset!r}: row {index + 1} has no key: {why}.")
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A row with no key, as reported: its number (from 1), where it is in its source, why,
+    and a preview of the row."""
+
+    row: int
+    why: str
+    where: str | None = None
+    shown: str | None = None
+
+    def __str__(self) -> str:
+        return f"row {self.row}" + (f" ({self.where})" if self.where else "") + f": {self.why}"
+
+    def detail(self) -> str:
+        """With the row's preview: what a person needs to find it in a list."""
+        return f"{self}" + (f" in {self.shown}" if self.shown else "")
+
+
+class RowKeys:
+    """A dataset's rows with their keys; the rows with no key refused together or set aside
+    (``on_bad_key``). ``aside`` keeps the first ``BAD_KEYS_LISTED`` of them, ``count`` all;
+    ``set_aside`` is how many were left out while the others ran."""
+
+    def __init__(
+        self,
+        dataset: str,
+        key: DatasetKey,
+        outputs: Collection[str],
+        log: Callable[[str], object],
+    ) -> None:
+        rule = key if isinstance(key, RowKey) else RowKey(key)
+        self.dataset = dataset
+        self.on_bad_key = rule.on_bad_key
+        self.key_of = row_key_function(dataset, rule.key, outputs)
+        self._log = log
+        self.aside: list[SetAside] = []
+        self.count = 0
+
+    def rows(self, items: Iterable[Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """``(index, key, row)`` of each item with a key. With ``on_bad_key="error"``, once a
+        row has none no more rows are given: the rest are read for theirs, and the refusal
+        names them all."""
+        located = items.located if isinstance(items, Located) else None
+        key_of, refusing = self.key_of, False
+        for index, item in enumerate(items):
+            values = as_row(item)
+            try:
+                key = key_of(values, index)
+            except MissingKey as missing:
+                self._missing(missing, None if located is None else located())
+                refusing = refusing or self.on_bad_key == "error"
+                continue
+            if not refusing:
+                yield index, key, values
+        if refusing:
+            raise self.refusal()
+
+    def _missing(self, missing: MissingKey, where: str | None) -> None:
+        self.count += 1
+        if self.count > BAD_KEYS_LISTED:
+            return
+        aside = SetAside(missing.index + 1, missing.why, where, preview(dict(missing.row), 80))
+        self.aside.append(aside)
+        if self.on_bad_key == "skip":
+            self._log(f"Dataset {self.dataset!r}: set aside {aside.detail()}.")
+
+    def _listed(self) -> str:
+        listed = "; ".join(aside.detail() for aside in self.aside)
+        more = self.count - len(self.aside)
+        return listed + (f"; and {more} more" if more else "")
+
+    def refusal(self) -> PlayDefinitionError:
+        """The error naming every row with no key (the first ``BAD_KEYS_LISTED``)."""
+        rows = "1 row has" if self.count == 1 else f"{self.count} rows have"
+        return PlayDefinitionError(
+            f"Dataset {self.dataset!r}: {rows} no key: {self._listed()}. Give every row a "
+            "value there, choose another key= (a column, a list of columns, or fn(row, "
+            'index)), or set such rows aside and go on: ctx.dataset(..., on_bad_key="skip").'
+        )
+
+    @property
+    def set_aside(self) -> int:
+        return self.count if self.on_bad_key == "skip" else 0
+
+    def summary(self) -> str | None:
+        """The log line that sums up the rows set aside (None: there were none)."""
+        if not self.set_aside:
+            return None
+        return f"Dataset {self.dataset!r}: {self.count} rows set aside (no key): {self._listed()}."
+
+    def report(self) -> dict[str, Any]:
+        """What the dataset's end event says of them: ``set_aside``, each row's line."""
+        return {"set_aside": [str(aside) for aside in self.aside]} if self.set_aside else {}
 
 
 def as_row(item: Any) -> dict[str, Any]:
@@ -62,14 +209,15 @@ def row_key_function(
     )
 
 
-def _missing(dataset: str, index: int, what: str, row: Mapping[str, Any]) -> PlayDefinitionError:
-    # the row as well as its index: a CSV's skipped lines make indexes and lines differ
-    shown = preview(dict(row), 200)
-    return PlayDefinitionError(
-        f"Dataset {dataset!r}: row {index} (counting from 0: {shown}) has no value for "
-        f"{what}. Give every row a value there, or choose another key= (a column, a list "
-        "of columns, or fn(row, index))."
-    )
+def _why(row: Mapping[str, Any], column: str, value: Any) -> str:
+    """Why a key column gives a row no key."""
+    if column not in row:
+        return f"no column {column!r}"
+    if value is None:
+        return f"key {column!r} is None"
+    if isinstance(value, float):
+        return f"key {column!r} is NaN (an empty cell)"
+    return f"blank key {column!r}"
 
 
 def _by_content(dataset: str, skip: frozenset[str]) -> Callable[[dict[str, Any], int], str]:
@@ -93,7 +241,7 @@ def _by_columns(
     def value_of(row: dict[str, Any], index: int, column: str) -> Any:
         value = without_numpy(row.get(column))
         if _blank(value):
-            raise _missing(dataset, index, f"key column {column!r}", row)
+            raise MissingKey(dataset, index, _why(row, column, value), row)
         return value
 
     if single:
@@ -113,7 +261,8 @@ def _by_function(dataset: str, key: Callable[..., Any]) -> Callable[[dict[str, A
     def by_function(row: dict[str, Any], index: int) -> str:
         value = without_numpy(key(row, index) if takes_index else key(row))
         if _blank(value):
-            raise _missing(dataset, index, "its key (key= returned nothing)", row)
+            what = "None" if value is None else "NaN" if isinstance(value, float) else "blank text"
+            raise MissingKey(dataset, index, f"key= returned {what}", row)
         return _text(value)
 
     return by_function

@@ -50,6 +50,9 @@ class RunStats(DatasetStats):
     tool_calls_live: int = 0
     tool_calls_cached: int = 0
     tool_calls_in_flight: int = 0
+    # of the cached and in-flight ones, those of another spelling (case, spaces) than the
+    # input a purchase of this run answered them with: normalised twins, not paid
+    tool_calls_twins: int = 0
     tool_calls_failed: int = 0
     tool_calls_not_sent: int = 0  # refused by the budget before they were sent
     tool_requests: int = 0
