@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import datetime as dt
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +14,9 @@ from ._arity import takes_ctx
 from ._csv import CsvRows
 from ._engine.datasets import Column, DatasetMode, DatasetRun, DatasetStats, OnRowError
 from ._engine.previous import PreviousCell
-from ._engine.rows import KeySpec
+from ._engine.rows import DatasetKey
 from ._engine.scope import current_row
+from ._flatten import check_fields, dataset_fields, spread, spread_columns
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
@@ -47,7 +47,7 @@ class DatasetBuilder:
         runtime: Attempt,
         name: str,
         rows: Iterable[Any],
-        key: KeySpec,
+        key: DatasetKey,
         columns: tuple[Column, ...] = (),
         mode: DatasetMode = "all",
     ) -> None:
@@ -69,6 +69,7 @@ class DatasetBuilder:
         stale_after: dt.timedelta | float | None = None,
         recompute: Callable[[PreviousCell], Any] | None = None,
         recompute_on_error: bool = False,
+        fields: list[str] | tuple[str, ...] | None = None,
     ) -> DatasetBuilder:
         """Add a column computed by ``resolver(row)`` or ``resolver(row, ctx)``.
 
@@ -80,7 +81,12 @@ class DatasetBuilder:
         ``pl.PreviousCell``) recomputes when it returns true, buying again the receipts from
         before that cell; ``recompute_on_error=True`` recomputes cells that failed (kept
         failed otherwise). In such a dataset a resolver reads an earlier run's value with
-        ``row.previous(column)``."""
+        ``row.previous(column)``.
+
+        ``fields=["name", "industry"]`` shows a dict result as the columns ``<column>.name``
+        and ``<column>.industry`` in tables (CSV, Parquet, DataFrames, ``playline show
+        --rows``, the grid): a view recorded with the column; the cell stores the whole
+        result, and receipts are unchanged. A field the result lacks shows as None."""
         where = f"Dataset {self.name!r}"
         if not isinstance(name, str) or not name:
             raise PlayDefinitionError(f"{where}: with_column needs a non-empty column name.")
@@ -109,6 +115,7 @@ class DatasetBuilder:
                 f"{where}, column {name!r}: recompute_on_error is True or False, not "
                 f"{recompute_on_error!r}."
             )
+        chosen = check_fields(fields, f"{where}, column {name!r}")
         column = Column(
             name=name,
             resolver=resolver,
@@ -120,6 +127,7 @@ class DatasetBuilder:
             stale_after=stale,
             recompute=recompute,
             recompute_on_error=recompute_on_error,
+            fields=chosen,
         )
         return DatasetBuilder(
             self._runtime, self.name, self._rows, self._key, (*self._columns, column), self._mode
@@ -214,14 +222,31 @@ class Dataset:
     def to_list(self) -> list[dict[str, Any]]:
         return list(self)
 
-    def to_pandas(self) -> Any:
-        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install 'playline[pandas]'``)."""
-        return rows_to_pandas(self, f"Dataset {self.name!r}.to_pandas()")
+    def _fields(self) -> dict[str, tuple[str, ...]]:
+        """The ``fields=`` its columns are shown as (recorded when the dataset started)."""
+        source = self.store.url if self.store.closed else self.store
+        with use_store(source, read_only=True) as store:
+            return dataset_fields(store, self.run_id, self.name)
 
-    def to_polars(self) -> Any:
+    def _table(self, flatten: bool) -> _Table:
+        if flatten is not True and flatten is not False:
+            raise PlayDefinitionError(
+                f"Dataset {self.name!r}: flatten is True (spread every nested dict into "
+                f"dotted columns) or False, not {flatten!r}."
+            )
+        return _Table(self, self._fields(), flatten)
+
+    def to_pandas(self, *, flatten: bool = False) -> Any:
+        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install 'playline[pandas]'``).
+        Columns with ``fields=`` are spread into ``<column>.<field>`` columns; ``flatten=True``
+        spreads every dict value (lists stay Python lists)."""
+        return rows_to_pandas(self._table(flatten), f"Dataset {self.name!r}.to_pandas()")
+
+    def to_polars(self, *, flatten: bool = False) -> Any:
         """The rows as a ``polars.DataFrame`` (needs polars: ``pip install 'playline[polars]'``);
-        nested values polars cannot type as one column become JSON text."""
-        return rows_to_polars(self, f"Dataset {self.name!r}.to_polars()")
+        nested values polars cannot type as one column become JSON text. ``fields=`` and
+        ``flatten=True`` spread dicts into dotted columns, as ``to_pandas`` does."""
+        return rows_to_polars(self._table(flatten), f"Dataset {self.name!r}.to_polars()")
 
     @property
     def errors(self) -> list[CellError]:
@@ -245,20 +270,20 @@ class Dataset:
                     )
         return found
 
-    def to_csv(self, path: str | Path) -> Path:
-        """Write the rows as CSV (nested values as JSON); returns the path."""
+    def to_csv(self, path: str | Path, *, flatten: bool = False) -> Path:
+        """Write the rows as CSV (nested values as JSON); returns the path. Columns with
+        ``fields=`` are written as ``<column>.<field>`` columns; ``flatten=True`` spreads every
+        dict value into dotted columns (lists stay JSON)."""
         from ._json import canonical
 
         out = Path(path)
-        rows = iter(self)
-        first = next(rows, None)
+        table = self._table(flatten)
         with out.open("w", newline="", encoding="utf-8") as handle:
-            if first is None:
+            if not table.columns:
                 return out
-            fields = list(first)
-            writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+            writer = csv.DictWriter(handle, fieldnames=table.columns, extrasaction="ignore")
             writer.writeheader()
-            for row in itertools.chain([first], rows):
+            for row in table:
                 writer.writerow(
                     {
                         k: v if v is None or isinstance(v, str | int | float) else canonical(v)
@@ -270,11 +295,14 @@ class Dataset:
     def to_parquet(self, path: str | Path) -> Path:
         """Write the rows as a Parquet file, streamed in row groups; returns the path (needs
         pyarrow: ``pip install 'playline[parquet]'``). Nested values become structs and lists
-        where pyarrow can type a column as one, else JSON text."""
+        where pyarrow can type a column as one, else JSON text; columns with ``fields=`` as
+        their fields' columns."""
         from ._writeback import write_parquet
 
         out = Path(path)
-        write_parquet(self, out, f"Dataset {self.name!r}.to_parquet()")
+        fields = self._fields()
+        rows = _Table(self, fields, False) if fields else self
+        write_parquet(rows, out, f"Dataset {self.name!r}.to_parquet()")
         return out
 
     def to_sql(
@@ -302,6 +330,23 @@ class Dataset:
             if_exists=if_exists,
             what=f"Dataset {self.name!r}.to_sql({table!r})",
         )
+
+
+class _Table:
+    """A dataset's rows as a table: columns with ``fields=`` spread into their fields (and,
+    with ``flatten``, every dict value), each row holding every column in order. It can be
+    read more than once (Parquet reads twice); each pass reads the store."""
+
+    def __init__(self, rows: Dataset, fields: dict[str, tuple[str, ...]], flatten: bool) -> None:
+        self._rows = rows
+        self._fields = fields
+        self._flatten = flatten
+        self.columns = spread_columns(rows, fields, flatten=flatten)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for row in self._rows:
+            flat = spread(row, self._fields, flatten=self._flatten)
+            yield {name: flat.get(name) for name in self.columns}
 
 
 def revive(store: Store, output: Any) -> Any:

@@ -4,7 +4,9 @@ A DataFrame is recognised by the module its type comes from, so neither library 
 unless the play already uses it. Going in, rows stream from the frame as plain Python values
 (missing values become ``None``, NumPy scalars Python numbers, timestamps ISO text), so row
 keys and stored rows are the same as for a list of dicts. Going out, ``Dataset.to_pandas()``
-and ``to_polars()`` import the library when called and say which ``pip install`` fixes it.
+and ``to_polars()`` import the library when called and say which ``pip install`` fixes it;
+they get the rows as ``Dataset`` makes them columns (``fields=`` and ``flatten``: see
+``_flatten``).
 """
 
 from __future__ import annotations

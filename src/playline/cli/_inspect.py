@@ -5,14 +5,15 @@ from __future__ import annotations
 import difflib
 import enum
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._flatten import dataset_fields, spread
 from .._trace import (
     INTERRUPTED,
     OrderAdvice,
@@ -48,7 +49,8 @@ from ._load import (
     CliError,
 )
 from ._outfile import check_out
-from ._report import require_run, waiting_for, when
+from ._report import credits_text, require_run, waiting_for, when
+from ._tables import TsvOpt, is_terminal, print_table, table_output, tsv_active
 from ._temporal import recorded_endpoint
 
 
@@ -58,8 +60,14 @@ def runs(
     limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs, newest first.")] = 20,
     store: StoreOpt = None,
     json_mode: JsonOpt = False,
+    tsv: TsvOpt = False,
 ) -> None:
     """List the newest runs of the store."""
+    with table_output(tsv, json_mode=json_mode):
+        _runs(limit, store, json_mode=json_mode)
+
+
+def _runs(limit: int, store: str | None, *, json_mode: bool) -> None:
     db = store_at(store, read_only=True)
     records = db.list_runs(limit=limit)
     if json_mode:
@@ -99,13 +107,10 @@ def runs(
             when(summary["created_at"]),
             str(summary["rows"]),
             str(summary["rows_failed"]),
-            f"{summary['credits']:g}" + (f" + ${summary['usd']:.4f}" if summary["usd"] else ""),
+            credits_text(summary["credits"])
+            + (f" + ${summary['usd']:.4f}" if summary["usd"] else ""),
         )
-    if console.is_terminal:
-        console.print(table)
-    else:  # piped: as wide as the table needs, for grep and friends
-        whole = console.measure(table, options=console.options.update_width(10_000)).maximum
-        Console(width=whole, no_color=True).print(table)
+    print_table(table)  # piped: as wide as the table needs, for grep and friends
 
 
 @app.command()
@@ -130,10 +135,24 @@ def show(
     ] = None,
     store: StoreOpt = None,
     json_mode: JsonOpt = False,
+    tsv: TsvOpt = False,
 ) -> None:
     """A run's status, totals and attempts, datasets, cost per tool, child plays and waterfall
     steps (with the cheapest step order the store's history supports); with --rows, its first
-    rows."""
+    rows. Credits are rounded to two decimals (--json: exact)."""
+    with table_output(tsv, json_mode=json_mode):
+        _show(run_id, rows, dataset, columns, store, json_mode=json_mode)
+
+
+def _show(
+    run_id: str,
+    rows: int | None,
+    dataset: str | None,
+    columns: str | None,
+    store: str | None,
+    *,
+    json_mode: bool,
+) -> None:
     db = store_at(store, read_only=True)
     run = require_run(db, run_id)
     if rows is not None:
@@ -240,9 +259,11 @@ def _show_header(
         console.print(f"  waiting for: {waiting_for(run.waiting)}", highlight=False)
     over = "the attempt" if trace.attempts == 1 else f"all {trace.attempts} attempts"
     # credits as the run's stats count them: its child plays' included (their calls are theirs)
-    credits = f"{trace.run_credits:g} credits"
+    credits = f"{credits_text(trace.run_credits)} credits"
     if trace.child_credits:
-        credits += f" ({trace.child_credits:g} of them paid by its child plays, listed below)"
+        credits += (
+            f" ({credits_text(trace.child_credits)} of them paid by its child plays, listed below)"
+        )
     if trace.run_usd:
         credits += f" · ${trace.run_usd:.4f} (LLM calls)"
     console.print(
@@ -332,7 +353,7 @@ def _show_attempts(trace: Trace) -> None:
             counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
         console.print(
             f"  {a.number}.{started} [bold]{a.status}[/bold]: {counts} · {a.requests} "
-            f"requests · {a.credits:g} credits" + (f" · ${a.usd:.4f}" if a.usd else ""),
+            f"requests · {credits_text(a.credits)} credits" + (f" · ${a.usd:.4f}" if a.usd else ""),
             highlight=False,
         )
     console.print(
@@ -360,7 +381,15 @@ def _show_datasets(trace: Trace, counts: dict[str, RowCounts]) -> None:
             *(str(stored.statuses.get(k, 0)) for k in ("completed", "failed", "waiting")),
             ", ".join(ds.columns),
         )
-    console.print(steps)
+    print_table(steps)
+    for ds in trace.datasets.values():  # rows with no key, left out (on_bad_key="skip")
+        if aside := ds.stats.get("rows_set_aside"):
+            rows = list(ds.stats.get("set_aside") or [])
+            more = f"; and {aside - len(rows)} more" if aside > len(rows) else ""
+            console.print(
+                f"  {ds.name}: {aside} row(s) set aside (no key): {'; '.join(rows)}{more}",
+                highlight=False,
+            )
 
 
 def _show_tools(trace: Trace) -> None:
@@ -370,7 +399,7 @@ def _show_tools(trace: Trace) -> None:
     for column in ("tool", "requests", "inputs sent", "live calls", "found", "cost"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
     for tool, t in sorted(trace.tools.items()):
-        cost = f"${t.credits:.4f}" if t.unit == "usd" else f"{t.credits:g}"
+        cost = f"${t.credits:.4f}" if t.unit == "usd" else credits_text(t.credits)
         tools.add_row(tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), cost)
     tools.add_row(
         "[bold]total[/bold]",
@@ -378,14 +407,24 @@ def _show_tools(trace: Trace) -> None:
         f"[bold]{sum(t.inputs for t in trace.tools.values())}[/bold]",
         f"[bold]{trace.calls}[/bold]",
         f"[bold]{sum(t.found for t in trace.tools.values())}[/bold]",
-        f"[bold]{trace.credits:g}" + (f" + ${trace.usd:.4f}" if trace.usd else "") + "[/bold]",
+        f"[bold]{credits_text(trace.credits)}"
+        + (f" + ${trace.usd:.4f}" if trace.usd else "")
+        + "[/bold]",
     )
-    console.print(tools)
+    print_table(tools)
+    if trace.twins:  # variants of one input (case, spaces) that one purchase answered
+        each = ", ".join(f"{tool} {t.twins}" for tool, t in sorted(trace.tools.items()) if t.twins)
+        console.print(
+            f"  {trace.twins} call(s) answered by a normalised twin (the same input in another "
+            f"case or spacing, bought once in this run), not paid: {each}",
+            highlight=False,
+        )
     for tool, t in sorted(trace.tools.items()):
         if t.mismatch:
             console.print(
                 f"  [yellow]{tool}: for {t.reported_calls} call(s) the provider reported "
-                f"{t.reported:g} credits where the tool declares {t.declared:g}; the ledger "
+                f"{credits_text(t.reported)} credits where the tool declares "
+                f"{credits_text(t.declared)}; the ledger "
                 "and budgets count the higher of the two for each call.[/yellow]",
                 highlight=False,
             )
@@ -410,9 +449,9 @@ def _show_children(children: list[dict[str, Any]]) -> None:
             child["play"],
             child["status"],
             str(child["rows"]),
-            f"{child['credits']:g}",
+            credits_text(child["credits"]),
         )
-    console.print(table)
+    print_table(table)
 
 
 def _ratio(value: float | None, spec: str = ".2f") -> str:
@@ -425,7 +464,7 @@ def _show_waterfall(tally: dict[str, Any], advice: OrderAdvice) -> None:
     per_hit = _ratio(tally["credits"] / satisfied if satisfied else None)
     table = Table(
         title=f"Waterfall {tally['id']}: {rows} rows, {satisfied} found ({coverage}), "
-        f"{tally['credits']:g} credits, {per_hit} credits per hit",
+        f"{credits_text(tally['credits'])} credits, {per_hit} credits per hit",
         title_justify="left",
         caption_justify="left",
     )
@@ -438,7 +477,7 @@ def _show_waterfall(tally: dict[str, Any], advice: OrderAdvice) -> None:
             str(step["attempts"]),
             str(step["hits"]),
             _ratio(step["hit_rate"], ".0%"),
-            f"{step['credits']:g}",
+            credits_text(step["credits"]),
             _ratio(step["credits_per_hit"]),
             _ratio(step["coverage"], ".0%"),
         )
@@ -453,7 +492,7 @@ def _show_waterfall(tally: dict[str, Any], advice: OrderAdvice) -> None:
         table.caption = f"order: {advice.note} (from {advice.runs} run(s) of this store)."
     else:
         table.caption = f"order: {advice.note}."
-    console.print(table)
+    print_table(table)
 
 
 def _show_rows(
@@ -465,25 +504,33 @@ def _show_rows(
     *,
     json_mode: bool,
 ) -> None:
-    """The first ``limit`` rows of a dataset, as a table (``--json``: one object per row)."""
+    """The first ``limit`` rows of a dataset, as a table (``--json``: one object per row, its
+    values as stored). A column with ``fields=`` shows as its fields' columns
+    (``company.name``); other nested values as ``name=Acme · industry=SaaS``, one line."""
     dataset = _dataset_of(db, run_id, dataset, "show")
     known = dataset_columns(db, run_id, dataset)
-    chosen = known
+    fields = {c: f for c, f in dataset_fields(db, run_id, dataset).items() if c in known}
+    # (stored column, shown column): a column with fields= shows as its fields' columns
+    shown = [(c, name) for c in known for name in [f"{c}.{f}" for f in fields.get(c, ())] or [c]]
     if columns is not None:
         chosen = [c.strip() for c in columns.split(",") if c.strip()]
-        unknown = [c for c in chosen if c not in known]
+        names = {name for _, name in shown} | set(known)
+        unknown = [c for c in chosen if c not in names]
         if unknown or not chosen:
-            close = difflib.get_close_matches(unknown[0], known, n=1) if unknown else []
+            close = difflib.get_close_matches(unknown[0], names, n=1) if unknown else []
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise CliError(
                 f"--columns {columns!r}: no column {', '.join(map(repr, unknown))} in dataset "
-                f"{dataset!r} (its columns: {', '.join(known)}).{hint}"
+                f"{dataset!r} (its columns: {', '.join(n for _, n in shown)}).{hint}"
             )
+        # a column named whole stands for all its fields' columns
+        shown = [(c, name) for c, name in shown if name in chosen or c in chosen]
     records = db.row_window(run_id, dataset, limit=limit)
     if json_mode:
+        picked = list(dict.fromkeys(c for c, _ in shown))
         for record in records:
             doc: dict[str, Any] = {"_key": record.key, "_status": record.status}
-            doc.update({c: record.values.get(c) for c in chosen})
+            doc.update({c: record.values.get(c) for c in picked})
             typer.echo(json.dumps(doc, default=str, ensure_ascii=False))
         return
     total = db.count_rows(run_id, dataset)
@@ -491,26 +538,61 @@ def _show_rows(
         title=f"Dataset {dataset!r}: the first {len(records)} of {total} rows",
         title_justify="left",
     )
-    table.add_column("status")
-    for column in chosen:
-        table.add_column(column, overflow="fold", max_width=40)
+    # In a terminal a column is at most 40 wide, and the widest give way first when the
+    # table is wider than the terminal; cells stay on one line, cut with "…" (never wrapped).
+    # In a pipe every value is whole.
+    fitted = is_terminal()
+    table.add_column("status", no_wrap=True)
+    for _, name in shown:
+        table.add_column(_one_line(name), max_width=40 if fitted else None)
     for record in records:
         style = {"failed": "red", "waiting": "cyan"}.get(record.status, "")
-        table.add_row(
-            f"[{style}]{record.status}[/]" if style else record.status,
-            *(_cell(record.values.get(c), record.cells.get(c)) for c in chosen),
-        )
-    console.print(table)
+        values = spread(record.values, fields)
+        seen: set[str] = set()
+        cells = []
+        for column, name in shown:
+            meta: Mapping[str, Any] = record.cells.get(column) or {}
+            cells.append(_cell(values.get(name), meta, first=column not in seen))
+            seen.add(column)
+        table.add_row(f"[{style}]{record.status}[/]" if style else record.status, *cells)
+    print_table(table)
 
 
-def _cell(value: Any, meta: Any) -> Text:
-    status = (meta or {}).get("status")
-    if status == "failed":
-        return Text(f"failed: {(meta or {}).get('error', '')}"[:120], style="red")
+def _cell(value: Any, meta: Mapping[str, Any], *, first: bool) -> Text:
+    """A cell of ``show --rows``: its value on one line (nested values compact; in TSV as
+    JSON), or why it failed (in the first of a column's fields' columns)."""
+    if meta.get("status") == "failed":
+        return _one_line(f"failed: {meta.get('error', '')}" if first else "", style="red")
     if value is None:
         return Text("")
-    text = str(flat(value))
-    return Text(text if len(text) <= 120 else text[:119] + "…")
+    return _one_line(str(flat(value)) if tsv_active() else _compact(value))
+
+
+def _one_line(text: str, style: str = "") -> Text:
+    """A cell's text that never wraps: cut with "…" at its column's width."""
+    return Text(" ".join(text.splitlines()), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _compact(value: Any) -> str:
+    """A value on one line for a table cell: a dict as ``name=Acme · industry=SaaS``, nested
+    dicts and lists inside braces and brackets, line breaks as spaces."""
+    if isinstance(value, dict):
+        text = " · ".join(f"{k}={_inner(v)}" for k, v in value.items())
+    else:
+        text = _inner(value)
+    return " ".join(text.splitlines())
+
+
+def _inner(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_inner(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_inner(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 @app.command()
@@ -569,6 +651,14 @@ def export(
             "--with-status", help="Add _key, _status, _error and <column>.status / .provider."
         ),
     ] = False,
+    flatten: Annotated[
+        bool,
+        typer.Option(
+            "--flatten",
+            help="Spread every nested result (a dict) into dotted columns: company.name, "
+            "company.industry (lists stay JSON text).",
+        ),
+    ] = False,
     force: ForceOpt = False,
     raw: RawOpt = False,
     store: StoreOpt = None,
@@ -578,7 +668,8 @@ def export(
     An existing file is replaced only with --force, and a symbolic link never followed; CSV
     cells that a spreadsheet would run as formulas get a quote in front unless --raw. Parquet
     keeps nested values as structs and lists where a column's values share one shape (else
-    JSON text).
+    JSON text). A column the play declared with fields=[...] is written as those fields'
+    columns (CSV, Parquet; JSON lines keep the whole value unless --flatten).
     """
     kind = format.value if format is not None else None
     check_out(out, force=force, format=kind)
@@ -586,7 +677,15 @@ def export(
     require_run(db, run_id)
     dataset = _dataset_of(db, run_id, dataset, "export")
     count = export_dataset(
-        db, run_id, dataset, out, with_status=with_status, force=force, raw=raw, format=kind
+        db,
+        run_id,
+        dataset,
+        out,
+        with_status=with_status,
+        force=force,
+        raw=raw,
+        format=kind,
+        flatten=flatten,
     )
     console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
 

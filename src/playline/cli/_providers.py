@@ -15,6 +15,7 @@ from ..providers._provider import has_key
 from ..tools import ToolSpec
 from ._app import JsonOpt, app, command, console
 from ._load import CliError
+from ._tables import TsvOpt, print_table, table_output
 
 providers_app = typer.Typer(help="The real providers Playline has adapters for, and your keys.")
 app.add_typer(providers_app, name="providers", no_args_is_help=True)
@@ -67,8 +68,13 @@ def _doc(provider: Provider) -> dict[str, Any]:
 
 @providers_app.command("list")
 @command
-def providers_list(json_mode: JsonOpt = False) -> None:
+def providers_list(json_mode: JsonOpt = False, tsv: TsvOpt = False) -> None:
     """Every provider: whether its key is set, its tools' rates and cost rules."""
+    with table_output(tsv, json_mode=json_mode):
+        _providers_list(json_mode)
+
+
+def _providers_list(json_mode: bool) -> None:
     docs = [_doc(provider) for provider in PROVIDERS.values()]
     if json_mode:
         for doc in docs:
@@ -86,7 +92,7 @@ def providers_list(json_mode: JsonOpt = False) -> None:
             if tool["batch"]:
                 form = f"bulk {tool['batch']}" + (" async" if tool["async"] else "")
             table.add_row(f"  {tool['id']}", f"{tool['rate']} · {form} · {tool['cost']}")
-    console.print(table, highlight=False)
+    print_table(table, highlight=False)
     console.print(
         "Set a provider's key (e.g. export HUNTER_API_KEY=...) and a run has its tools; "
         "PLAYLINE_<PROVIDER>_URL points one at another address.",

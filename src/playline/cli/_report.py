@@ -8,22 +8,34 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._trace import defused, flat
+from .._flatten import dataset_fields, spread, spread_columns
+from .._trace import columns_of, defused, export_rows, flat
 from ..errors import PlaylineError
 from ..store import RunRecord, Store, display_url
 from ..store.sql import SQLStore
 from ._load import CliError
 from ._outfile import replacing
 
-__all__ = ["require_run", "waiting_for", "when", "write_rows"]
+__all__ = ["credits_text", "export_dataset", "require_run", "waiting_for", "when", "write_rows"]
 
 
 def when(at: float) -> str:
     return dt.datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def credits_text(credits: float) -> str:
+    """Credits for people to read: at most two decimals (``6.3529`` -> ``6.35``), whole
+    numbers without any, small amounts to two significant digits (``0.0042``). Machine output
+    (``--json``) keeps the exact value."""
+    if credits == 0:
+        return "0"
+    if abs(credits) < 1:
+        return f"{credits:.2g}"
+    return f"{credits:.2f}".rstrip("0").rstrip(".")
 
 
 def waiting_for(waiting: dict[str, Any]) -> str:
@@ -58,6 +70,49 @@ def require_run(store: Store, run_id: str) -> RunRecord:
             code=1,
         )
     return run
+
+
+def export_dataset(
+    db: Store,
+    run_id: str,
+    dataset: str,
+    out: Path,
+    *,
+    with_status: bool,
+    force: bool = False,
+    raw: bool = False,
+    format: str | None = None,
+    flatten: bool = False,
+) -> int:
+    """Write a dataset's rows to ``out`` (see ``write_rows``). In CSV and Parquet, columns
+    with ``fields=`` are written as their fields' columns (``company.name``); ``flatten``
+    spreads every dict value into dotted columns, in JSON lines too (which otherwise keep
+    each stored value whole)."""
+    format = format or out.suffix.lower().lstrip(".")
+    fields = {} if format == "jsonl" and not flatten else dataset_fields(db, run_id, dataset)
+
+    def read() -> Iterator[dict[str, Any]]:
+        rows = export_rows(db, run_id, dataset, with_status=with_status)
+        if not fields and not flatten:
+            return rows
+        return (spread(row, fields, flatten=flatten) for row in rows)
+
+    if fields or flatten:
+        stored = export_rows(db, run_id, dataset, with_status=with_status)
+        columns = spread_columns(stored, fields, flatten=flatten)
+    else:
+        columns = columns_of(read())
+    return write_rows(_Rows(read), out, columns, force=force, raw=raw, format=format)
+
+
+class _Rows:
+    """Rows read from the store again each time they are iterated (Parquet reads twice)."""
+
+    def __init__(self, read: Callable[[], Iterator[dict[str, Any]]]) -> None:
+        self._read = read
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._read()
 
 
 def write_rows(

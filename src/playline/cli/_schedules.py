@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from .. import triggers
@@ -34,6 +33,7 @@ from ._app import (
 )
 from ._load import CliError, load_play, parse_inputs
 from ._runcmds import NotifyOpt
+from ._tables import TsvOpt, print_table, table_output
 from ._temporal import NamespaceOpt, TaskQueueOpt, TemporalOpt
 
 __all__ = ["schedule_app"]
@@ -160,8 +160,14 @@ def list_(
     json_mode: JsonOpt = False,
     temporal: TemporalOpt = None,
     namespace: NamespaceOpt = None,
+    tsv: TsvOpt = False,
 ) -> None:
     """List the schedules: when each fires next (in its timezone), and its last run."""
+    with table_output(tsv, json_mode=json_mode):
+        _list(store, json_mode, temporal, namespace)
+
+
+def _list(store: str | None, json_mode: bool, temporal: str | None, namespace: str | None) -> None:
     if temporal is not None:
         found = _temporal().list_schedules(temporal=temporal, namespace=namespace)
         if json_mode:
@@ -198,7 +204,7 @@ def list_(
             "yes" if s["paused"] else "no",
             last,
         )
-    _print_table(table)
+    print_table(table)
 
 
 def _listed(db: Store, s: ScheduleRecord) -> dict[str, Any]:
@@ -242,15 +248,7 @@ def _print_temporal(found: list[dict[str, Any]]) -> None:
             "yes" if s.get("paused") else "no",
             str(recent[-1].get("run_id")) if recent else "-",
         )
-    _print_table(table)
-
-
-def _print_table(table: Table) -> None:
-    if console.is_terminal:
-        console.print(table)
-    else:  # piped: as wide as the table needs, for grep and friends
-        whole = console.measure(table, options=console.options.update_width(10_000)).maximum
-        Console(width=whole, no_color=True).print(table)
+    print_table(table)
 
 
 def _pause(
