@@ -47,6 +47,7 @@ from .tools import (
     ToolRegistry,
     ToolResult,
     ToolSpec,
+    secret,
     tool,
 )
 from .triggers._hooks import hook
@@ -113,6 +114,7 @@ __all__ = [
     "register_waterfall",
     "run",
     "schedule",
+    "secret",
     "send_event",
     "sinks",
     "tool",

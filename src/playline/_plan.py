@@ -378,6 +378,11 @@ def _estimate(
             f"{stats.rows_seen:,} rows left out as seen: an earlier run completed them "
             '(mode="net_new").'
         )
+    if stats.rows_set_aside:
+        notes.append(
+            f"{stats.rows_set_aside:,} rows set aside for having no key "
+            '(on_bad_key="skip"): the run logs each of them.'
+        )
     if stats.cells_kept or stats.cells_recomputed:
         notes.append(
             f"Columns that say when to recompute: {stats.cells_recomputed:,} cells computed "

@@ -19,6 +19,7 @@ from ..store.sql import SQLStore
 from ..tools import HttpTool, ToolSpec
 from ._app import (
     GatewayOpt,
+    GatewayTokenOpt,
     JsonOpt,
     StoreOpt,
     app,
@@ -37,12 +38,18 @@ from ._load import (
     load_play,
     parse_json,
 )
+from ._tables import TsvOpt, print_table, table_output
 
 
 @cache_app.command("stats")
 @command
-def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False) -> None:
+def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False, tsv: TsvOpt = False) -> None:
     """Receipts per tool: completed, failed, running, and the size of stored results."""
+    with table_output(tsv, json_mode=json_mode):
+        _cache_stats(store, json_mode)
+
+
+def _cache_stats(store: str | None, json_mode: bool) -> None:
     stats = store_at(store, read_only=True).receipt_stats()
     if json_mode:
         typer.echo(json.dumps(stats))
@@ -57,7 +64,7 @@ def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False) -> None:
         table.add_row(
             tool, *(str(s.get(k, 0)) for k in ("completed", "failed", "running", "bytes"))
         )
-    console.print(table)
+    print_table(table)
 
 
 @store_app.command("check")
@@ -141,11 +148,13 @@ def cache_clear(
 
 
 # tools
-def _tool_specs(play: str | None, gateway: str | None) -> list[tuple[str, ToolSpec]]:
+def _tool_specs(
+    play: str | None, gateway: str | None, token: str | None = None
+) -> list[tuple[str, ToolSpec]]:
     found: list[tuple[str, ToolSpec]] = []
     if play is not None:
         found.extend(("local", spec) for spec in load_play(play).tools)
-    gw = gateway_from(gateway)
+    gw = gateway_from(gateway, token)
     if gw is not None:
         found.extend((gw.url, spec) for spec in gw.specs())
     if play is None and gw is None:
@@ -213,10 +222,18 @@ def tools_default(ctx: typer.Context) -> None:
 @tools_app.command("list")
 @command
 def tools_list(
-    play: PlayOpt = None, gateway: GatewayOpt = None, json_mode: JsonOpt = False
+    play: PlayOpt = None,
+    gateway: GatewayOpt = None,
+    json_mode: JsonOpt = False,
+    gateway_token: GatewayTokenOpt = None,
+    tsv: TsvOpt = False,
 ) -> None:
     """List tools: id, source, rate, batch size and cost."""
-    specs = _tool_specs(play, gateway)
+    with table_output(tsv, json_mode=json_mode):
+        _tools_list(_tool_specs(play, gateway, gateway_token), json_mode)
+
+
+def _tools_list(specs: list[tuple[str, ToolSpec]], json_mode: bool) -> None:
     if json_mode:
         for source, spec in specs:
             typer.echo(json.dumps(_spec_doc(source, spec)))
@@ -234,7 +251,7 @@ def tools_list(
             f"{spec.cost.credits:g} {spec.cost.charge}",
             spec.description,
         )
-    console.print(table)
+    print_table(table)
 
 
 @tools_app.command("describe")
@@ -245,11 +262,12 @@ def tools_describe(
     ],
     play: PlayOpt = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
 ) -> None:
     """Everything about one tool, as JSON: its input fields (or a local tool's signature),
     how it charges (cost_basis: per input or per request, on a hit or per call), its
     published coverage, rate, batching, outputs, version."""
-    specs = _tool_specs(play, gateway)
+    specs = _tool_specs(play, gateway, gateway_token)
     for source, spec in specs:
         if spec.id == tool_id:
             typer.echo(json.dumps(_spec_doc(source, spec), indent=2))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import click
 import typer
@@ -20,7 +20,6 @@ from rich.console import Console
 
 import playline as pl
 
-from .._trace import columns_of, export_rows
 from ..errors import PlayDefinitionError, PlaylineError
 from ..store import Store, display_url, open_store
 from ..store.sql import SQLStore
@@ -28,7 +27,7 @@ from ._load import (
     CliError,
 )
 from ._report import (
-    write_rows,
+    export_dataset as export_dataset,  # the commands' export (run --out, export)
 )
 
 app = typer.Typer(
@@ -129,7 +128,18 @@ GatewayOpt = Annotated[
     str | None,
     typer.Option(
         "--gateway",
-        help="Tool gateway URL (default: $PLAYLINE_GATEWAY_URL; token: $PLAYLINE_GATEWAY_TOKEN).",
+        help="Tool gateway URL (default: $PLAYLINE_GATEWAY_URL).",
+    ),
+]
+GatewayTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gateway-token",
+        metavar="TOKEN",
+        help="The gateway's token (default: $PLAYLINE_GATEWAY_TOKEN, which other users of "
+        "the machine cannot read on a command line). Never stored, printed or part of a "
+        "receipt.",
+        show_default=False,
     ),
 ]
 JsonOpt = Annotated[
@@ -203,32 +213,6 @@ def store_at(url: str | None, *, read_only: bool = False) -> Store:
     return db
 
 
-def export_dataset(
-    db: Store,
-    run_id: str,
-    dataset: str,
-    out: Path,
-    *,
-    with_status: bool,
-    force: bool = False,
-    raw: bool = False,
-    format: str | None = None,
-) -> int:
-    fields = columns_of(export_rows(db, run_id, dataset, with_status=with_status))
-    rows = _Rows(lambda: export_rows(db, run_id, dataset, with_status=with_status))
-    return write_rows(rows, out, fields, force=force, raw=raw, format=format)
-
-
-class _Rows:
-    """Rows read from the store again each time they are iterated (Parquet reads twice)."""
-
-    def __init__(self, read: Callable[[], Iterator[dict[str, Any]]]) -> None:
-        self._read = read
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self._read()
-
-
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     """An attempt's counts in the words every display uses: rows *run* (in this attempt),
     *reused* (completed in an earlier attempt, not run again), *failed*, *pending* (left by a
@@ -247,6 +231,8 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     pending = f", {stats.rows_pending} pending (a resume runs them)" if stats.rows_pending else ""
     if stats.rows_seen:
         pending += f"; {stats.rows_seen} left out as seen by earlier runs (net_new)"
+    if stats.rows_set_aside:
+        pending += f"; {stats.rows_set_aside} set aside for having no key (`playline show`)"
     if stats.cells_kept:
         pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
     return (
@@ -259,7 +245,10 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
 
 # What to do about the causes of failed calls, by their HTTP status or error code.
 _HINTS = (
-    (("401", "403"), "check the token (PLAYLINE_GATEWAY_TOKEN; the simulator's is 'dev')"),
+    (
+        ("401", "403"),
+        "check the token (--gateway-token or PLAYLINE_GATEWAY_TOKEN; the simulator's is 'dev')",
+    ),
     (("unknown_tool",), "check the tool id and the gateway URL (--gateway)"),
     (
         ("in_doubt",),

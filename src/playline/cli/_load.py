@@ -2,7 +2,9 @@
 
 ``PLAY.py[:function]`` is imported as a module (its folder first on ``sys.path``, so it can
 import its neighbours); its plays are the ``@pl.play`` objects it defines. Tools are every
-``@pl.tool`` the import registered, every module-level ``pl.ToolRegistry``, and the gateway.
+``@pl.tool`` the import registered, every module-level ``pl.ToolRegistry``, and the gateway:
+``--gateway`` (else ``$PLAYLINE_GATEWAY_URL``) with ``--gateway-token`` (else
+``$PLAYLINE_GATEWAY_TOKEN``), checked before a run starts (``connect_gateway``).
 """
 
 from __future__ import annotations
@@ -24,19 +26,22 @@ from typing import Any
 
 from .. import Play, play, providers
 from .._secrets import redact
-from ..errors import full_stop
+from ..errors import GatewayError, full_stop
 from ..providers import ProviderTools
 from ..tools import Gateway, HttpTool, LocalTransport, ToolRegistry, ToolSpec, default_registry
 
 __all__ = [
+    "TOKEN_VARIABLE",
     "CliError",
     "LoadedModule",
     "LoadedPlay",
+    "connect_gateway",
     "gateway_from",
     "load_module",
     "load_play",
     "parse_inputs",
     "parse_json",
+    "read_gateway_token",
 ]
 
 
@@ -262,9 +267,50 @@ def parse_inputs(pairs: Sequence[str], input_json: str | None) -> dict[str, Any]
     return base
 
 
+TOKEN_VARIABLE = "PLAYLINE_GATEWAY_TOKEN"
+TOKEN_OPTION = "--gateway-token"
+
+
+def read_gateway_token(token: str | None) -> tuple[str, str | None]:
+    """The gateway token (``--gateway-token``, else ``$PLAYLINE_GATEWAY_TOKEN``) and where it
+    came from: the option's or the variable's name, None when there is none. A run records
+    where, never the token: its resume asks for it again."""
+    if token:
+        return token, TOKEN_OPTION
+    value = os.environ.get(TOKEN_VARIABLE, "")
+    return value, TOKEN_VARIABLE if value else None
+
+
 def gateway_from(url: str | None, token: str | None = None) -> Gateway | None:
-    """``--gateway`` (else ``PLAYLINE_GATEWAY_URL``) with ``PLAYLINE_GATEWAY_TOKEN``."""
+    """``--gateway`` (else ``PLAYLINE_GATEWAY_URL``) with ``--gateway-token`` (else
+    ``PLAYLINE_GATEWAY_TOKEN``); a token given with no gateway is a usage error."""
     url = url or os.environ.get("PLAYLINE_GATEWAY_URL")
     if not url:
+        if token:
+            raise CliError(
+                "--gateway-token goes with a gateway: give --gateway URL (or set "
+                "PLAYLINE_GATEWAY_URL)."
+            )
         return None
-    return Gateway(url, token=token or os.environ.get("PLAYLINE_GATEWAY_TOKEN", ""))
+    return Gateway(url, token=read_gateway_token(token)[0])
+
+
+def connect_gateway(url: str | None, token: str | None, *, doing: str) -> Gateway | None:
+    """The gateway, once it has listed its tools and taken the token (``Gateway.check``):
+    one that cannot be reached or refuses the token is an error (code 1) that names its
+    tools and says what was not done (``doing``: "no run was started"), before anything is
+    recorded or paid."""
+    gw = gateway_from(url, token)
+    if gw is None:
+        return None
+    specs = gw.specs()  # an unreachable gateway, or a refused tool list, fails here
+    try:
+        gw.check()
+    except GatewayError as exc:
+        names = [s.id for s in specs]
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        raise CliError(
+            f"{full_stop(str(exc))} None of its tools can be called ({shown or 'none'}): {doing}.",
+            code=1,
+        ) from None
+    return gw

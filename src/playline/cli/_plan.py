@@ -1,4 +1,6 @@
-"""`playline plan`: what a run would cost, before paying for it (``pl.plan``)."""
+"""`playline plan`: what a run would cost, before paying for it (``pl.plan``), and whether
+the tools it would pay for can be called at all (``_access.py``): a gateway that refuses the
+token, or a key that is not set, is said here, before anything is spent."""
 
 from __future__ import annotations
 
@@ -6,12 +8,15 @@ import json
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 import playline as pl
 
+from .._access import Refusal, refusals
 from ._app import (
     GatewayOpt,
+    GatewayTokenOpt,
     InputJsonOpt,
     InputsOpt,
     JsonOpt,
@@ -22,6 +27,7 @@ from ._app import (
     console,
 )
 from ._load import gateway_from, load_play, parse_inputs
+from ._tables import TsvOpt, print_table, table_output
 
 
 @app.command()
@@ -32,7 +38,9 @@ def plan(
     input_json: InputJsonOpt = None,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
     json_mode: JsonOpt = False,
+    tsv: TsvOpt = False,
 ) -> None:
     """Estimate what running a play would cost, without paying: calls the store's receipts
     answer are free, the others are counted, per tool and per column.
@@ -41,21 +49,39 @@ def plan(
     published coverage, else 50%; a waterfall step weighed by the chance a row reaches it)
     and at most (every counted call charged). Nothing is sent to a provider and nothing is
     written to the store.
+
+    It also checks that the tools it counts can be called: that their gateway is reachable
+    and takes the token, and that their keys are set. A plan they would refuse says which
+    tools and why, and exits 1.
     """
     input = parse_inputs(inputs or [], input_json)
     loaded = load_play(play)
-    gw = gateway_from(gateway)
+    gw = gateway_from(gateway, gateway_token)
     tools: list[Any] = list(loaded.sources)
     if gw is not None:
         gw.specs()  # an unreachable gateway fails here
         tools.append(gw)
     # the URL, not an opened store: a plan reads the store if it is there and creates nothing
     estimate = pl.plan(loaded.play, {} if input is None else input, store=store, tools=tools)
-    if json_mode:
-        typer.echo(json.dumps(estimate.to_dict(), default=str))
-    else:
-        _print_plan(estimate)
-    raise typer.Exit(0 if estimate.error is None else 1)
+    refused = refusals(estimate, tools)
+    with table_output(tsv, json_mode=json_mode):  # --tsv: the tables alone on stdout
+        if json_mode:
+            shown = {**estimate.to_dict(), "refused": [r.to_dict() for r in refused]}
+            typer.echo(json.dumps(shown, default=str))
+        else:
+            _print_plan(estimate)
+            _print_refused(refused)
+    raise typer.Exit(0 if estimate.error is None and not refused else 1)
+
+
+def _print_refused(refused: list[Refusal]) -> None:
+    """Each cause that would fail calls, and the counted tools it would fail."""
+    for refusal in refused:
+        console.print(
+            f"  [red]refused:[/red] {escape(refusal.why)}\n    the calls of "
+            f"{', '.join(refusal.tools)} would fail: fix this before running",
+            highlight=False,
+        )
 
 
 def _print_plan(estimate: pl.Plan) -> None:
@@ -84,7 +110,7 @@ def _print_plan(estimate: pl.Plan) -> None:
                 f"${t.credits_max:.4f}" if usd else f"{t.credits_max:g}",
                 f"{t.seconds:.1f} s" if t.seconds else "-",
             )
-        console.print(tools)
+        print_table(tools)
     if estimate.columns:
         columns = Table(title="Per column", title_justify="left")
         for column in ("column", "calls", "requests", "credits expected", "at most"):
@@ -94,7 +120,7 @@ def _print_plan(estimate: pl.Plan) -> None:
                 c.column, str(c.calls), str(c.requests), f"{c.credits_expected:.1f}",
                 f"{c.credits_max:g}",
             )  # fmt: skip
-        console.print(columns)
+        print_table(columns)
     console.print(
         f"[bold]credits: about {estimate.credits_expected:.1f} expected, at most "
         f"{estimate.credits_max:g}[/bold] · {estimate.requests} provider requests · at least "

@@ -1,9 +1,16 @@
-"""`playline run`, `resume` and `worker`: running plays and resuming them."""
+"""`playline run`, `resume` and `worker`: running plays and resuming them.
+
+A run records where its play came from (file, function) and the gateway it called: the URL
+(not one holding a password) and where its token came from (``--gateway-token`` or
+``$PLAYLINE_GATEWAY_TOKEN``), never the token. A resume, from this command or from the UI,
+calls the same gateway unless told another, and asks for the token again if it has none.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +30,7 @@ from ._app import (
     CreditsOpt,
     ForceOpt,
     GatewayOpt,
+    GatewayTokenOpt,
     InDoubtOpt,
     InputJsonOpt,
     InputsOpt,
@@ -44,10 +52,11 @@ from ._app import (
 from ._load import (
     CliError,
     LoadedPlay,
-    gateway_from,
+    connect_gateway,
     load_module,
     load_play,
     parse_inputs,
+    read_gateway_token,
 )
 from ._outfile import check_out
 from ._progress import JsonLines, LiveProgress, drive
@@ -125,6 +134,7 @@ def _execute(
     max_credits: float | None,
     json_mode: bool,
     out: Path | None,
+    gateway_token: str | None = None,
     max_usd: float | None = None,
     force: bool = False,
     raw: bool = False,
@@ -135,10 +145,10 @@ def _execute(
     notify: str | None = None,
 ) -> pl.RunResult:
     check_out(out, force=force)  # before anything runs, and so before anything is paid
-    gw = gateway_from(gateway)
+    # an unreachable gateway, or one that refuses the token, fails here: no run is recorded
+    gw = connect_gateway(gateway, gateway_token, doing=_NOT_STARTED)
     tools: list[Any] = list(loaded.sources)
     if gw is not None:
-        gw.specs()  # an unreachable gateway fails here, before a run is recorded
         tools.append(gw)
     db = store_at(store)
     exists = run_id is not None and db.get_run(run_id) is not None
@@ -146,7 +156,13 @@ def _execute(
         input = {}
     jsonl = JsonLines() if json_mode else None
     progress = LiveProgress(console, db) if not json_mode and console.is_terminal else None
-    source = {"file": str(loaded.file), "function": loaded.function, "max_credits": max_credits}
+    source = {
+        "file": str(loaded.file),
+        "function": loaded.function,
+        "max_credits": max_credits,
+        **_gateway_source(gw, gateway_token),
+        **_out_source(out, raw),
+    }
     started = _Started(announce=not json_mode, run_id=run_id)
     resumable(run_id if exists else None)
     listeners = [
@@ -157,7 +173,7 @@ def _execute(
     if ui:  # a daemon thread: it ends with the command
         from ._ui import start_beside
 
-        start_beside(db, store, gateway)
+        start_beside(db, store, gateway, gateway_token)
     try:
         result = asyncio.run(
             drive(
@@ -204,6 +220,62 @@ def _execute(
     return result
 
 
+_NOT_STARTED = "no run was started, nothing was paid"
+
+
+def _gateway_source(gw: pl.Gateway | None, token: str | None) -> dict[str, str]:
+    """What a run records of its gateway for a resume: the URL (unless it holds a password,
+    which is never stored) and where the token came from, never the token."""
+    if gw is None:
+        return {}
+    recorded = {} if urllib.parse.urlsplit(gw.url).password else {"gateway": gw.url}
+    came_from = read_gateway_token(token)[1]
+    return {**recorded, "gateway_token": came_from} if came_from else recorded
+
+
+def _resumed_gateway(
+    run_id: str, source: dict[str, Any], gateway: str | None, token: str | None
+) -> str | None:
+    """The gateway a resume calls: ``--gateway``, else the one the run recorded (else
+    ``$PLAYLINE_GATEWAY_URL``). A run that was given a token needs one again: it was never
+    stored."""
+    url = gateway or source.get("gateway")
+    came_from = source.get("gateway_token")
+    if url and came_from and not read_gateway_token(token)[1]:
+        raise CliError(
+            f"Run {run_id} called the gateway at {url} with a token (given with {came_from}), "
+            "which is never stored: give it again with --gateway-token or "
+            "PLAYLINE_GATEWAY_TOKEN."
+        )
+    return str(url) if url else None
+
+
+def _out_source(out: Path | None, raw: bool) -> dict[str, Any]:
+    """What a run records of its ``--out`` for a resume to write again: the file's absolute
+    path (a resume may start in another folder) and ``--raw``."""
+    return {} if out is None else {"out": str(out.absolute()), "raw": raw}
+
+
+def _remembered_out(run_id: str, source: dict[str, Any]) -> Path | None:
+    """The ``--out`` file the run was started with, which its resume writes again (the rows
+    of the attempt that stopped replaced by all of them); None when it had none, or when
+    the file can no longer be written there (said on stderr: give --out)."""
+    recorded = source.get("out")
+    if not isinstance(recorded, str):
+        return None
+    out = Path(recorded)
+    try:
+        check_out(out, force=True)  # the run's own file: replaced, a link never followed
+    except CliError as exc:
+        typer.echo(
+            f"warning: run {run_id} was started with --out {out}, which this resume cannot "
+            f"write ({exc}); give another with --out.",
+            err=True,
+        )
+        return None
+    return out
+
+
 def _write_output(
     db: Store, result: pl.RunResult, out: Path, *, force: bool, raw: bool
 ) -> tuple[str, int] | None:
@@ -221,12 +293,13 @@ def _write_output(
 
 def _print_written(result: pl.RunResult, written: tuple[str, int], out: Path) -> None:
     name, count = written
-    console.print(f"Wrote {count} rows of dataset {name!r} to {out}", highlight=False)
+    console.print(
+        f"Wrote {count} rows of dataset {name!r} to {out}", highlight=False, soft_wrap=True
+    )
     if result.stats.rows_pending:  # a stop left rows unfinished: the file lacks them
         console.print(
-            f"  partial: {result.stats.rows_pending} rows are pending; after `playline resume "
-            f"{result.run_id}`, `playline export {result.run_id} --out {out} --force` writes "
-            "them all",
+            f"  partial: {result.stats.rows_pending} rows are pending; `playline resume "
+            f"{result.run_id}` runs them and writes {out} again with all the rows",
             highlight=False,
         )
 
@@ -306,6 +379,7 @@ def run(
     raw: RawOpt = False,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
     max_credits: CreditsOpt = None,
     max_usd: UsdOpt = None,
     retry_in_doubt: InDoubtOpt = False,
@@ -342,7 +416,12 @@ def run(
         _only_with_temporal(namespace=namespace, task_queue=task_queue, detach=detach)
     else:
         _not_with_temporal(
-            gateway=gateway, retry_in_doubt=retry_in_doubt, ui=ui, refresh=refresh, notify=notify
+            gateway=gateway,
+            gateway_token=gateway_token,
+            retry_in_doubt=retry_in_doubt,
+            ui=ui,
+            refresh=refresh,
+            notify=notify,
         )
         if detach and out is not None:
             raise CliError("--out needs the run to finish: leave out --detach.")
@@ -370,6 +449,7 @@ def run(
         run_id=run_id,
         store=store,
         gateway=gateway,
+        gateway_token=gateway_token,
         max_credits=max_credits,
         max_usd=max_usd,
         json_mode=json_mode,
@@ -394,6 +474,7 @@ def resume(
     raw: RawOpt = False,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
     max_credits: CreditsOpt = None,
     max_usd: UsdOpt = None,
     retry_in_doubt: InDoubtOpt = False,
@@ -409,16 +490,22 @@ def resume(
     json_mode: JsonOpt = False,
 ) -> None:
     """Resume a run started with `playline run`: finished rows and paid calls are reused,
-    failed rows are tried again."""
+    failed rows are tried again. It calls the gateway the run called (unless --gateway says
+    another), with the token given again (--gateway-token or $PLAYLINE_GATEWAY_TOKEN). A run
+    started with --out has that file written again with all its rows (--out FILE: that one
+    instead)."""
     check_out(out, force=force)
     db = store_at(store)
     record = require_run(db, run_id)
     resumable(run_id)  # interrupted while its play loads, it is still there to resume
-    loaded, _ = _source_play(db, run_id)  # without --max-credits, the run's own budget stands
+    loaded, source = _source_play(db, run_id)  # without --max-credits, its own budget stands
+    if out is None and (remembered := _remembered_out(run_id, source)) is not None:
+        out, force, raw = remembered, True, bool(source.get("raw"))  # the run's own --out
     where = recorded_endpoint(record)
     if where is not None:  # it runs on Temporal: resume it there
         _not_with_temporal(
             gateway=gateway,
+            gateway_token=gateway_token,
             retry_in_doubt=retry_in_doubt,
             retry_failed=retry_failed,
             notify=notify,
@@ -444,7 +531,8 @@ def resume(
         None,
         run_id=run_id,
         store=store,
-        gateway=gateway,
+        gateway=_resumed_gateway(run_id, source, gateway, gateway_token),
+        gateway_token=gateway_token,
         max_credits=max_credits,
         max_usd=max_usd,
         json_mode=json_mode,
@@ -481,11 +569,15 @@ def _only_with_temporal(**given: Any) -> None:
             raise CliError(f"--{name.replace('_', '-')} goes with --temporal HOST:PORT.")
 
 
-def _not_with_temporal(*, gateway: str | None, **embedded_only: Any) -> None:
-    if gateway is not None:
+def _not_with_temporal(
+    *, gateway: str | None, gateway_token: str | None = None, **embedded_only: Any
+) -> None:
+    if gateway is not None or gateway_token is not None:
+        flag = "--gateway" if gateway is not None else "--gateway-token"
         raise CliError(
-            "--gateway belongs to the workers with --temporal: start them with `playline "
-            "worker --temporal HOST:PORT --gateway URL` (or PLAYLINE_GATEWAY_URL)."
+            f"{flag} belongs to the workers with --temporal: start them with `playline "
+            "worker --temporal HOST:PORT --gateway URL --gateway-token TOKEN` (or "
+            "PLAYLINE_GATEWAY_URL and PLAYLINE_GATEWAY_TOKEN)."
         )
     for name, value in embedded_only.items():
         if value:
@@ -624,6 +716,7 @@ def worker(
     ] = 1.0,
     store: StoreOpt = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
     json_mode: JsonOpt = False,
     temporal: TemporalOpt = None,
     namespace: NamespaceOpt = None,
@@ -640,10 +733,9 @@ def worker(
         _only_with_temporal(namespace=namespace, task_queue=task_queue, concurrency=concurrency)
     elif burst:
         raise CliError("--burst is for the local worker; a Temporal worker serves until stopped.")
+    # an unreachable gateway, or one that refuses the token, fails here
+    gw = connect_gateway(gateway, gateway_token, doing="the worker did not start")
     db = store_at(store)
-    gw = gateway_from(gateway)
-    if gw is not None:
-        gw.specs()  # an unreachable gateway fails here
     by_name: Plays = {}
     for ref in plays or []:
         loaded = load_module(ref)

@@ -20,8 +20,8 @@ import playline as pl
 
 from ..store import Store, display_url
 from ..triggers._hooks import Hook, hooks_of
-from ._app import GatewayOpt, StoreOpt, app, command, store_at
-from ._load import CliError, LoadedModule, cannot_listen, gateway_from, load_module
+from ._app import GatewayOpt, GatewayTokenOpt, StoreOpt, app, command, store_at
+from ._load import CliError, LoadedModule, cannot_listen, connect_gateway, gateway_from, load_module
 from ._runcmds import Plays, play_resolver
 
 __all__ = ["serve"]
@@ -62,6 +62,7 @@ def serve(
         ),
     ] = True,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
 ) -> None:
     """Answer signed webhooks at POST /hooks/NAME until Ctrl-C: each delivery queues a run of
     its hook's play (or sends its event) and is answered 202 at once.
@@ -82,9 +83,11 @@ def serve(
             "pl.hook('signup', play=enrich_lead, secret='CRM_HOOK_SECRET') and give the file: "
             "`playline serve hooks.py`."
         )
-    gw = gateway_from(gateway)
-    if gw is not None and worker:
-        gw.specs()  # an unreachable gateway fails here
+    gw = (
+        connect_gateway(gateway, gateway_token, doing="nothing is served")
+        if worker  # its runs call the gateway: an unreachable one, or a refused token, fails
+        else gateway_from(gateway, gateway_token)
+    )
     with closing(store_at(store)) as db:
         hooks_app = create_hooks_app(HooksConfig(store=db, hooks=hooks))  # reads the secrets
         try:

@@ -11,9 +11,10 @@ from urllib.parse import quote
 
 import typer
 
+from .._secrets import Secret
 from ..store import DEFAULT_STORE_URL, Store
-from ._app import GatewayOpt, StoreOpt, app, command, store_at
-from ._load import CliError, cannot_listen
+from ._app import GatewayOpt, GatewayTokenOpt, StoreOpt, app, command, store_at
+from ._load import TOKEN_VARIABLE, CliError, cannot_listen, read_gateway_token
 from ._report import require_run
 
 __all__ = ["start_beside", "store_url"]
@@ -40,6 +41,7 @@ def ui(
     open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
     run_id: Annotated[str | None, typer.Option("--run", help="Start on this run's page.")] = None,
     gateway: GatewayOpt = None,
+    gateway_token: GatewayTokenOpt = None,
     allowed_hosts: Annotated[
         list[str] | None,
         typer.Option(
@@ -56,7 +58,9 @@ def ui(
 
     It reads the store, so it shows runs of any process that writes there. Its actions (stop,
     resume, export, send an event) need the page's token; resume starts `playline resume`
-    on the same store (with --gateway, if given).
+    on the same store, which calls the gateway the run called (or --gateway, if given) with
+    this command's --gateway-token (else $PLAYLINE_GATEWAY_TOKEN), passed in its
+    environment.
     """
     from ..web import UIConfig, serve
 
@@ -73,6 +77,7 @@ def ui(
                     store=db,
                     store_url=url,
                     gateway=gateway,
+                    gateway_token=_token(gateway_token),
                     allowed_hosts=names,
                 ),
                 host=host,
@@ -101,12 +106,24 @@ def _host_name(name: str) -> str:
     return f"[{address}]" if address.version == 6 else str(address)
 
 
-def start_beside(db: Store, url: str | None, gateway: str | None) -> str:
+def _token(given: str | None) -> Secret | None:
+    """The token the UI's resumes get (``--gateway-token``, else the variable), as a secret:
+    never shown, caught if anything would store or print it."""
+    token = read_gateway_token(given)[0]
+    return Secret(TOKEN_VARIABLE, token) if token else None
+
+
+def start_beside(
+    db: Store, url: str | None, gateway: str | None, gateway_token: str | None = None
+) -> str:
     """Serve the UI on a free loopback port in a daemon thread beside a run (``run --ui``);
     prints its URL and returns it. The thread ends with the process."""
     from ..web import UIConfig
     from ..web.server import serve_in_thread
 
-    address = serve_in_thread(UIConfig(store=db, store_url=store_url(url), gateway=gateway))
+    config = UIConfig(
+        store=db, store_url=store_url(url), gateway=gateway, gateway_token=_token(gateway_token)
+    )
+    address = serve_in_thread(config)
     typer.echo(f"Playline UI on {address}/ (the run is at the top of the list)", err=True)
     return address

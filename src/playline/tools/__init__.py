@@ -1,5 +1,6 @@
 """The tool layer: specs, local tools, declared HTTP tools, results and the gateway transport."""
 
+from ._credentials import secret
 from ._gateway import Gateway
 from ._http import Auth, HttpBulk, HttpPoll, HttpTool
 from ._outcomes import Answer, Outcome, Reported, parse_retry_after
@@ -33,5 +34,6 @@ __all__ = [
     "dotted",
     "is_value",
     "parse_retry_after",
+    "secret",
     "tool",
 ]

@@ -4,11 +4,19 @@
 ``POST /api/v2/integrations/{id}/execute``. Bulk operations and async jobs (submit, then
 poll) are handled here; rate pacing and retries are the engine's (``_calls.py``), driven by
 the ``ToolError`` this raises (``status``, ``retry_after``, ``retryable``).
+
+The token is sent as a bearer token and is never part of a receipt: the gateway's account
+(its tools' ``auth_scope``) is a digest of where it is (host, port, path) and of the
+``account`` name it is given, so a rotated token keeps every receipt. The tool list may be
+public (the simulator's is), so ``check()`` asks whether the token is taken: an execute of a
+tool no gateway serves, which the gateway refuses with 401/403 before it looks the tool up
+(SIMULATOR.md: auth, then tool), and which nothing can charge.
 """
 
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,7 +24,7 @@ from typing import Any
 import httpx
 
 from .._json import digest
-from .._secrets import Secret, reveal
+from .._secrets import Secret, redact, reveal
 from ..errors import GatewayError, PlayDefinitionError, ToolError
 from ._http import request_or_raise
 from ._normalize import Normalize
@@ -26,17 +34,21 @@ from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, norma
 __all__ = ["Gateway"]
 
 _PREFIX = "/api/v2/integrations"
+_PROBE = "playline.access-check"  # no gateway serves it: an execute of it is only refused
 BULK_SECONDS_PER_ITEM = 1.0
 
 
 class Gateway:
-    """A source of remote tools. ``token`` is sent as a bearer token."""
+    """A source of remote tools. ``token`` is sent as a bearer token; ``account`` names the
+    gateway account its calls are bought for, when one gateway serves several (receipts are
+    kept per gateway and account, never per token: rotating the token buys nothing again)."""
 
     def __init__(
         self,
         url: str,
         token: str | Secret = "",
         *,
+        account: str | None = None,
         timeout: float = 30.0,
         poll_interval: float = 0.05,
     ) -> None:
@@ -52,12 +64,18 @@ class Gateway:
                 f"pl.Gateway(token=...) is a text or a pl.Secret, not {type(token).__name__}."
             )
         # a plain token is a secret as well: a provider echoing it must not get it stored
+        if account is not None and not (isinstance(account, str) and account):
+            raise GatewayError(
+                f"pl.Gateway(account={account!r}): name the account with a text, e.g. "
+                "account='team-b', or leave it out."
+            )
         secret = (token if isinstance(token, Secret) else Secret("gateway token", token)).reveal()
+        self.has_token = bool(secret)
         if secret:
             self._headers["Authorization"] = f"Bearer {secret}"
         self._timeout = timeout
         self.poll_interval = poll_interval
-        self._account = digest("gateway", self.url, secret)[:16]
+        self._account = digest("gateway", _where(self.url), account or "")[:16]
         self._specs: list[ToolSpec] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
@@ -77,6 +95,41 @@ class Gateway:
             self._specs = [self._spec(meta) for meta in self._fetch_metadata()]
         return self._specs
 
+    def check(self) -> None:
+        """Raise ``GatewayError`` when the gateway cannot be reached or refuses the token
+        (401/403): every call of its tools would fail the same way. Nothing is charged: the
+        request executes a tool no gateway serves, which a gateway that checks tokens refuses
+        before it looks the tool up. A gateway that answers it otherwise (404) took the token.
+        """
+        try:
+            response = httpx.post(
+                f"{self.url}{_PREFIX}/{_PROBE}/execute",
+                json={"payload": {}},
+                headers=self._headers,
+                timeout=self._timeout,
+            )
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). Start "
+                "it (`playline sim` for the simulator) or fix --gateway / PLAYLINE_GATEWAY_URL."
+            ) from None
+        if response.status_code not in (401, 403):
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        said = body.get("message") if isinstance(body, dict) else None
+        words = " ".join(str(said or response.text[:200] or response.reason_phrase).split())
+        which = "the token it was given" if self.has_token else "calls without a token"
+        raise GatewayError(
+            redact(
+                f"The gateway at {self.url} refuses {which} ({response.status_code}: {words})."
+                " Give its token with --gateway-token or PLAYLINE_GATEWAY_TOKEN "
+                "(pl.Gateway(url, token=...) in Python; the simulator's is 'dev')."
+            )
+        )
+
     def _fetch_metadata(self) -> list[dict[str, Any]]:
         try:
             response = httpx.get(self.url + _PREFIX, headers=self._headers, timeout=self._timeout)
@@ -87,15 +140,18 @@ class Gateway:
             ) from None
         if response.status_code != 200:
             hint = (
-                "Check the token (PLAYLINE_GATEWAY_TOKEN; the simulator's is 'dev')."
+                "Check the token (--gateway-token or PLAYLINE_GATEWAY_TOKEN; the simulator's "
+                "is 'dev')."
                 if response.status_code in (401, 403)
                 else f"Check the URL: the tool list is served at {self.url}{_PREFIX}."
                 if response.status_code == 404
                 else "Check that the gateway is healthy."
             )
             raise GatewayError(
-                f"The gateway at {self.url} answered {response.status_code} to its tool list: "
-                f"{' '.join(response.text[:200].split())}. {hint}"
+                redact(
+                    f"The gateway at {self.url} answered {response.status_code} to its tool "
+                    f"list: {' '.join(response.text[:200].split())}. {hint}"
+                )
             )
         try:
             tools = response.json()["tools"]
@@ -231,6 +287,14 @@ class Gateway:
 _ANSWERED = ("completed", "no_result")  # an answer's statuses; "pending" is a job's
 
 
+def _where(url: str) -> str:
+    """Where a gateway is, as its account names it: host, port and path, without a user or
+    password the URL may carry (a rotated password is the same account)."""
+    parts = urllib.parse.urlsplit(url)
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
 def _names(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
@@ -262,6 +326,7 @@ class _GatewayTransport:
     def __init__(
         self, gateway: Gateway, *, bulk: str | None, poll: str | None, item_keys: bool = False
     ) -> None:
+        self.gateway = gateway  # whose token a plan checks (``_access.py``)
         self._gateway = gateway
         self._bulk = bulk
         self._poll = poll

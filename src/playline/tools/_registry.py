@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from .._arity import check_args
 from .._secrets import reveal
 from ..errors import PlayDefinitionError, ToolError
+from ._credentials import account, check_secret_names, declared_by, require
 from ._normalize import Normalize
 from ._spec import Batch, Cost, Rate, ToolSpec, normalise_lists, normalise_outputs
 
@@ -27,15 +28,27 @@ class ToolSource(Protocol):
 
 
 class LocalTransport:
-    """Calls a Python function in-process: ``fn(input)`` or, for batch tools, ``fn(inputs)``."""
+    """Calls a Python function in-process: ``fn(input)`` or, for batch tools, ``fn(inputs)``.
 
-    def __init__(self, fn: Callable[..., Any], *, takes_list: bool) -> None:
+    ``secrets`` are the keys the function reads with ``pl.secret`` (``_credentials.py``):
+    each must be set before it is called, as an ``HttpTool``'s key must."""
+
+    def __init__(
+        self, fn: Callable[..., Any], *, takes_list: bool, secrets: tuple[str, ...] = ()
+    ) -> None:
         self.fn = fn
         self.takes_list = takes_list
+        self.secrets = secrets
         self._is_async = inspect.iscoroutinefunction(fn)
         self.inline = not self._is_async
 
-    async def _invoke(self, arg: Any) -> Any:
+    async def _invoke(self, spec: ToolSpec, arg: Any) -> Any:
+        if self.secrets:  # pl.secret reads them during the call
+            with declared_by(spec.id, self.secrets):
+                return await self._result(arg)
+        return await self._result(arg)
+
+    async def _result(self, arg: Any) -> Any:
         result = self.fn(arg)
         if self._is_async or inspect.isawaitable(result):
             result = await result
@@ -44,10 +57,12 @@ class LocalTransport:
     async def call(
         self, spec: ToolSpec, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
     ) -> list[Any]:
+        if self.secrets:
+            require(self.secrets)  # a key not set stops the run, saying which to export
         try:  # the tool gets its inputs' secrets revealed: they are its to use
             if not self.takes_list:
-                return [await self._invoke(reveal(dict(inputs[0])))]
-            results = await self._invoke([reveal(dict(i)) for i in inputs])
+                return [await self._invoke(spec, reveal(dict(inputs[0])))]
+            results = await self._invoke(spec, [reveal(dict(i)) for i in inputs])
         except ToolError:
             raise
         except Exception as exc:
@@ -95,6 +110,7 @@ class ToolRegistry:
         in_doubt: Literal["resend", "fail"] | None = None,
         description: str | None = None,
         normalize: Mapping[str, str] | Callable[..., Any] | None = None,
+        secrets: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a tool (see ``pl.tool``).
 
@@ -107,6 +123,11 @@ class ToolRegistry:
         ``normalize`` says how inputs compare (``{"email": "email", "domain": "domain",
         "first_name": "name"}`` or a function): variants of one input share a receipt, and
         the function gets the normalised input.
+
+        ``secrets`` names the environment variables holding the keys the function reads with
+        ``pl.secret(name)`` during its call, outside its input: receipts are kept by the
+        account those names make, never by the keys' values, so rotating a key buys nothing
+        again (``_credentials.py``).
         """
         if in_doubt is not None and in_doubt not in ("resend", "fail"):
             raise PlayDefinitionError(
@@ -130,6 +151,7 @@ class ToolRegistry:
                 )
         outputs_of, lists_of = normalise_outputs(outputs), normalise_lists(lists)
         normalizer = None if normalize is None else Normalize(f"@pl.tool({id!r})", normalize)
+        keys = check_secret_names(id, secrets)
         charged = cost if isinstance(cost, Cost) else Cost()
         if in_doubt is None:
             in_doubt = "fail" if charged.credits else "resend"
@@ -137,7 +159,7 @@ class ToolRegistry:
         def decorate(fn: F) -> F:
             takes_list = batch is not None and batch.via is None
             check_args(fn, 1, f"@pl.tool({id!r})", "(inputs)" if takes_list else "(input)")
-            transport = LocalTransport(fn, takes_list=takes_list)
+            transport = LocalTransport(fn, takes_list=takes_list, secrets=keys)
             limits = rate or Rate()
             if limits.concurrency is None:
                 rerun = transport.inline and in_doubt == "resend" and not charged.credits
@@ -159,6 +181,7 @@ class ToolRegistry:
                 in_doubt=in_doubt,
                 description=description or (inspect.getdoc(fn) or "").split("\n")[0],
                 normalize=normalizer,
+                auth_scope=account(keys) if keys else "local",
             )
             fn.__playline_tool__ = spec  # type: ignore[attr-defined]
             self._specs[id] = spec

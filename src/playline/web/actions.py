@@ -3,9 +3,10 @@
 Each is a POST that needs the page's CSRF token (``security.py``). Stop asks the attempt that
 holds the run, through the store, to stop before its next paid call (the run ends
 ``suspended``; nothing paid is lost); resume starts ``playline resume -- RUN_ID`` on the same
-store in a process of its own (the store's URL in its environment, never on its command line);
-export streams CSV or JSON lines from the read model; send delivers the event a suspended run
-awaits.
+store in a process of its own (the store's URL and the gateway's token in its environment,
+never on its command line; the gateway the run recorded unless the UI was given one), which a
+thread of the UI waits for, so that none is left a zombie; export streams CSV or JSON lines
+from the read model; send delivers the event a suspended run awaits.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,8 @@ from starlette.routing import Route
 
 import playline as pl
 
-from .._trace import columns_of, defused, export_rows, flat, run_status
+from .._secrets import Secret
+from .._trace import SOURCE_KIND, columns_of, defused, export_rows, flat, run_status
 from ..errors import PlaylineError
 from ..store import RunRecord, display_url
 from .security import check_csrf, form_fields
@@ -43,7 +46,9 @@ RESUMABLE = ("failed", "suspended", "interrupted", "completed_with_errors")
 
 
 class Children:
-    """The ``playline resume`` processes this UI started (reaped as new ones start)."""
+    """The ``playline resume`` processes this UI started, each waited for by a thread of its
+    own as soon as it starts: one that ends is reaped then, not left a zombie (``<defunct>``)
+    until another starts or the UI stops."""
 
     def __init__(self) -> None:
         self.started: dict[str, subprocess.Popen[bytes]] = {}
@@ -53,22 +58,31 @@ class Children:
         return child is not None and child.poll() is None
 
     def start(
-        self, run_id: str, command: list[str], log: Path, store_url: str
+        self,
+        run_id: str,
+        command: list[str],
+        log: Path,
+        store_url: str,
+        gateway_token: Secret | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start ``command`` with the store's URL in its environment (``PLAYLINE_STORE``):
-        a command line is visible to every user of the machine (``ps``), and the URL may hold
-        a password."""
+        """Start ``command`` with the store's URL (``PLAYLINE_STORE``) and the gateway's
+        token (``PLAYLINE_GATEWAY_TOKEN``, when the UI has one) in its environment: a command
+        line is visible to every user of the machine (``ps``), and both are credentials."""
         for done in [k for k, c in self.started.items() if c.poll() is not None]:
             del self.started[done]
+        env = {**os.environ, "PLAYLINE_STORE": store_url}
+        if gateway_token is not None:
+            env["PLAYLINE_GATEWAY_TOKEN"] = gateway_token.reveal()
         with log.open("ab") as out:
             child = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PLAYLINE_STORE": store_url},
+                env=env,
                 start_new_session=True,  # a Ctrl-C of the UI does not stop the run
             )
+        threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
         self.started[run_id] = child
         return child
 
@@ -112,11 +126,21 @@ async def stop(request: Request) -> Response:
 
 def resume_command(cfg: Any, run_id: str) -> list[str]:
     """``playline resume`` of ``run_id``, which comes after ``--``: no run id is read as an
-    option (``--help``). The store is not on it: ``Children.start`` passes its URL."""
+    option (``--help``). The store and the token are not on it: ``Children.start`` passes
+    them; without ``--gateway``, the resume calls the gateway the run recorded."""
     command = [sys.executable, "-m", "playline", "resume"]
     if cfg.gateway:
         command += ["--gateway", cfg.gateway]
     return [*command, "--", run_id]
+
+
+def _needs_token(cfg: Any, run_id: str) -> bool:
+    """Whether the run's resume would have no gateway token although the run was given one
+    (``playline run`` records where it came from): it would stop at once, asking for it."""
+    if cfg.gateway_token is not None or os.environ.get("PLAYLINE_GATEWAY_TOKEN"):
+        return False
+    sources = cfg.store.read_events(run_id, kinds=[SOURCE_KIND])
+    return bool(sources) and bool((sources[0].data or {}).get("gateway_token"))
 
 
 def shown_command(cfg: Any, command: list[str]) -> str:
@@ -154,10 +178,16 @@ async def resume(request: Request) -> Response:
             "run in the process that holds the store (pl.run(play, run_id=...)).",
             400,
         )
+    if await anyio.to_thread.run_sync(_needs_token, cfg, run_id):
+        return _error(
+            f"Run {run_id} called its gateway with a token, which is never stored, and this UI "
+            "has none to give its resume: start it with `playline ui --gateway-token TOKEN` "
+            "(or with PLAYLINE_GATEWAY_TOKEN set), then resume."
+        )
     log_dir = cfg.log_dir or Path(tempfile.gettempdir())
     log = log_dir / log_name(run_id)
     command = resume_command(cfg, run_id)
-    child = children.start(run_id, command, log, cfg.store_url)
+    child = children.start(run_id, command, log, cfg.store_url, cfg.gateway_token)
     return JSONResponse(
         {
             "run_id": run_id,

@@ -1,0 +1,88 @@
+"""Whether the tools a plan counts can be called: the credentials behind them.
+
+A plan sends nothing, so a gateway that refuses its token, or a provider key that is not set,
+would only show when the run fails its rows. ``refusals`` asks before: each gateway the
+counted tools come from is checked once (``Gateway.check``: reachable, token taken), and each
+key they read is looked up (an ``HttpTool``'s ``auth`` variable, a ``@pl.tool``'s
+``secrets=``), without reading anything from a provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ._plan import Plan
+from ._runner import resolve_tools
+from ._secrets import Secrets
+from .errors import GatewayError, PlayDefinitionError
+from .tools import Gateway, HttpTool, LocalTransport, ToolSpec
+
+__all__ = ["Refusal", "refusals"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """What refuses some of the counted tools (``why``, with what to do), and which."""
+
+    why: str
+    tools: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"why": self.why, "tools": list(self.tools)}
+
+
+def refusals(estimate: Plan, tools: Iterable[Any] | None) -> list[Refusal]:
+    """Why the tools the plan would pay for (its calls not answered by receipts) could not
+    be called, one ``Refusal`` per cause, in the order the tools were counted; ``tools`` as
+    the plan was given them."""
+    table = resolve_tools(tools)
+    found: dict[str, list[str]] = {}
+    checked: dict[int, str | None] = {}  # per gateway object: why it refuses, or None
+    for planned in estimate.tools:
+        spec = table.get(planned.tool)
+        if spec is None or not planned.calls:
+            continue
+        for why in _causes(spec, checked):
+            found.setdefault(why, []).append(spec.id)
+    return [Refusal(why=why, tools=tuple(tools)) for why, tools in found.items()]
+
+
+def _causes(spec: ToolSpec, checked: dict[int, str | None]) -> Iterable[str]:
+    transport = spec.transport
+    gateway = getattr(transport, "gateway", None)
+    if isinstance(gateway, Gateway):
+        if id(gateway) not in checked:
+            checked[id(gateway)] = _refused(gateway)
+        why = checked[id(gateway)]
+        if why is not None:
+            yield why
+    names: tuple[str, ...] = ()
+    if isinstance(transport, HttpTool) and transport.auth is not None:
+        secret = transport.auth.secret
+        names = (secret,) if isinstance(secret, str) else ()
+    elif isinstance(transport, LocalTransport):
+        names = transport.secrets
+    for name in names:
+        if not _is_set(name):
+            yield (
+                f"the key {name} is not set: export PLAYLINE_SECRET_{name} (or {name}) where "
+                "the run will run"
+            )
+
+
+def _refused(gateway: Gateway) -> str | None:
+    try:
+        gateway.check()
+    except GatewayError as exc:
+        return str(exc)
+    return None
+
+
+def _is_set(name: str) -> bool:
+    try:
+        Secrets().get(name)
+    except PlayDefinitionError:
+        return False
+    return True
