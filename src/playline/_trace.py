@@ -92,6 +92,7 @@ class DatasetTrace:
     columns: list[str] = field(default_factory=list)
     status: str = "running"
     stats: dict[str, Any] = field(default_factory=dict)
+    total: int | None = None  # rows its input holds, as its (last) start said; None: unknown
 
 
 @dataclass
@@ -132,6 +133,13 @@ class ToolTrace:
     reported: float = 0.0  # what it said, for those calls
     declared: float = 0.0  # what the tool declares, for the same calls
     unit: str = "credits"  # what ``credits`` counts: "usd" for a tool priced in dollars
+    # calls a purchase of the run answered, written otherwise (case, spaces) than the input
+    # it was keyed on: normalised twins, not paid (as each attempt counted them at its end)
+    twins: int = 0
+    from_ledger: int = 0  # live calls counted from the ledger (their attempt was killed)
+    # Of ``inputs``: sent by an attempt that was killed before it wrote their request events
+    # (written up to 0.1 s after the requests go out), known from their answers in the ledger.
+    unlogged: int = 0
 
     @property
     def mismatch(self) -> bool:
@@ -150,6 +158,10 @@ class ToolTrace:
         }
         if self.unit != "credits":
             doc["unit"] = self.unit
+        if self.twins:
+            doc["twins"] = self.twins
+        if self.unlogged:
+            doc["unlogged"] = self.unlogged
         reported = self.reported_doc()
         if reported is not None:
             doc["reported"] = reported
@@ -191,6 +203,11 @@ class Trace:
         return sum(t.calls for t in self.tools.values())
 
     @property
+    def twins(self) -> int:
+        """Calls answered by a normalised twin (``ToolTrace.twins``), over every tool."""
+        return sum(t.twins for t in self.tools.values())
+
+    @property
     def credits(self) -> float:
         """What the run's own calls paid (its tools' credits)."""
         return self._paid("credits")
@@ -230,6 +247,7 @@ class Trace:
             "datasets": [vars(d) for d in self.datasets.values()],
             "tools": {tool: t.to_dict() for tool, t in sorted(self.tools.items())},
             "steps": dict(self.other),
+            "twins": self.twins,
             "log_lines": self.logs,
             "waterfalls": list(self.waterfalls.values()),
             "children": self.children,
@@ -271,6 +289,8 @@ def trace_of(
             if event.status == "running":
                 ds.description = data.get("description")
                 ds.columns = list(data.get("columns") or [])
+                total = data.get("total")
+                ds.total = total if isinstance(total, int) else None
             ds.status = event.status or ds.status
             if event.status != "running":  # its end (completed, stopped, ...): its counts
                 ds.stats = data
@@ -307,6 +327,7 @@ def trace_of(
         for name, counts in (attempt.stats.get("tools") or {}).items():
             live = int(counts.get("live", 0))
             trace.tools[name].calls += live
+            trace.tools[name].twins += int(counts.get("twins", 0))
             attempt.calls += live
     starts = [a.started_at for a in trace.attempt_list]
     for entry in store.read_ledger(run_id):
@@ -322,6 +343,7 @@ def trace_of(
         paid_by = trace.attempt_list[at] if at >= 0 else None
         if paid_by is None or "tools" not in paid_by.stats:  # its calls were never counted
             tool.calls += 1
+            tool.from_ledger += 1
         if paid_by is not None:
             paid_by.calls += "tools" not in paid_by.stats
             paid_by.found += int(entry.found)
@@ -329,6 +351,9 @@ def trace_of(
                 paid_by.usd += entry.credits
             else:
                 paid_by.credits += entry.credits
+    for tool in trace.tools.values():  # every live call was an input sent
+        tool.unlogged = min(max(0, tool.calls - tool.inputs), tool.from_ledger)
+        tool.inputs += tool.unlogged
     # its child plays' charges are in their own ledgers (their run ids extend this one's)
     trace.child_credits = max(0.0, round(store.spent(run_id) - trace.credits, 6))
     trace.child_usd = max(0.0, round(store.spent(run_id, "usd") - trace.usd, 9))
@@ -628,6 +653,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
                 "unit": t.unit,
                 "credits_per_hit": round(t.credits / t.found, 6) if t.found else None,
                 "reported": t.reported_doc(),
+                "unlogged": t.unlogged,
             }
         )
     doc = run_summary(store, run)
@@ -656,12 +682,16 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
 
     Credits are the ledger's, over every attempt, each in the column whose cell made the call
     (so a cell that a later attempt answered from the receipt an earlier one paid for still
-    shows what it cost). A ledger written before entries named their column (Playline before
-    schema 6 on SQLite, 3 on PostgreSQL) counts a call in the column of its row whose cell
-    used its tool (its provider or one of its waterfall's steps). Paid calls no stored cell
-    claims (made outside a dataset, in a hidden column, or for a row never stored) are
-    ``other_credits``. Dollars (LLM calls) are counted apart, as ``usd`` and ``other_usd``.
-    It reads every row, so a dataset past ``max_rows`` is left out (``skipped`` names it)."""
+    shows what it cost). A call whose cell is not stored is still its column's: its row had
+    not finished (it was running, or its attempt stopped before it did: a resume answers the
+    call from its receipt), counted apart as ``unstored_credits``; or the column is hidden
+    (``_name``: never stored, ``hidden``). A ledger written before entries named their column
+    (Playline before schema 6 on SQLite, 3 on PostgreSQL) counts a call in the column of its
+    row whose cell used its tool (its provider or one of its waterfall's steps). Paid calls
+    made outside any dataset's rows (the play's own code, a durable boundary) and the older
+    entries no stored cell claims are ``other_credits``. Dollars (LLM calls) are counted
+    apart, as ``usd``, ``unstored_usd`` and ``other_usd``. It reads every row, so a dataset
+    past ``max_rows`` is left out (``skipped`` names it)."""
     spent: dict[tuple[str, str, str], float] = {}  # (dataset, row key, column) -> credits
     by_tool: dict[tuple[str, str], dict[str, float]] = {}  # older entries: row -> tool -> credits
     dollars: dict[tuple[str, str, str], float] = {}  # as ``spent``, in dollars
@@ -690,11 +720,7 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
         for record in store.iter_rows(run_id, name):
             charges = by_tool.pop((name, record.key), {})
             for column, meta in record.cells.items():
-                entry = columns.setdefault(
-                    f"{name}.{column}",
-                    {"dataset": name, "column": column, "cells": 0, "found": 0, "credits": 0.0,
-                     "usd": 0.0, "providers": {}},
-                )  # fmt: skip
+                entry = _column_entry(columns, name, column)
                 entry["cells"] += 1
                 entry["found"] += meta.get("status") in ("completed", "cached")
                 credits = spent.pop((name, record.key, column), 0.0)
@@ -706,16 +732,38 @@ def ledger_by_column(store: Store, run_id: str, *, max_rows: int = 200_000) -> d
                 if provider:
                     entry["providers"][provider] = entry["providers"].get(provider, 0) + 1
             other += sum(charges.values())
-    other += sum(credits for (dataset, _, _), credits in spent.items() if dataset not in skipped)
+    for (dataset, _, column), credits in spent.items():  # cells not stored (yet)
+        if dataset not in skipped:
+            _unstored(_column_entry(columns, dataset, column), credits, "credits", 6)
+    for (dataset, _, column), usd in dollars.items():
+        if dataset not in skipped:
+            _unstored(_column_entry(columns, dataset, column), usd, "usd", 9)
     other += sum(c for (dataset, _), tools in by_tool.items() if dataset not in skipped
                  for c in tools.values())  # fmt: skip
-    other_usd += sum(usd for (dataset, _, _), usd in dollars.items() if dataset not in skipped)
     return {
         "columns": list(columns.values()),
         "skipped": skipped,
         "other_credits": round(other, 6),
         "other_usd": round(other_usd, 9),
     }
+
+
+def _column_entry(columns: dict[str, dict[str, Any]], dataset: str, column: str) -> dict[str, Any]:
+    """The ledger line of ``dataset.column``, made empty the first time it is asked for."""
+    return columns.setdefault(
+        f"{dataset}.{column}",
+        {"dataset": dataset, "column": column, "cells": 0, "found": 0, "credits": 0.0,
+         "usd": 0.0, "unstored_credits": 0.0, "unstored_usd": 0.0, "providers": {},
+         "hidden": column.startswith("_")},
+    )  # fmt: skip
+
+
+def _unstored(entry: dict[str, Any], amount: float, unit: str, places: int) -> None:
+    """A charge of a column's cell that is not stored: in its column's total, and (unless
+    the column is hidden, so never stored) counted apart as its unfinished rows'."""
+    entry[unit] = round(entry[unit] + amount, places)
+    if not entry["hidden"]:
+        entry[f"unstored_{unit}"] = round(entry[f"unstored_{unit}"] + amount, places)
 
 
 def _tools_of(meta: CellMeta) -> list[str]:

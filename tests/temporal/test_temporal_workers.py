@@ -263,7 +263,8 @@ async def test_runs_submitted_together_spread_over_the_workers(
     temporal_client: Client, store: Store, sim: Simulator, workers: Any
 ) -> None:
     """Twenty runs, two workers that take ten attempts each at most: with every run held at
-    its first provider call, each worker holds ten of them."""
+    its first provider call (in flight, or waiting for room under the tool's cap on calls in
+    flight, which the workers share through the store), each worker holds ten of them."""
     sim.faults(tools={"sim.company.enrich": {"hold": True}})
     a, b, queue, play = workers("--concurrency", "10")
     people = sim.people(200)
@@ -282,7 +283,11 @@ async def test_runs_submitted_together_spread_over_the_workers(
         for i in range(20)
     ]
     await until(
-        lambda: sim.ledger()["inflight"].get("sim.company.enrich.bulk") == 20,
+        lambda: (
+            len({w for r in run_ids for w in attempts_by_worker(store, r)}) == 2
+            and all(len(attempts_by_worker(store, r)) == 1 for r in run_ids)
+            and sim.ledger()["inflight"].get("sim.company.enrich.bulk", 0) > 0
+        ),
         what="all twenty runs at their first call",
     )
     sim.faults(tools={"sim.company.enrich": {"hold": None}})

@@ -105,10 +105,16 @@ class TemporalWorker:
         if self._worker is not None:
             raise PlayDefinitionError("This worker was started already; make a new one.")
         client = await connect(self._temporal, self.where)
+        # One rate limit per tool for all its attempts; on a store other processes use too (a
+        # file, a server), the one every worker and process on it shares (stores.md).
+        clock = SystemClock()
+        gates = ToolGates(clock)
+        if self.store.shared:
+            gates = ToolGates(clock, store=self.store, local=gates)
         self._activity = AttemptActivity(
             store=self.store,
             resolve=self._resolve,
-            gates=ToolGates(SystemClock()),  # one rate limit per tool for all its attempts
+            gates=gates,
             settings=self.settings,
             identity=self.identity,
             on_end=self._on_attempt,

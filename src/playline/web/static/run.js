@@ -1,4 +1,5 @@
-// A run: summary, stats, datasets, ledger by tool and column, waterfalls, trace, log, actions.
+// A run: summary, progress, stats, datasets, ledger by tool and column, waterfalls, trace, log,
+// actions. Every line and number is defined in docs/guide/reading-a-run.md.
 import {
   api, badge, credits, duration, el, follow, getJSON, idPath, num, post, resumeCommand, text,
   toast, when,
@@ -15,9 +16,11 @@ function table(id, rows) {
   document.getElementById(id).closest("section").hidden = rows.length === 0;
 }
 
-function cells(...values) {
-  return values.map((v, i) =>
-    el("td", { class: i > 0 && /^[\d.,\s-]+$/.test(String(v)) ? "num" : null }, v));
+function cells(...values) {  // a number (or a number with a note) is right-aligned
+  return values.map((v, i) => el("td", {
+    class: i > 0 && /^[$\d.,\s-]+( [+(].*)?$/.test(v instanceof Node ? v.textContent : String(v))
+      ? "num" : null,
+  }, v));
 }
 
 function render(doc) {
@@ -61,6 +64,7 @@ function render(doc) {
   }
 
   renderJobs(doc.jobs);
+  renderProgress(doc);
 
   const s = doc.stats || {};
   const child = doc.trace.totals.child_credits;
@@ -74,7 +78,8 @@ function render(doc) {
   ];
   document.getElementById("stats").replaceChildren(
     ...stats.filter(([, v]) => v !== undefined && v !== null).map(([k, v]) =>
-      el("div", {}, el("dt", {}, k), el("dd", {}, typeof v === "number" ? num(v) : v))),
+      el("div", { "data-stat": k }, el("dt", {}, k),
+        el("dd", {}, typeof v === "number" ? num(v) : v))),
   );
 
   table("datasets", doc.datasets.map((d) => el("tr", {},
@@ -84,7 +89,7 @@ function render(doc) {
       num(d.stats.rows_reused), num(d.stats.rows_failed), d.columns.join(", ")))));
 
   table("tools", doc.tools.map((t) => el("tr", {}, ...cells(t.tool, num(t.requests),
-    num(t.inputs), num(t.calls), num(t.found), priced(t.credits, t.unit),
+    inputs(t), num(t.calls), num(t.found), priced(t.credits, t.unit),
     priced(t.credits_per_hit, t.unit), reportedCost(t.reported)))));
 
   const falls = document.getElementById("waterfalls");
@@ -142,22 +147,144 @@ function priced(value, unit) {  // a tool's cost in its unit: credits, or dollar
   return unit === "usd" ? dollars(value) : credits(value);
 }
 
+// The inputs a tool's requests carried: at least its live calls. Those an attempt sent but was
+// killed before writing down are counted from their answers in the ledger, and said so.
+function inputs(t) {
+  if (!t.unlogged) return num(t.inputs);
+  return el("span", { class: "unlogged", title: `${num(t.unlogged)} of them counted from ` +
+    "their answers in the ledger: their attempt was killed before it wrote their requests " +
+    "down" }, `${num(t.inputs)} (${num(t.unlogged)} from the ledger)`);
+}
+
+function money(amountCredits, amountUsd) {
+  if (!amountUsd) return credits(amountCredits);
+  return amountCredits ? `${credits(amountCredits)} + ${dollars(amountUsd)}` : dollars(amountUsd);
+}
+
+const UNFINISHED = "calls paid for rows that have not finished: still running, or stopped " +
+  "before they did (a resume answers these calls from their receipts, free); their cells are " +
+  "stored, and counted under Cells, when their rows finish";
+const HIDDEN = "a hidden column (its name starts with _): its cells are never stored, what its " +
+  "calls cost is counted here";
+const OUTSIDE = "calls the play's own code made outside any dataset's rows (a ctx.tool or " +
+  "ctx.llm in the play function, a durable boundary), so no column made them";
+
 async function loadColumns() {
   const doc = await getJSON(api(`columns/${idPath(runId)}`));
-  const rows = doc.columns.map((c) => el("tr", {}, ...cells(`${c.dataset}.${c.column}`,
-    num(c.cells), num(c.found),
-    !c.usd ? credits(c.credits) : c.credits ? `${credits(c.credits)} + ${dollars(c.usd)}` : dollars(c.usd),
-    Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", "))));
-  if (doc.other_credits) {  // paid calls no stored cell claims (outside a dataset)
-    rows.push(el("tr", {}, ...cells("(outside the stored cells)", "", "",
-      credits(doc.other_credits), "")));
-  }
-  if (doc.other_usd) {
-    rows.push(el("tr", {}, ...cells("(outside the stored cells)", "", "",
-      dollars(doc.other_usd), "")));
+  const rows = doc.columns.map((c) => {
+    const name = `${c.dataset}.${c.column}`;
+    const paid = money(c.credits, c.usd);
+    const unstored = money(c.unstored_credits, c.unstored_usd);
+    return el("tr", {}, ...cells(
+      c.hidden ? el("span", { title: HIDDEN }, `${name} (hidden, not stored)`) : name,
+      num(c.cells), num(c.found),
+      c.unstored_credits || c.unstored_usd
+        ? el("span", { class: "unstored", title: UNFINISHED },
+          `${paid} (${unstored} for rows not finished)`)
+        : paid,
+      Object.entries(c.providers).map(([p, n]) => `${p} ${num(n)}`).join(", ")));
+  });
+  if (doc.other_credits || doc.other_usd) {
+    rows.push(el("tr", {}, ...cells(el("span", { title: OUTSIDE }, "Outside any dataset"),
+      "", "", money(doc.other_credits, doc.other_usd), "")));
   }
   table("columns", rows);
 }
+
+// Progress: per dataset, rows done (stored: finished, failed or waiting) of the rows its input
+// holds, and while it runs the rate over the last RATE_WINDOW ms (rows/s) and the time left.
+// The run's summaries on the stream say how many rows are stored; the page samples them.
+const RATE_WINDOW = 30_000;
+const progress = { datasets: [], others: 0, live: false, samples: new Map() };
+
+function renderProgress(doc) {
+  progress.live = doc.status === "running";
+  const before = new Map(progress.datasets.map((d) => [d.name, d.done]));
+  progress.datasets = doc.datasets.map((d) => ({
+    name: d.name, status: d.status, total: d.total ?? null,
+    // a run's stored rows only grow: a summary read after this document may have said more
+    done: Math.max(d.stored, d.status === "running" ? before.get(d.name) ?? 0 : 0),
+    leftOut: (d.stats.rows_duplicate || 0) + (d.stats.rows_seen || 0),
+  }));
+  const running = progress.datasets.filter((d) => d.status === "running");
+  progress.others = progress.datasets.filter((d) => d.status !== "running")
+    .reduce((sum, d) => sum + d.done, 0);
+  for (const d of running) sample(d.name, d.done);
+  drawProgress();
+}
+
+function stored(summary) {  // a run summary's stored rows, given to the one running dataset
+  if (summary.status !== "running") return;
+  const rows = document.querySelector('#stats [data-stat="rows"] dd');
+  if (rows) rows.textContent = num(summary.rows);
+  const running = progress.datasets.filter((d) => d.status === "running");
+  if (running.length !== 1) return;  // several at once: the next refresh splits them
+  running[0].done = Math.max(0, summary.rows - progress.others);
+  sample(running[0].name, running[0].done);
+  drawProgress();
+}
+
+function sample(name, done) {
+  const now = performance.now();
+  let kept = progress.samples.get(name) || [];
+  if (kept.length && done < kept[kept.length - 1][1]) kept = [];  // counted again: start over
+  kept.push([now, done]);
+  // the samples of the window, and the last one before it (the window's start)
+  while (kept.length > 2 && kept[1][0] < now - RATE_WINDOW) kept.shift();
+  progress.samples.set(name, kept);
+}
+
+function rate(name) {  // rows per second over the window, null until two samples tell
+  const kept = progress.samples.get(name) || [];
+  if (kept.length < 2) return null;
+  const [first, last] = [kept[0], kept[kept.length - 1]];
+  const seconds = (last[0] - first[0]) / 1000;
+  return seconds > 0 ? (last[1] - first[1]) / seconds : null;
+}
+
+function drawProgress() {
+  const shown = progress.datasets;
+  document.getElementById("progress").hidden = shown.length === 0;
+  document.getElementById("progress-rows").replaceChildren(...shown.map((d) => {
+    const live = d.status === "running" && progress.live;
+    const bar = el("progress", { "aria-label": `${d.name}: rows done` });
+    if (d.total !== null) {
+      bar.max = Math.max(d.total, d.done);
+      bar.value = d.done;
+    } else if (!live) {
+      bar.max = bar.value = Math.max(d.done, 1);  // ended: all of it
+    }
+    const parts = [el("span", { class: "done" }, doneText(d, live))];
+    if (live) {
+      const perSecond = rate(d.name);
+      const left = d.total === null || !perSecond ? null
+        : Math.max(0, d.total - d.done) / perSecond;
+      parts.push(el("span", { class: "rate" },
+        perSecond === null ? "measuring rows/s" : `${num(perSecond, 1)} rows/s`));
+      parts.push(el("span", { class: "eta" },
+        left === null ? "ETA unknown" : `ETA ${duration(left)}`));
+    } else {
+      parts.push(el("span", { class: "ended" }, d.status));
+      if (d.leftOut) parts.push(el("span", { class: "left-out" }, `${num(d.leftOut)} left out ` +
+        "(duplicate keys, or rows an earlier run completed)"));
+    }
+    const line = parts.flatMap((part, i) => (i ? [" · ", part] : [part]));
+    return el("div", { class: "progress", "data-dataset": d.name },
+      el("span", { class: "name" }, d.name), " ", bar, " ", ...line);
+  }));
+}
+
+function doneText(d, live) {
+  if (d.total === null) return `${num(d.done)} rows` + (live ? " (total unknown)" : "");
+  const percent = Math.floor((100 * d.done) / Math.max(d.total, 1));
+  return `${num(d.done)} of ${num(d.total)} rows (${percent}%)`;
+}
+
+setInterval(() => {  // no summary comes while no row finishes: the rate falls all the same
+  if (!progress.live) return;
+  for (const d of progress.datasets) if (d.status === "running") sample(d.name, d.done);
+  drawProgress();
+}, 2000);
 
 async function refresh() {
   render(await getJSON(api(`run/${idPath(runId)}`)));
@@ -189,7 +316,10 @@ async function start() {
       if (logs.length) appendLog(logs);
       if (d.events.some((e) => e.kind !== "log")) refreshSoon();
     },
-    summary: (s) => { if (s.status !== lastStatus) refreshSoon(); },
+    summary: (s) => {
+      stored(s);
+      if (s.status !== lastStatus) refreshSoon();
+    },
     reload: () => refreshSoon(),
   });
 }
@@ -213,6 +343,25 @@ document.getElementById("send").addEventListener("submit", async (event) => {
     toast((await post(api("event"), { key: form.get("key"), payload: form.get("payload") })).message);
   } catch (e) { toast(e.message, "error"); }
 });
+
+// What each column of the ledgers counts, as a tooltip on its header (reading-a-run.md).
+const DEFINED = {
+  tools: [null, "Requests sent to the provider (a batch of many inputs is one), each retry again",
+    "The inputs those requests carried, each retry again: never fewer than the live calls",
+    "Calls the provider answered, paid as its price says (calls answered by a receipt or " +
+      "shared with an identical call in flight are free, and not counted)",
+    "Live calls that found something", "What the live calls cost, over every attempt",
+    "Credits divided by found", "What the provider said it charged, where it says so"],
+  columns: [null, "Cells stored (a row's cells are stored when the row finishes)",
+    "Stored cells with a value (done, or from a receipt)",
+    "What the column's calls cost over every attempt, its unfinished rows' included",
+    "Stored cells per tool that gave their value"],
+};
+for (const [id, titles] of Object.entries(DEFINED)) {
+  document.querySelectorAll(`#${id} thead th`).forEach((th, i) => {
+    if (titles[i]) th.title = titles[i];
+  });
+}
 
 start();
 
