@@ -25,6 +25,7 @@ BENCHMARKS = [
     "contention",
     "temporal",
     "llm",
+    "scale",
 ]
 
 
