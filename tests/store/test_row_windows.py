@@ -79,6 +79,47 @@ def test_a_state_keeps_the_rows_with_a_cell_in_it_or_the_waiting_rows(rows: Stor
     assert rows.count_rows("r1", "people", state="running") == 0
 
 
+def test_a_state_scoped_to_a_column_keeps_the_rows_whose_cell_of_it_is_in_it(
+    rows: Store,
+) -> None:
+    """ "email: not found" isolates the rows whose email was not found, not those with any
+    cell not found; "size: cached" those whose size came from a receipt."""
+    rows.save_rows(
+        [_row(5, "completed", {"name": "f"}, {"email": "completed", "size": "not_found"})]
+    )
+    assert keys(rows.row_window("r1", "people", state="not_found")) == ["k002", "k005"]
+    assert keys(rows.row_window("r1", "people", state="not_found", column="email")) == ["k002"]
+    assert keys(rows.row_window("r1", "people", state="not_found", column="size")) == ["k005"]
+    assert rows.count_rows("r1", "people", state="not_found", column="email") == 1
+    assert keys(rows.row_window("r1", "people", state="cached", column="size")) == ["k000", "k002"]
+    assert keys(
+        rows.row_window("r1", "people", state="cached", column="size", sort="score", limit=1)
+    ) == ["k000"]
+    assert rows.count_rows("r1", "people", state="completed", column="nothing") == 0
+
+
+def test_a_column_scope_takes_any_column_name(store: Store) -> None:
+    names = ('size (in")', "back\\slash", "a.b", "it's")
+    statuses = ["not_found", "completed", "not_found"]
+    store.save_rows(
+        [_row(n, "completed", {}, dict.fromkeys(names, s)) for n, s in enumerate(statuses)]
+    )
+    for name in names:
+        found = store.row_window("r1", "people", state="not_found", column=name)
+        assert keys(found) == ["k000", "k002"], name
+        assert store.count_rows("r1", "people", state="completed", column=name) == 1
+
+
+def test_a_column_scope_needs_a_cell_state(rows: Store) -> None:
+    for state in (None, "waiting"):
+        with pytest.raises(StoreError, match="needs the column's name and a cell state"):
+            rows.row_window("r1", "people", state=state, column="email")
+        with pytest.raises(StoreError, match="needs the column's name and a cell state"):
+            rows.count_rows("r1", "people", state=state, column="email")
+    with pytest.raises(StoreError, match="needs the column's name"):
+        rows.row_window("r1", "people", state="failed", column="")
+
+
 def test_counts_by_row_status_cell_status_and_state(rows: Store) -> None:
     counts = rows.row_counts("r1", "people")
     assert counts.rows == 5

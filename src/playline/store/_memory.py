@@ -456,14 +456,16 @@ class MemoryStore(ReceiptWrites):
         with self._lock:
             return [name for (rid, name) in self._rows if rid == run_id]
 
-    def _matching(self, run_id: str, dataset: str, state: str | None) -> list[RowRecord]:
+    def _matching(
+        self, run_id: str, dataset: str, state: str | None, column: str | None = None
+    ) -> list[RowRecord]:
         with self._lock:
             table = list(self._rows.get((run_id, dataset), {}).items())
         rows = [self._row(run_id, dataset, key, index, blob) for key, (index, blob) in table]
         rows.sort(key=lambda r: (r.index, r.key))
         if state is None:
             return rows
-        return [r for r in rows if has_state(r.status, r.cells, state)]
+        return [r for r in rows if has_state(r.status, r.cells, state, column)]
 
     def row_window(
         self,
@@ -475,18 +477,21 @@ class MemoryStore(ReceiptWrites):
         state: str | None = None,
         sort: str | None = None,
         descending: bool = False,
+        column: str | None = None,
     ) -> list[RowRecord]:
-        check_window(offset, limit, state, sort)
-        rows = self._matching(run_id, dataset, state)
+        check_window(offset, limit, state, sort, column)
+        rows = self._matching(run_id, dataset, state, column)
         if sort is not None:  # stable, also reversed: ties stay in input order
             rows.sort(key=lambda r: sort_key(r.values.get(sort)), reverse=descending)
         elif descending:
             rows.reverse()
         return rows[offset : offset + limit]
 
-    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
-        check_window(0, 0, state)
-        return len(self._matching(run_id, dataset, state))
+    def count_rows(
+        self, run_id: str, dataset: str, *, state: str | None = None, column: str | None = None
+    ) -> int:
+        check_window(0, 0, state, column=column)
+        return len(self._matching(run_id, dataset, state, column))
 
     def row_counts(self, run_id: str, dataset: str) -> RowCounts:
         return count_states((r.status, r.cells) for r in self._matching(run_id, dataset, None))

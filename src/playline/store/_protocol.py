@@ -237,14 +237,18 @@ class RowStore(Protocol):
         state: str | None = None,
         sort: str | None = None,
         descending: bool = False,
+        column: str | None = None,
     ) -> list[RowRecord]:
         """A window of a dataset's rows for a grid (``_windows.py``): in input order, or by
         the value of column ``sort`` (ties in input order); with ``state``, only the rows in
-        that state (a cell status, or ``waiting``)."""
+        that state (a cell status, or ``waiting``), and with ``column`` too, only the rows
+        whose cell of that column is in that (cell) state."""
         ...
 
-    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
-        """How many rows ``row_window`` can page through with that ``state``."""
+    def count_rows(
+        self, run_id: str, dataset: str, *, state: str | None = None, column: str | None = None
+    ) -> int:
+        """How many rows ``row_window`` can page through with that ``state`` and ``column``."""
         ...
 
     def row_counts(self, run_id: str, dataset: str) -> RowCounts:

@@ -3,8 +3,10 @@
 A grid shows a few dozen rows of a dataset that may hold millions, so it asks the store for a
 window (``offset``/``limit``) in input order or sorted by one column's value, optionally only
 the rows in one *state*: a cell status (``failed``: the rows with a failed cell) or the row
-status ``waiting``. ``RowCounts`` gives the numbers its status chips show. The SQL stores do
-this in the database; ``MemoryStore`` uses the helpers here, which define the same order.
+status ``waiting``. A state can be scoped to one *column* (``not_found`` of ``email``: the rows
+whose email cell was not found), so a grid isolates one column's misses. ``RowCounts`` gives
+the numbers its status chips show. The SQL stores do this in the database; ``MemoryStore``
+uses the helpers here, which define the same order.
 """
 
 from __future__ import annotations
@@ -51,7 +53,13 @@ class RowCounts:
         }
 
 
-def check_window(offset: int, limit: int, state: str | None, sort: str | None = None) -> None:
+def check_window(
+    offset: int,
+    limit: int,
+    state: str | None,
+    sort: str | None = None,
+    column: str | None = None,
+) -> None:
     """Refuse a window no grid asks for, saying what is allowed."""
     if sort is not None and not sort:
         raise StoreError("A row window sorted by a column needs the column's name (got '').")
@@ -61,12 +69,23 @@ def check_window(offset: int, limit: int, state: str | None, sort: str | None = 
         raise StoreError(
             f"Unknown row state {state!r}: use one of {', '.join(CELL_STATES + ROW_STATES)}."
         )
+    if column is not None and (not column or state is None or state in ROW_STATES):
+        raise StoreError(
+            f"A row window scoped to a column ({column!r}) needs the column's name and a cell "
+            f"state, one of {', '.join(CELL_STATES)} (got state={state!r})."
+        )
 
 
-def has_state(status: str, cells: Mapping[str, CellMeta], state: str) -> bool:
-    """Whether a row (its status and cells) is in ``state``."""
+def has_state(
+    status: str, cells: Mapping[str, CellMeta], state: str, column: str | None = None
+) -> bool:
+    """Whether a row (its status and cells) is in ``state``; with ``column``, whether that
+    column's cell is."""
     if state in ROW_STATES:
         return status == state
+    if column is not None:
+        meta = cells.get(column)
+        return isinstance(meta, Mapping) and meta.get("status") == state
     return any(meta.get("status") == state for meta in cells.values())
 
 

@@ -9,7 +9,8 @@ Routes::
     GET  /                          runs            GET /api/runs?status=&play=&limit=
     GET  /run/{run_id}              a run           GET /api/run/{run_id}
     GET  /grid/{run_id}?dataset=    a dataset grid  GET /api/rows/{run_id}?dataset=&offset=
-                                                        &limit=&state=&sort=&desc=
+                                                        &limit=&state=&column=&sort=&desc=
+                                                        &cost=
     GET  /api/counts/{run_id}?dataset=    chip counts    GET /api/row/{run_id}?dataset=&key=
     GET  /api/log/{run_id}?after=         log lines      GET /api/columns/{run_id}  ledger
     GET  /api/stream/runs, /api/stream/{run_id}?dataset=&after=   server-sent events (sse.py)
@@ -35,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._secrets import Secret
 from .._trace import (
     SHOWN_FOR_RUNNING,
     dataset_columns,
@@ -47,6 +49,7 @@ from .._trace import (
 from ..errors import StoreError
 from ..store import CELL_STATES, ROW_STATES, RunRecord, RunStatus, Store, display_url
 from . import actions, sse
+from .grid import DeclaredRows, RowCosts, declared_columns, pending_rows
 from .security import csp, new_nonce, new_token, secure_headers
 
 __all__ = ["UIConfig", "create_app"]
@@ -60,7 +63,8 @@ STATES = (*CELL_STATES, *ROW_STATES)
 @dataclass
 class UIConfig:
     """What the UI serves: a store (and its URL, for the ``playline resume`` it starts), the
-    gateway a resumed run calls, where those resumes write their output, and the host names
+    gateway a resumed run calls (else the one the run recorded) and the token its resumes
+    get in their environment, where those resumes write their output, and the host names
     it answers for besides the loopback ones (the address it binds to, a reverse proxy's
     name): a request for any other host is refused, so a page of another site served under
     a name that resolves to this machine (DNS rebinding) reads nothing. At most
@@ -71,6 +75,7 @@ class UIConfig:
     store: Store
     store_url: str
     gateway: str | None = None
+    gateway_token: Secret | None = field(default=None, repr=False)
     log_dir: Path | None = None
     allowed_hosts: tuple[str, ...] = ()
     max_streams: int = 100
@@ -146,12 +151,14 @@ async def grid_page(request: Request) -> Response:
     cfg: UIConfig = request.app.state.cfg
     run_id = request.path_params["run_id"]
 
-    def load() -> tuple[str, list[str]]:
+    def load() -> tuple[str, list[str], list[str], dict[str, Any]]:
         _run_or_404(cfg, run_id)
         dataset = _dataset(cfg, request, run_id)
-        return dataset, dataset_columns(cfg.store, run_id, dataset)
+        columns = dataset_columns(cfg.store, run_id, dataset)
+        computed, fields = declared_columns(cfg.store, run_id, dataset)
+        return dataset, columns, [c for c in columns if c in computed], fields
 
-    dataset, columns = await anyio.to_thread.run_sync(load)
+    dataset, columns, computed, fields = await anyio.to_thread.run_sync(load)
     return _page(
         request,
         "grid.html",
@@ -159,6 +166,8 @@ async def grid_page(request: Request) -> Response:
         run_id=run_id,
         dataset=dataset,
         columns=columns,
+        computed=computed,
+        fields=fields,
         states=STATES,
     )
 
@@ -196,6 +205,11 @@ def api_run(request: Request) -> Response:
 
 
 def api_rows(request: Request) -> Response:
+    """A window of a dataset's rows (``row_window``): ``state`` keeps the rows with a cell in
+    it, ``column`` with ``state`` those whose cell of that column is (``email: not found``);
+    ``sort``/``desc`` order them. While the dataset runs, the rows not stored yet come after
+    the stored ones as pending placeholders (``grid.py``); ``cost=1`` adds each row's charges
+    from the ledger."""
     cfg: UIConfig = request.app.state.cfg
     run_id = request.path_params["run_id"]
     _run_or_404(cfg, run_id)
@@ -203,14 +217,22 @@ def api_rows(request: Request) -> Response:
     state = request.query_params.get("state") or None
     if state is not None and state not in STATES:
         raise HTTPException(400, f"Unknown state {state!r}; use one of {', '.join(STATES)}.")
+    column = request.query_params.get("column") or None
+    if column is not None and state not in CELL_STATES:
+        raise HTTPException(
+            400, f"column={column!r} filters by a cell state: add state=, one of "
+            f"{', '.join(CELL_STATES)}."
+        )  # fmt: skip
     offset = _int(request, "offset", 0)
     limit = _int(request, "limit", 100, high=MAX_WINDOW)
     sort = request.query_params.get("sort") or None
-    columns = dataset_columns(cfg.store, run_id, dataset) if sort or offset == 0 else None
-    if sort is not None and columns is not None and sort not in columns:
-        raise HTTPException(
-            400, f"Unknown column {sort!r} to sort by; use one of {', '.join(columns)}."
-        )
+    named = sort or column
+    columns = dataset_columns(cfg.store, run_id, dataset) if named or offset == 0 else None
+    for what, name in (("sort by", sort), ("filter", column)):
+        if name is not None and columns is not None and name not in columns:
+            raise HTTPException(
+                400, f"Unknown column {name!r} to {what}; use one of {', '.join(columns)}."
+            )
     # The seq first: a change after it reaches the page through the stream, never lost
     # between this window and the stream's start.
     seq = sse.last_seq(cfg.store, run_id)
@@ -223,21 +245,49 @@ def api_rows(request: Request) -> Response:
             state=state,
             sort=sort,
             descending=request.query_params.get("desc") in ("1", "true"),
+            column=column,
         )
-        total = cfg.store.count_rows(run_id, dataset, state=state)
+        stored = cfg.store.count_rows(run_id, dataset, state=state, column=column)
     except StoreError as exc:
         raise HTTPException(400, str(exc)) from None
+    docs = [row_doc(r) for r in rows]
+    if request.query_params.get("cost") == "1":
+        _add_costs(request, run_id, dataset, docs, seq)
+    total = stored
+    expected = None
+    if state is None:  # a filter keeps stored rows only: a pending row has no cell yet
+        declared: DeclaredRows = request.app.state.declared
+        expected = declared.expected(cfg.store, run_id, dataset, seq=seq)
+        total = max(stored, expected or 0)
+        start = offset + len(docs)
+        docs += pending_rows(start, max(0, min(offset + limit, total) - start))
     return JSONResponse(
         {
             "run_id": run_id,
             "dataset": dataset,
             "offset": offset,
             "total": total,
+            "stored": stored,
+            "expected": expected,
             "seq": seq,
             "columns": columns if offset == 0 else None,
-            "rows": [row_doc(r) for r in rows],
+            "rows": docs,
         }
     )
+
+
+def _add_costs(
+    request: Request, run_id: str, dataset: str, docs: list[dict[str, Any]], seq: int
+) -> None:
+    """Each row's charges over every attempt, from the ledger: ``cost`` in credits, ``usd``
+    for calls priced in dollars (LLMs)."""
+    cfg: UIConfig = request.app.state.cfg
+    costs: RowCosts = request.app.state.row_costs
+    spent = costs.of(cfg.store, run_id, seq=seq)
+    for doc in docs:
+        credits, usd = spent.get((dataset, doc["key"]), (0.0, 0.0))
+        doc["cost"] = round(credits, 6)
+        doc["usd"] = round(usd, 9)
 
 
 def api_counts(request: Request) -> Response:
@@ -346,6 +396,8 @@ def create_app(config: UIConfig) -> Starlette:
     )
     app.state.cfg = config
     app.state.counts = sse.CountsCache()
+    app.state.declared = DeclaredRows()
+    app.state.row_costs = RowCosts()
     app.state.streams = sse.Streams(
         config.store,
         app.state.counts,

@@ -9,7 +9,10 @@ id as ``Last-Event-ID`` and gets exactly what came after it: no gap, nothing twi
 than ``GAP_LIMIT`` events came after it, a ``reload`` message tells the page to fetch its
 window again and go on from the new id. ``summary`` messages (the run's counts and, with a
 dataset, its chip counts) come at most every ``SUMMARY_EVERY`` seconds, only when something
-changed. ``/api/stream/runs`` sends the runs list when it changes.
+changed and for ``SETTLE`` seconds after: a dataset writes its finished rows up to a second
+after their events, so the rows a summary counts catch up with the events a little later
+(the run page's progress bar counts them). ``/api/stream/runs`` sends the runs list when it
+changes.
 
 The UI's memory stays flat however many tabs follow a run:
 
@@ -59,6 +62,7 @@ from ..store import RunStatus, Store
 __all__ = [
     "GAP_LIMIT",
     "MAX_QUEUED",
+    "SETTLE",
     "SUMMARY_EVERY",
     "CountsCache",
     "Streams",
@@ -72,6 +76,7 @@ log = logging.getLogger(__name__)
 GAP_LIMIT = 10_000  # events behind when a stream starts; past it the page reloads its window
 PAGE = 1500  # events per message while following: small messages keep the page's frames short
 SUMMARY_EVERY = 0.25  # seconds, at most one summary per stream
+SETTLE = 2.0  # seconds summaries go on after the last change (rows are written within 1 s)
 POLL = 0.1  # seconds between reads of the store while a run is live (it flushes every 0.1 s)
 IDLE_POLL = 1.0  # ... and while nothing is running
 PING = 15  # seconds: a comment line that keeps proxies from closing a quiet stream
@@ -245,7 +250,7 @@ class _Feed:
         for subscriber in self.subscribers:
             subscriber.joined = self.seq
         self.started.set()
-        sent_summary = -math.inf
+        sent_summary = changed = -math.inf
         dirty = True
         while self.subscribers:
             changes = await anyio.to_thread.run_sync(
@@ -258,7 +263,10 @@ class _Feed:
                 self.publish(_changes(changes))
             dirty = dirty or changes.count > 0
             now = time.monotonic()
-            if dirty and now - sent_summary >= SUMMARY_EVERY:
+            if changes.count:
+                changed = now
+            settling = now - changed < SETTLE
+            if (dirty or settling) and now - sent_summary >= SUMMARY_EVERY:
                 summary = await anyio.to_thread.run_sync(
                     _summary, self.store, self.counts, self.run_id, self.dataset, self.seq
                 )

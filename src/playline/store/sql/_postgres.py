@@ -269,6 +269,9 @@ class PostgresStore(SQLStore):
             "FROM rows, jsonb_each(rows.cells::jsonb) c WHERE rows.set_id = ? GROUP BY 1"
         )
 
+    def _sql_cell_is(self, name: str) -> str:  # a key, not a path: any name does
+        return "rows.cells::jsonb -> ? ->> 'status' = ?"
+
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
         """Transaction advisory locks on ``keys``, released at commit or rollback.
 

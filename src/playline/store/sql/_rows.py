@@ -424,13 +424,32 @@ class RowTables:
             "FROM rows, json_each(rows.cells) c WHERE rows.set_id = ? GROUP BY 1"
         )
 
-    def _window_where(self, state: str | None) -> str:
+    def _sql_cell_is(self, name: str) -> str:
+        """Whether the cell of column ``name`` is in a status (parameters: the name, the
+        status). A name no JSON path can hold is looked up by key, as in ``_sql_value``."""
+        if '"' in name or "\\" in name:
+            return (
+                "(SELECT json_extract(c.value, '$.status') FROM json_each(rows.cells) c "
+                "WHERE c.key = ?) = ?"
+            )
+        return "json_extract(rows.cells, '$.\"' || ? || '\".status') = ?"
+
+    def _window_where(self, state: str | None, column: str | None = None) -> str:
+        """The rows of a set (parameter: the set) in ``state`` (then: the state), of
+        ``column`` when given (then: the column and the state)."""
         where = "set_id = ?"
         if state in ROW_STATES:
             return where + " AND status = ?"
+        if column is not None:
+            return where + " AND " + self._sql_cell_is(column)
         if state is not None:
             return where + " AND " + self._sql_has_cell()
         return where
+
+    @staticmethod
+    def _window_params(set_id: int, state: str | None, column: str | None) -> list[Any]:
+        """``_window_where``'s parameters, in its order."""
+        return [set_id, *([column] if column is not None else []), *([state] if state else [])]
 
     def row_window(
         self,
@@ -442,8 +461,9 @@ class RowTables:
         state: str | None = None,
         sort: str | None = None,
         descending: bool = False,
+        column: str | None = None,
     ) -> list[RowRecord]:
-        check_window(offset, limit, state, sort)
+        check_window(offset, limit, state, sort, column)
         order = "idx DESC, key DESC" if descending else "idx, key"
         if sort is not None:
             # nulls (and missing values) first, as SQLite sorts them, in every dialect
@@ -454,23 +474,26 @@ class RowTables:
             set_id = self._set_id(cur, run_id, dataset)
             if set_id is None:
                 return []
-            params = [set_id, *([state] if state else []), *([sort] if sort is not None else [])]
+            params = self._window_params(set_id, state, column)
+            params += [sort] if sort is not None else []
             rows = cur.execute(
-                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state)} "
+                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state, column)} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
         return [row_from(run_id, dataset, row) for row in rows]
 
-    def count_rows(self, run_id: str, dataset: str, *, state: str | None = None) -> int:
-        check_window(0, 0, state)
+    def count_rows(
+        self, run_id: str, dataset: str, *, state: str | None = None, column: str | None = None
+    ) -> int:
+        check_window(0, 0, state, column=column)
         with self._transaction(f"count the rows of dataset {dataset!r}", write=False) as cur:
             set_id = self._set_id(cur, run_id, dataset)
             if set_id is None:
                 return 0
             row = cur.execute(
-                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state)}",
-                [set_id, *([state] if state else [])],
+                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state, column)}",
+                self._window_params(set_id, state, column),
             ).fetchone()
         return int(row[0])
 

@@ -5,7 +5,7 @@ export const styleNonce = document.querySelector('meta[name="style-nonce"]').con
 
 // Each state: an icon, a word and (in app.css) a colour, so none of them relies on colour.
 export const STATES = {
-  pending: { icon: "·", text: "pending" },
+  pending: { icon: "○", text: "pending" },
   queued: { icon: "…", text: "queued" },
   running: { icon: "◐", text: "running" },
   completed: { icon: "✓", text: "done" },
@@ -87,8 +87,10 @@ export function num(value, digits = 0) {
   return Number(value).toLocaleString(undefined, { maximumFractionDigits: digits });
 }
 
-export function credits(value) {
-  return value === null || value === undefined ? "" : num(value, 4);
+export function credits(value) {  // as `playline show`: 6.3529 -> 6.35, 0.00421 -> 0.0042
+  if (value === null || value === undefined || value === "") return "";
+  if (!value || Math.abs(value) >= 1) return num(value, 2);
+  return Number(value).toLocaleString(undefined, { maximumSignificantDigits: 2 });
 }
 
 export function when(at) {
