@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +63,31 @@ def one_error_line(result: Any, code: int) -> str:
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ")
     return str(lines[0])
+
+
+PLAYLINE = str(Path(sys.executable).with_name("playline"))
+
+
+def in_a_terminal(args: list[str], cwd: Path, *, columns: int = 80) -> str:
+    """`playline ...` on a pseudo-terminal of ``columns`` columns (so it fits its tables and
+    shows its live display); what it printed, lines ending in ``\\n``."""
+    master, slave = os.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "40", "TERM": "xterm"}
+    proc = subprocess.Popen([PLAYLINE, *args], cwd=cwd, stdin=slave, stdout=slave,
+                            stderr=slave, env=env, close_fds=True)  # fmt: skip
+    os.close(slave)
+    out = b""
+    try:
+        while select.select([master], [], [], 60)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: the command ended
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, out.decode(errors="replace")
+    return out.decode(errors="replace").replace("\r\n", "\n")

@@ -32,3 +32,13 @@ def local_play(cli: Cli) -> str:
 def sim() -> Iterator[Simulator]:
     with serve(seed=7, latency_ms=0) as running:
         yield running
+
+
+@pytest.fixture
+def gateway(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The simulator as the gateway of the environment, its ledger and idempotency keys
+    forgotten (so calls an earlier test made are charged again here)."""
+    sim.reset()
+    monkeypatch.setenv("PLAYLINE_GATEWAY_URL", sim.url)
+    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", sim.token)
+    yield sim.url

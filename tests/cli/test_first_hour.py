@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +20,8 @@ from playline.cli import app
 from playline.sim import Simulator
 from playline.store import open_store
 
-from clihelp import Cli, one_error_line
+from clihelp import PLAYLINE, Cli, in_a_terminal, one_error_line
 
-PLAYLINE = str(Path(sys.executable).with_name("playline"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -311,36 +308,14 @@ async def progress(ctx, input):
 """
 
 
-def _in_a_terminal(args: list[str], cwd: Path) -> str:
-    """Run `playline ...` on a pseudo-terminal (so it shows its live display); its output."""
-    master, slave = os.openpty()
-    env = {**os.environ, "COLUMNS": "160", "LINES": "40", "TERM": "xterm"}
-    proc = subprocess.Popen([PLAYLINE, *args], cwd=cwd, stdin=slave, stdout=slave,
-                            stderr=slave, env=env, close_fds=True)  # fmt: skip
-    os.close(slave)
-    out = b""
-    try:
-        while select.select([master], [], [], 60)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal closed: the command ended
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    assert proc.returncode == 0, out.decode(errors="replace")
-    return out.decode(errors="replace")
-
-
 def test_live_progress_on_a_csv_shows_a_total_rate_eta_and_failed(cli: Cli, tmp_path: Path) -> None:
     rows = "email\n" + "".join(f"p{i}@x.io\n" for i in range(60))
     (tmp_path / "people.csv").write_text(rows, encoding="utf-8")
     play = cli.play(PROGRESS_PLAY)
-    out = _in_a_terminal(
-        ["run", play, "-i", f"file={tmp_path / 'people.csv'}", "--store", cli.store], tmp_path
+    out = in_a_terminal(
+        ["run", play, "-i", f"file={tmp_path / 'people.csv'}", "--store", cli.store],
+        tmp_path,
+        columns=160,
     )
     frames = [ANSI.sub("", f) for f in out.split("\x1b[2K") if "people" in f and "rows" in f]
     assert frames, out

@@ -8,20 +8,15 @@ import csv
 import json
 import os
 import re
-import select
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import playline
-from playline.sim import Simulator
 
-from clihelp import Cli
+from clihelp import PLAYLINE, Cli, in_a_terminal
 
-PLAYLINE = str(Path(sys.executable).with_name("playline"))
 PEOPLE = Path(playline.__file__).with_name("demo") / "people.csv"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -44,13 +39,6 @@ async def firms(ctx, input):
         .run()
     )
 """
-
-
-@pytest.fixture
-def gateway(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("PLAYLINE_GATEWAY_URL", sim.url)
-    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", sim.token)
-    yield sim.url
 
 
 @pytest.fixture
@@ -127,33 +115,9 @@ def test_show_rows_prints_a_nested_result_on_one_line_in_a_pipe(cli: Cli, ran: P
 
 
 def test_show_rows_fits_an_80_column_terminal(cli: Cli, ran: Path) -> None:
-    out = _in_a_terminal(["show", "f1", "--rows", "4", "--store", cli.store], cli.tmp)
+    out = in_a_terminal(["show", "f1", "--rows", "4", "--store", cli.store], cli.tmp)
     lines = [ANSI.sub("", line) for line in out.splitlines()]
     assert max(len(line) for line in lines) <= 80, out
     body = [line for line in lines if line.startswith("│")]
     assert len(body) == 4 and all("completed" in line for line in body), out  # a row a line
     assert "…" in out  # the long values cut to the column, never wrapped over lines
-
-
-def _in_a_terminal(args: list[str], cwd: Path) -> str:
-    """`playline ...` on an 80-column pseudo-terminal; what it printed."""
-    master, slave = os.openpty()
-    env = {**os.environ, "COLUMNS": "80", "LINES": "40", "TERM": "xterm"}
-    proc = subprocess.Popen([PLAYLINE, *args], cwd=cwd, stdin=slave, stdout=slave,
-                            stderr=slave, env=env, close_fds=True)  # fmt: skip
-    os.close(slave)
-    out = b""
-    try:
-        while select.select([master], [], [], 60)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal closed: the command ended
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    assert proc.returncode == 0, out.decode(errors="replace")
-    return out.decode(errors="replace").replace("\r\n", "\n")

@@ -5,13 +5,11 @@ simulator: a budget stops the first attempt part way."""
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import playline
-from playline.sim import Simulator
 
 from clihelp import Cli
 
@@ -36,13 +34,6 @@ async def emails(ctx, input):
         .run()
     )
 """
-
-
-@pytest.fixture
-def gateway(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("PLAYLINE_GATEWAY_URL", sim.url)
-    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", sim.token)
-    yield sim.url
 
 
 @pytest.fixture

@@ -8,20 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import playline
-from playline.sim import Simulator
 
-from clihelp import LOCAL_PLAY, Cli, one_error_line
+from clihelp import LOCAL_PLAY, PLAYLINE, Cli, in_a_terminal, one_error_line
 
-PLAYLINE = str(Path(sys.executable).with_name("playline"))
 DEMO = str(Path(playline.__file__).with_name("demo") / "__init__.py")
 SIM_TOOLS = ("sim.company.enrich", "sim.email.alpha", "sim.email.beta", "sim.email.gamma",
              "sim.email.verify")  # fmt: skip
@@ -47,13 +42,6 @@ async def fractions(ctx, input):
         .run()
     )
 """
-
-
-@pytest.fixture
-def gateway(sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("PLAYLINE_GATEWAY_URL", sim.url)
-    monkeypatch.setenv("PLAYLINE_GATEWAY_TOKEN", sim.token)
-    yield sim.url
 
 
 def _piped(cli: Cli, *args: str, store: bool = True) -> subprocess.CompletedProcess[str]:
@@ -99,7 +87,7 @@ def test_plan_tsv_prints_its_tables_alone_on_stdout(cli: Cli, gateway: str) -> N
 
 
 def test_plan_fits_an_80_column_terminal(cli: Cli, gateway: str) -> None:
-    out = _in_a_terminal(["plan", DEMO, "--store", cli.store], cli.tmp)
+    out = in_a_terminal(["plan", DEMO, "--store", cli.store], cli.tmp)
     lines = [ANSI.sub("", line) for line in out.splitlines()]
     assert max(len(line) for line in lines) <= 80, out
     assert any("Per tool" in line for line in lines)
@@ -165,27 +153,3 @@ def test_show_rounds_credits_for_people_and_keeps_them_exact_in_json(cli: Cli) -
     assert runs[1][-1] == "6.35"
     doc = json.loads(cli("show", "c1", "--json").stdout)
     assert doc["trace"]["tools"]["frac.score"]["credits"] == pytest.approx(6.352941)
-
-
-def _in_a_terminal(args: list[str], cwd: Path) -> str:
-    """`playline ...` on an 80-column pseudo-terminal; what it printed."""
-    master, slave = os.openpty()
-    env = {**os.environ, "COLUMNS": "80", "LINES": "40", "TERM": "xterm"}
-    proc = subprocess.Popen([PLAYLINE, *args], cwd=cwd, stdin=slave, stdout=slave,
-                            stderr=slave, env=env, close_fds=True)  # fmt: skip
-    os.close(slave)
-    out = b""
-    try:
-        while select.select([master], [], [], 60)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal closed: the command ended
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    assert proc.returncode == 0, out.decode(errors="replace")
-    return out.decode(errors="replace").replace("\r\n", "\n")
