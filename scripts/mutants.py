@@ -323,8 +323,8 @@ MUTANTS: list[Mutant] = [
         "key-without-auth",
         "results bought by one account answer another's calls",
         "playline/_engine/receipts.py",
-        '        [KEY_VERSION, org, tool, normalise_input(input), auth, version, ""],\n',
-        '        [KEY_VERSION, org, tool, normalise_input(input), version, ""],\n',
+        '        [KEY_VERSION, org, tool, keyed, auth, version, ""],\n',
+        '        [KEY_VERSION, org, tool, keyed, version, ""],\n',
         ("tests/engine/test_receipts.py", "-k", "key"),
     ),
     # --- store/_claims.py: the claim rules --------------------------------------------------
@@ -504,8 +504,8 @@ MUTANTS: list[Mutant] = [
         "inputs-keyed-unnormalised",
         "case and whitespace variants of one input are keyed (and bought) apart",
         "playline/_engine/callmaking.py",
-        "            if spec.normalize is not None:  # variants of one input share its receipt\n",
-        "            if False:\n",
+        "            payload = written if spec.normalize is None else spec.normalize(written)\n",
+        "            payload = written\n",
         ("tests/engine/test_normalize.py", "tests/gateway/test_normalized_inputs.py"),
     ),
     Mutant(
