@@ -153,3 +153,10 @@ def test_show_rounds_credits_for_people_and_keeps_them_exact_in_json(cli: Cli) -
     assert runs[1][-1] == "6.35"
     doc = json.loads(cli("show", "c1", "--json").stdout)
     assert doc["trace"]["tools"]["frac.score"]["credits"] == pytest.approx(6.352941)
+
+
+def test_the_demo_in_a_pipe_prints_its_tables_whole(cli: Cli) -> None:
+    """`make demo | tee demo.log`: its enriched table was cut to 80 columns (`ji…`)."""
+    out = _piped(cli, "demo").stdout
+    assert "jin.cruz@algalkinhq.co" in out  # the first person's email, whole
+    assert "sim.company.enrich" in out  # the cost table's tool names, whole

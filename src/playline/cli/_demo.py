@@ -23,6 +23,7 @@ from ..sim import Simulator, serve
 from ..store import Store, display_url, open_store
 from ..tools import Gateway
 from ._progress import LiveProgress, drive
+from ._tables import print_table
 
 __all__ = ["run_demo"]
 
@@ -126,8 +127,8 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
         if first.error:
             console.print(f"[red]error:[/red] {first.error}")
             return 1
-        console.print(_table(first))
-        console.print(_costs(db, first.run_id))
+        print_table(_table(first))  # as every table: whole in a pipe, fitted in a terminal
+        print_table(_costs(db, first.run_id))
         charged = sim.ledger().get("credits", 0)
         asked = _llm_requests(sim)
         console.print("\nRunning the same play again on the same store (a new run):")
