@@ -18,6 +18,7 @@ BENCHMARKS = [
     "store",
     "peers",
     "single_call",
+    "receipt_layout",
     "ui",
     "ui_streams",
     "crash",
