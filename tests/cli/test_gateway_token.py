@@ -12,30 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from gateway_play import RESUMED_THROUGH_GATEWAY
 from playline.sim import Simulator, serve
 from playline.store import open_store
 
 from clihelp import Cli, one_error_line
-
-# Three companies through the gateway; the column fails until the file "go" exists beside
-# the play, so that a first run fails before any call and its resume makes them.
-PLAY = """
-import pathlib
-import playline as pl
-
-GO = pathlib.Path(__file__).with_name("go")
-DOMAINS = ["acme.io", "globex.com", "initech.com"]
-
-async def company(row, ctx):
-    if not GO.exists():
-        raise RuntimeError("not yet: a resume finishes this row")
-    return await ctx.tool("sim.company.enrich", {"domain": row["domain"]})
-
-@pl.play
-async def companies(ctx, input):
-    rows = [{"domain": d} for d in DOMAINS]
-    return await ctx.dataset("c", rows, key="domain").with_column("co", company).run()
-"""
 
 
 @pytest.fixture
@@ -53,7 +34,7 @@ def gateway(token: str) -> Iterator[Simulator]:
 def _play(cli: Cli, *, go: bool = True) -> str:
     if go:
         (cli.tmp / "go").write_text("", encoding="utf-8")
-    return cli.play(PLAY)
+    return cli.play(RESUMED_THROUGH_GATEWAY)
 
 
 def _said(result: object) -> str:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from gateway_play import RESUMED_THROUGH_GATEWAY
 from playline.cli import app as cli_app
 from playline.sim import Simulator, serve
 from playline.store import RunStatus, open_store
@@ -29,25 +30,6 @@ from services import serve_asgi
 from webhelp import wait_until
 
 pytestmark = pytest.mark.timeout(240)
-
-# The column fails until the file "go" exists beside the play, before its gateway call: the
-# first run calls nothing, its resume calls the gateway for every row.
-PLAY = """
-import pathlib
-import playline as pl
-
-GO = pathlib.Path(__file__).with_name("go")
-
-async def company(row, ctx):
-    if not GO.exists():
-        raise RuntimeError("not yet: a resume finishes this row")
-    return await ctx.tool("sim.company.enrich", {"domain": row["domain"]})
-
-@pl.play
-async def companies(ctx, input):
-    rows = [{"domain": d} for d in ("acme.io", "globex.com", "initech.com")]
-    return await ctx.dataset("c", rows, key="domain").with_column("co", company).run()
-"""
 
 
 @pytest.fixture
@@ -93,7 +75,7 @@ def test_resume_in_the_ui_uses_the_runs_gateway_and_the_uis_token_and_reaps_its_
 ) -> None:
     url = f"sqlite:///{tmp_path}/ui.db"
     play = tmp_path / "play.py"
-    play.write_text(PLAY, encoding="utf-8")
+    play.write_text(RESUMED_THROUGH_GATEWAY, encoding="utf-8")
     first = CliRunner().invoke(
         cli_app,
         ["run", str(play), "--store", url, "--gateway", gateway.url, "--gateway-token", token],
@@ -145,7 +127,7 @@ def test_resume_in_a_ui_without_the_token_a_run_was_given_says_so_and_starts_not
     monkeypatch.delenv("PLAYLINE_GATEWAY_URL", raising=False)
     url = f"sqlite:///{tmp_path}/ui.db"
     play = tmp_path / "play.py"
-    play.write_text(PLAY, encoding="utf-8")
+    play.write_text(RESUMED_THROUGH_GATEWAY, encoding="utf-8")
     args = ["run", str(play), "--store", url, "--gateway", gateway.url, "--gateway-token", token]
     assert CliRunner().invoke(cli_app, args).exit_code == 1
     with open_store(url) as db:
