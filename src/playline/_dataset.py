@@ -229,12 +229,15 @@ class Dataset:
             return dataset_fields(store, self.run_id, self.name)
 
     def _table(self, flatten: bool) -> _Table:
+        return _Table(self, self._fields(), self._flatten(flatten))
+
+    def _flatten(self, flatten: bool) -> bool:
         if flatten is not True and flatten is not False:
             raise PlayDefinitionError(
                 f"Dataset {self.name!r}: flatten is True (spread every nested dict into "
                 f"dotted columns) or False, not {flatten!r}."
             )
-        return _Table(self, self._fields(), flatten)
+        return flatten
 
     def to_pandas(self, *, flatten: bool = False) -> Any:
         """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install 'playline[pandas]'``).
@@ -312,18 +315,22 @@ class Dataset:
         *,
         key: str | list[str],
         if_exists: Literal["upsert", "replace", "fail"] = "upsert",
+        flatten: bool = False,
     ) -> int:
         """Upsert the rows into ``table`` of a SQLite (``sqlite:///path.db``) or PostgreSQL
         (``postgresql://...``, the postgres extra) database by ``key`` (a column or a list of
         columns); returns how many rows were written. Writing again updates the rows of known
         keys with the newest values. A missing table is created with a unique index on the
         key, missing columns are added; ``if_exists="replace"`` drops the table first,
-        ``"fail"`` refuses an existing one. A blocking call: in a play, ``await
+        ``"fail"`` refuses an existing one. Columns with ``fields=`` are written as
+        ``<column>.<field>`` columns, as ``to_csv`` writes them; ``flatten=True`` spreads every
+        nested dict (other nested values are JSON text). A blocking call: in a play, ``await
         asyncio.to_thread(ds.to_sql, ...)`` keeps the event loop free."""
         from ._writeback import write_sql
 
+        fields, flatten = self._fields(), self._flatten(flatten)
         return write_sql(
-            self,
+            _Table(self, fields, flatten) if fields or flatten else self,
             url,
             table,
             key=key,

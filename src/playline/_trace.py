@@ -14,12 +14,13 @@ from __future__ import annotations
 import bisect
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
 from ._engine.tallies import stored_tallies
+from ._flatten import dataset_fields, spread, spread_columns
 from ._json import canonical, loads
 from ._runner import gate_statistics
 from .errors import PlaylineError
@@ -44,6 +45,7 @@ __all__ = [
     "dataset_columns",
     "defused",
     "export_rows",
+    "export_table",
     "flat",
     "gate_statistics",
     "in_doubt",
@@ -419,6 +421,33 @@ def _clash(dataset: str, column: str) -> str:
         "key, status or error, or a cell's status or provider: export it without --with-status "
         "(or rename that column in the play's input)."
     )
+
+
+def export_table(
+    store: Store,
+    run_id: str,
+    dataset: str,
+    *,
+    with_status: bool,
+    fields: bool = True,
+    flatten: bool = False,
+) -> tuple[list[str], Callable[[], Iterator[dict[str, Any]]]]:
+    """A dataset as every export writes it (the command line's, the UI's): its columns, and
+    its rows read anew from the store at each call. With ``fields``, the columns declared
+    with ``fields=`` are spread into their fields' columns (``company.name``), as CSV and
+    Parquet write them; ``flatten`` spreads every dict value into dotted columns."""
+    chosen = dataset_fields(store, run_id, dataset) if fields or flatten else {}
+
+    def read() -> Iterator[dict[str, Any]]:
+        rows = export_rows(store, run_id, dataset, with_status=with_status)
+        if not chosen and not flatten:
+            return rows
+        return (spread(row, chosen, flatten=flatten) for row in rows)
+
+    if chosen or flatten:
+        stored = export_rows(store, run_id, dataset, with_status=with_status)
+        return spread_columns(stored, chosen, flatten=flatten), read
+    return columns_of(read()), read
 
 
 def columns_of(rows: Iterator[dict[str, Any]]) -> list[str]:

@@ -5,14 +5,20 @@ in ``to_pandas`` / ``to_polars`` / ``to_csv``."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from typer.testing import CliRunner
 
 import playline as pl
+from playline.cli import app as cli_app
 from playline.store import open_store
+from playline.web import UIConfig, create_app
+from services import serve_asgi
 
 PEOPLE = [
     {"email": "ada@acme.io", "domain": "acme.io"},
@@ -83,6 +89,29 @@ def test_changing_fields_is_a_view_the_receipts_answer_again(tmp_path: Path) -> 
     assert again.stats.tool_calls_cached == 3
     assert open_store(f"sqlite:///{tmp_path}/flat.db").read_ledger("v2") == []  # none paid
     assert list(again.output.to_pandas().columns)[2:4] == ["company.industry", "size"]
+
+
+def test_the_ui_exports_a_csv_with_the_fields_columns_as_the_command_line_does(
+    tmp_path: Path,
+) -> None:
+    run_id = _run(tmp_path, ["name", "hq.city"], "u1").run_id
+    url = f"sqlite:///{tmp_path}/flat.db"
+    config = UIConfig(store=open_store(url), store_url=url)
+    with serve_asgi(create_app(config)) as base:
+        form = {"csrf_token": config.csrf_token, "format": "csv"}
+        text = httpx.post(f"{base}/api/export/{run_id}", data=form, timeout=30).text
+        form["format"] = "jsonl"
+        lines = httpx.post(f"{base}/api/export/{run_id}", data=form, timeout=30).text
+    written = list(csv.DictReader(io.StringIO(text)))
+    assert list(written[0]) == ["email", "domain", "company.name", "company.hq.city", "size"]
+    assert written[0]["company.name"] == "Acme" and written[2]["company.hq.city"] == "Arlington"
+    assert json.loads(lines.splitlines()[0])["company"] == COMPANIES["acme.io"]  # JSON: whole
+
+    out = tmp_path / "cli.csv"
+    exported = CliRunner().invoke(cli_app, ["export", run_id, "--store", url, "--out", str(out)])
+    assert exported.exit_code == 0, exported.output
+    with out.open(encoding="utf-8", newline="") as handle:
+        assert handle.read() == text  # the same file as `playline export`
 
 
 def test_flatten_spreads_every_dict_and_keeps_lists_whole(tmp_path: Path) -> None:

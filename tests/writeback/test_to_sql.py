@@ -25,7 +25,9 @@ async def sql_play(ctx: pl.Context, input: dict[str, Any]) -> pl.Dataset:
         .with_column("score", lambda row: row["n"] * input["factor"])
         .with_column("ratio", lambda row: row["n"] / 2)
         .with_column("ok", lambda row: row["n"] % 2 == 0)
-        .with_column("info", lambda row: {"n": row["n"], "tags": ["a"]})
+        .with_column(
+            "info", lambda row: {"n": row["n"], "tags": ["a"]}, fields=input.get("info_fields")
+        )
         .with_column("mixed", lambda row: row["n"] if row["n"] % 2 else "even")
         .with_column("none", lambda row: None)
         .run()
@@ -112,6 +114,22 @@ def test_new_columns_are_added_to_an_existing_table(tmp_path: Path, db: Db) -> N
     _dataset(tmp_path, extra={"city": "Paris"}).to_sql(db.url, "leads", key="email")
     assert "city" in db.columns("leads")
     assert db.rows("SELECT count(*), min(city) FROM leads") == [(5, "Paris")]
+
+
+def test_columns_with_fields_are_written_as_their_fields_and_flatten_spreads_every_dict(
+    tmp_path: Path, db: Db
+) -> None:
+    _dataset(tmp_path, info_fields=["n"]).to_sql(db.url, "shown", key="email")
+    columns = db.columns("shown")
+    assert "info.n" in columns and "info" not in columns and "info.tags" not in columns
+    assert db.rows("SELECT \"info.n\" FROM shown WHERE email = 'p3@x.com'") == [(3,)]
+
+    _dataset(tmp_path).to_sql(db.url, "flat", key="email", flatten=True)
+    assert {"info.n", "info.tags"} <= set(db.columns("flat"))
+    [(tags,)] = db.rows("SELECT \"info.tags\" FROM flat WHERE email = 'p3@x.com'")
+    assert (json.loads(tags) if isinstance(tags, str) else tags) == ["a"]  # a list: JSON
+    with pytest.raises(pl.PlayDefinitionError, match="flatten is True"):
+        _dataset(tmp_path).to_sql(db.url, "flat", key="email", flatten="yes")  # type: ignore[arg-type]
 
 
 def test_a_composite_key(tmp_path: Path, db: Db) -> None:

@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._flatten import dataset_fields, spread, spread_columns
-from .._trace import columns_of, defused, export_rows, flat
+from .._trace import defused, export_table, flat
 from ..errors import PlaylineError
 from ..store import RunRecord, Store, display_url
 from ..store.sql import SQLStore
@@ -89,19 +88,14 @@ def export_dataset(
     spreads every dict value into dotted columns, in JSON lines too (which otherwise keep
     each stored value whole)."""
     format = format or out.suffix.lower().lstrip(".")
-    fields = {} if format == "jsonl" and not flatten else dataset_fields(db, run_id, dataset)
-
-    def read() -> Iterator[dict[str, Any]]:
-        rows = export_rows(db, run_id, dataset, with_status=with_status)
-        if not fields and not flatten:
-            return rows
-        return (spread(row, fields, flatten=flatten) for row in rows)
-
-    if fields or flatten:
-        stored = export_rows(db, run_id, dataset, with_status=with_status)
-        columns = spread_columns(stored, fields, flatten=flatten)
-    else:
-        columns = columns_of(read())
+    columns, read = export_table(
+        db,
+        run_id,
+        dataset,
+        with_status=with_status,
+        fields=format != "jsonl",
+        flatten=flatten,
+    )
     return write_rows(_Rows(read), out, columns, force=force, raw=raw, format=format)
 
 

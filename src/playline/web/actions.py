@@ -35,7 +35,7 @@ from starlette.routing import Route
 import playline as pl
 
 from .._secrets import Secret
-from .._trace import SOURCE_KIND, columns_of, defused, export_rows, flat, run_status
+from .._trace import SOURCE_KIND, defused, export_table, flat, run_status
 from ..errors import PlaylineError
 from ..store import RunRecord, display_url
 from .security import check_csrf, form_fields
@@ -247,16 +247,18 @@ async def export(request: Request) -> Response:
     name = f"{run_id.replace('/', '_')}-{dataset}.{fmt}"
     headers = {"Content-Disposition": _attachment(name)}
     try:  # read once before anything is sent: a file cut short would look whole
-        fields = await anyio.to_thread.run_sync(
-            lambda: columns_of(export_rows(cfg.store, run_id, dataset, with_status=with_status))
+        # CSV as `playline export` writes it: columns with fields= as their fields' columns
+        columns, rows = await anyio.to_thread.run_sync(
+            lambda: export_table(
+                cfg.store, run_id, dataset, with_status=with_status, fields=fmt == "csv"
+            )
         )
     except PlaylineError as exc:  # e.g. a column named as a status column
         return _error(str(exc), 409)
-    rows = export_rows(cfg.store, run_id, dataset, with_status=with_status)
     if fmt == "jsonl":
-        lines = (json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        lines = (json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows())
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
-    return StreamingResponse(_csv_lines(rows, fields), media_type="text/csv", headers=headers)
+    return StreamingResponse(_csv_lines(rows(), columns), media_type="text/csv", headers=headers)
 
 
 async def send(request: Request) -> Response:
