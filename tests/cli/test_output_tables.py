@@ -93,6 +93,20 @@ def test_plan_fits_an_80_column_terminal(cli: Cli, gateway: str) -> None:
     assert any("Per tool" in line for line in lines)
 
 
+def test_the_demo_reads_in_an_80_column_terminal(cli: Cli) -> None:
+    """In 80 columns the demo's six columns were squeezed to `Le… │ Sy…`, its progress line's
+    dataset to `p…`, and its credits counted the AI column's dollars as credits (115.001)."""
+    out = in_a_terminal(["demo"], cli.tmp)
+    lines = [ANSI.sub("", line) for line in out.splitlines()]
+    table = [line for line in lines if line.startswith("│")]
+    assert table and max(len(line) for line in table) <= 80, out
+    # each person on two lines: the name above the email, the company above its summary
+    first = next(i for i, line in enumerate(table) if "Jin Cruz" in line)
+    assert "jin.cruz@algalkinhq.co" in table[first + 1] and "AlgalkinHQ" in table[first]
+    assert any(" people ━" in line and "50/50 rows" in line for line in lines), out
+    assert any("credits 115 · $0.0006" in line for line in lines), out
+
+
 def test_show_in_a_pipe_and_as_tsv(cli: Cli, gateway: str) -> None:
     assert _piped(cli, "run", DEMO, "--run-id", "d1").returncode == 0
     out = _piped(cli, "show", "d1").stdout

@@ -56,26 +56,49 @@ def _text(value: Any, *fields: str) -> str:
     return "" if value is None else str(value)
 
 
-def _table(result: pl.RunResult) -> Table:
+WIDE = 130  # columns a terminal needs for the six columns side by side
+
+
+def _table(result: pl.RunResult, width: int | None) -> Table:
+    """The enriched people, six columns side by side; in a terminal narrower than ``WIDE``
+    (``width``; None: a pipe, which prints it whole), three, each row on two lines (the
+    person's name above their email, the company and its industry above its AI summary),
+    each line cut to fit rather than wrapped."""
     table = Table(title=f"Enriched people (run {result.run_id})")
-    for column in ("name", "company", "industry"):
-        table.add_column(column)
-    # the AI column: one line each, cut to the terminal's width rather than wrapped
-    table.add_column("summary (AI)", no_wrap=True, overflow="ellipsis", max_width=48)
-    for column in ("email", "verified"):
-        table.add_column(column)
     output = result.output
     rows = output.to_list() if isinstance(output, pl.Dataset) else []
-    for row in rows:
-        table.add_row(
-            f"{row['first_name']} {row['last_name']}",
-            _text(row.get("company"), "name") or f"[dim]{row['domain']}[/dim]",
-            _text(row.get("industry")),
-            _text(row.get("summary")),
-            _text(row.get("email")) or "[dim]not found[/dim]",
-            _text(row.get("verification"), "status"),
-        )
+    cells = [_cells(row) for row in rows]
+    if width is None or width >= WIDE:
+        for column in ("name", "company", "industry"):
+            table.add_column(column)
+        # the AI column: one line each, cut to the terminal's width rather than wrapped
+        table.add_column("summary (AI)", no_wrap=True, overflow="ellipsis", max_width=48)
+        for column in ("email", "verified"):
+            table.add_column(column)
+        for name, company, industry, summary, email, verified in cells:
+            table.add_row(name, company, industry, summary, email, verified)
+        return table
+    cut: dict[str, Any] = {"no_wrap": True, "overflow": "ellipsis"}
+    table.add_column("name · email", max_width=30, **cut)
+    # what the other two columns and the borders (3 a column, and 1) leave it, at least 16
+    table.add_column("company · summary (AI)", width=max(16, width - 50), **cut)
+    table.add_column("verified", **cut)
+    for name, company, industry, summary, email, verified in cells:
+        about = f"{company} · {industry}" if industry else company
+        table.add_row(f"{name}\n{email}", f"{about}\n[dim]{summary}[/dim]", verified)
     return table
+
+
+def _cells(row: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """A row's name, company, industry, summary, email and verification, as shown."""
+    return (
+        f"{row['first_name']} {row['last_name']}",
+        _text(row.get("company"), "name") or f"[dim]{row['domain']}[/dim]",
+        _text(row.get("industry")),
+        _text(row.get("summary")),
+        _text(row.get("email")) or "[dim]not found[/dim]",
+        _text(row.get("verification"), "status"),
+    )
 
 
 def _costs(db: Store, run_id: str) -> Table:
@@ -127,7 +150,8 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
         if first.error:
             console.print(f"[red]error:[/red] {first.error}")
             return 1
-        print_table(_table(first))  # as every table: whole in a pipe, fitted in a terminal
+        # as every table: whole in a pipe, fitted in a terminal
+        print_table(_table(first, console.width if console.is_terminal else None))
         print_table(_costs(db, first.run_id))
         charged = sim.ledger().get("credits", 0)
         asked = _llm_requests(sim)

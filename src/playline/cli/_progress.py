@@ -33,6 +33,7 @@ from rich.text import Text
 from .. import RunResult
 from .._trace import gate_statistics
 from ..store import Event, Store
+from ._report import credits_text
 
 __all__ = ["JsonLines", "LiveProgress", "drive", "event_dict"]
 
@@ -124,6 +125,9 @@ class _Dataset:
         return ran / seconds if seconds > 0 and ran else None
 
 
+NARROW = 120  # a terminal narrower than this many columns gets the display's short form
+
+
 class LiveProgress:
     """The terminal display: per dataset a bar with rows done of the total, failed, reused,
     rows per second and time left; per tool the requests sent and, while running, the calls
@@ -132,10 +136,13 @@ class LiveProgress:
     def __init__(self, console: Console, store: Store) -> None:
         self.console = console
         self._store = store
+        # in a narrow terminal (80 columns) a shorter bar, and no description, leave the
+        # dataset's name and its counts whole on one line
+        self._narrow = console.width < NARROW
         self._bars = Progress(
             SpinnerColumn(finished_text="[green]✓[/green]"),
             TextColumn("[bold]{task.fields[name]}[/bold]"),
-            BarColumn(bar_width=30),
+            BarColumn(bar_width=12 if self._narrow else 30),
             TextColumn("{task.fields[counts]}"),
             console=console,
             auto_refresh=False,
@@ -143,7 +150,7 @@ class LiveProgress:
         self._datasets: dict[str, _Dataset] = {}
         self._gates: dict[str, dict[str, int]] = {}
         self._batches: dict[str, int] = {}
-        self._credits = 0.0
+        self._spent = (0.0, 0.0)  # credits, and dollars (LLM calls), from the ledger
         self._run_id: str | None = None
         self._ledger_at = 0.0
         self._status = "starting"
@@ -237,7 +244,7 @@ class LiveProgress:
         else:
             left = None if ds.total is None or not rate else max(0, ds.total - ds.settled) / rate
             parts.append(f"ETA {_duration(left)}")
-        if ds.description:
+        if ds.description and not self._narrow:
             parts.append(f"[dim]{ds.description}[/dim]")
         self._bars.update(ds.task, total=ds.total, completed=ds.settled, counts=" · ".join(parts))
 
@@ -247,7 +254,7 @@ class LiveProgress:
         now = time.monotonic()
         if self._run_id is not None and now - self._ledger_at >= _LEDGER_EVERY:
             self._ledger_at = now
-            self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
+            self._spent = _spent(self._store, self._run_id)
         for ds in self._datasets.values():
             if not ds.finished:
                 self._refresh_counts(ds)  # the rate and the time left move with the clock
@@ -268,7 +275,10 @@ class LiveProgress:
                     Text(f"{waiting} waiting on rate limit", style="yellow" if waiting else "dim")
                 )
             tools.add_row(*cells)
-        footer = Text.assemble(("credits ", "dim"), (f"{self._credits:g}", "bold"))
+        credits, usd = self._spent
+        footer = Text.assemble(("credits ", "dim"), (credits_text(credits), "bold"))
+        if usd:
+            footer.append_text(Text.assemble((" · ", "dim"), (f"${usd:.4f}", "bold")))
         if self._stalled:
             return Group(self._bars, tools, footer, Text(self._stalled, style="yellow"))
         return Group(self._bars, tools, footer)
@@ -288,9 +298,20 @@ class LiveProgress:
                 ds.total = ds.total if ds.total is not None else max(ds.settled, 1)
                 self._refresh_counts(ds)
         if self._run_id is not None:
-            self._credits = sum(e.credits for e in self._store.read_ledger(self._run_id))
+            self._spent = _spent(self._store, self._run_id)
         self._live.update(self._render(), refresh=True)
         self._live.stop()
+
+
+def _spent(store: Store, run_id: str) -> tuple[float, float]:
+    """The run's credits and dollars so far (each charge counts in its own unit)."""
+    credits = usd = 0.0
+    for entry in store.read_ledger(run_id):
+        if entry.unit == "usd":
+            usd += entry.credits
+        else:
+            credits += entry.credits
+    return credits, usd
 
 
 def _duration(seconds: float | None) -> str:
