@@ -20,6 +20,7 @@ BENCHMARKS = [
     "single_call",
     "receipt_layout",
     "ui",
+    "ui_window",
     "ui_streams",
     "crash",
     "providers_crash",

@@ -113,10 +113,10 @@ def _run_or_404(cfg: UIConfig, run_id: str) -> RunRecord:
 
 
 def _dataset(cfg: UIConfig, request: Request, run_id: str) -> str:
-    names = cfg.store.datasets(run_id)
     wanted = request.query_params.get("dataset")
     if wanted:
         return wanted  # a dataset whose first rows are not written yet is still a dataset
+    names = cfg.store.datasets(run_id)
     if not names:
         raise HTTPException(404, f"Run {run_id} has no dataset rows yet; open its run page.")
     return names[0]

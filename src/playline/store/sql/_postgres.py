@@ -43,6 +43,7 @@ from ._gate_tables import POSTGRES
 from ._postgres_listen import Listener, announce
 from ._postgres_schema import migrate, readable_version
 from ._postgres_url import Target, connect_error, parse_url
+from ._row_windows import literal
 
 __all__ = ["PostgresStore"]
 
@@ -260,9 +261,6 @@ class PostgresStore(SQLStore):
     def _sql_contains(self, column: str) -> str:
         return f"strpos({column}, ?) > 0"
 
-    def _sql_has_cell(self) -> str:
-        return "EXISTS (SELECT 1 FROM jsonb_each(rows.cells::jsonb) c WHERE c.value->>'status' = ?)"
-
     def _sql_cell_counts(self) -> str:
         return (
             "SELECT c.value->>'status', COUNT(*), COUNT(DISTINCT rows.id) "
@@ -271,6 +269,36 @@ class PostgresStore(SQLStore):
 
     def _sql_cell_is(self, name: str) -> str:  # a key, not a path: any name does
         return "rows.cells::jsonb -> ? ->> 'status' = ?"
+
+    def _sql_value_of(self, name: str) -> str | None:
+        if "\0" in name:
+            return None
+        return f"(NULLIF(\"values\"::jsonb -> {literal(name)}, 'null'::jsonb))"
+
+    def _sql_cell_of(self, name: str) -> str | None:
+        if "\0" in name:
+            return None
+        return f"(cells::jsonb -> {literal(name)} ->> 'status')"
+
+    def _sql_order(self, descending: bool) -> str:  # PostgreSQL puts nulls last ascending
+        return "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
+
+    def _sql_indexed_by(self, name: str) -> str:  # its planner weighs them itself
+        return "rows"
+
+    def _sql_version(self) -> str | None:  # no cheap sign of a commit: counted each time
+        return None
+
+    def _sql_after_index(self) -> Sequence[str]:
+        # statistics of the new index's expression: without them a count by a column's cell
+        # state read a million rows of the heap (1.9 s); with them, the rows it counts (0.26 s)
+        return ("ANALYZE rows",)
+
+    def _sql_indexes(self) -> str:
+        return (
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname >= ? AND indexname < ?"
+        )
 
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
         """Transaction advisory locks on ``keys``, released at commit or rollback.

@@ -256,8 +256,24 @@ _V7 = (
 # v8: the unit of a ledger entry's cost, as SQLite's v11.
 _V8 = (f"ALTER TABLE ledger ADD COLUMN unit {_T} NOT NULL DEFAULT 'credits'",)
 
+# v9: a row's ``states`` in the index of a set's rows in order, as SQLite's v12.
+_V9 = (
+    "ALTER TABLE rows ADD COLUMN states BIGINT NOT NULL DEFAULT 0",
+    """UPDATE rows SET states = (CASE status WHEN 'waiting' THEN 128 ELSE 0 END) + COALESCE((
+        SELECT SUM(bit) FROM (
+            SELECT DISTINCT CASE c.value ->> 'status'
+                WHEN 'queued' THEN 1 WHEN 'running' THEN 2 WHEN 'completed' THEN 4
+                WHEN 'cached' THEN 8 WHEN 'not_found' THEN 16 WHEN 'skipped' THEN 32
+                WHEN 'failed' THEN 64 END AS bit
+            FROM jsonb_each(CASE jsonb_typeof(rows.cells::jsonb) WHEN 'object'
+                THEN rows.cells::jsonb END) c
+            WHERE jsonb_typeof(c.value) = 'object') bits), 0)""",
+    "DROP INDEX rows_page",
+    "CREATE INDEX rows_page ON rows (set_id, idx, key, states)",
+)
+
 Migration = Sequence[str]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # pg_advisory_xact_lock key held while migrating ("playline" in ASCII).

@@ -31,8 +31,8 @@ from ..._json import dumps, loads
 from ...errors import StoreError
 from .._protocol import WouldWait
 from .._records import CellMeta, RowPage, RowRecord
-from .._windows import ROW_STATES, RowCounts, check_window
 from ._cursor import Cursor
+from ._row_windows import RowWindows
 from ._tables import ROW_COLUMNS, UPSERT_ROW, chunks, marks, page_fields, row_fields, row_from
 
 __all__ = ["PAGE", "TAIL_ROWS", "RowTables"]
@@ -77,8 +77,9 @@ class _Tails:
             return self.keys.get(set_id, {})
 
 
-class RowTables:
-    """The row methods of ``SQLStore``; the dialect supplies what is declared here."""
+class RowTables(RowWindows):
+    """The row methods of ``SQLStore``; the dialect supplies what is declared here (the
+    windows of a grid are ``RowWindows``')."""
 
     if TYPE_CHECKING:  # the dialect's (see SQLStore)
 
@@ -363,9 +364,12 @@ class RowTables:
 
     def datasets(self, run_id: str) -> list[str]:
         with self._transaction(f"list the datasets of run {run_id}", write=False) as cur:
+            # in the order of their first rows (the time of a set's row numbered first, not
+            # the earliest of a million rows' times, which a grid's every window once read)
             rows = cur.execute(
                 "SELECT s.dataset FROM row_sets s JOIN rows r ON r.set_id = s.set_id "
-                "WHERE s.run_id = ? GROUP BY s.dataset ORDER BY MIN(r.updated_at), s.dataset",
+                "AND r.id = (SELECT MIN(id) FROM rows f WHERE f.set_id = s.set_id) "
+                "WHERE s.run_id = ? ORDER BY r.updated_at, s.dataset",
                 (run_id,),
             ).fetchall()
         return [name for (name,) in rows]
@@ -396,125 +400,7 @@ class RowTables:
                 return
             after = (page[-1][3], page[-1][4])
 
-    # row windows. JSON inside SQL is the one thing dialects spell differently: these three
-    # fragments are SQLite's (json_extract, json_each); PostgreSQL overrides them with
-    # ->> and jsonb_each. Each takes its parameters in the order written.
-    def _sql_value(self, name: str) -> str:
-        """The value of the column ``name`` of a row (parameter: the name). A JSON path cannot
-        hold a name with a double quote or a backslash: such a name is looked up by key."""
-        if '"' in name or "\\" in name:
-            return '(SELECT value FROM json_each("values") WHERE key = ?)'
-        return "json_extract(\"values\", '$.\"' || ? || '\"')"
-
+    # the text of a column, as SQLite says it (PostgreSQL overrides it: ``_postgres.py``)
     def _sql_contains(self, column: str) -> str:
         """Whether the text of ``column`` contains a text (parameter: the text)."""
         return f"instr({column}, ?) > 0"
-
-    def _sql_has_cell(self) -> str:
-        """Whether a row has a cell in a status (parameter: the status)."""
-        return (
-            "EXISTS (SELECT 1 FROM json_each(rows.cells) c "
-            "WHERE json_extract(c.value, '$.status') = ?)"
-        )
-
-    def _sql_cell_counts(self) -> str:
-        """Cells by status, and the rows with a cell in each (parameter: the set)."""
-        return (
-            "SELECT json_extract(c.value, '$.status'), COUNT(*), COUNT(DISTINCT rows.id) "
-            "FROM rows, json_each(rows.cells) c WHERE rows.set_id = ? GROUP BY 1"
-        )
-
-    def _sql_cell_is(self, name: str) -> str:
-        """Whether the cell of column ``name`` is in a status (parameters: the name, the
-        status). A name no JSON path can hold is looked up by key, as in ``_sql_value``."""
-        if '"' in name or "\\" in name:
-            return (
-                "(SELECT json_extract(c.value, '$.status') FROM json_each(rows.cells) c "
-                "WHERE c.key = ?) = ?"
-            )
-        return "json_extract(rows.cells, '$.\"' || ? || '\".status') = ?"
-
-    def _window_where(self, state: str | None, column: str | None = None) -> str:
-        """The rows of a set (parameter: the set) in ``state`` (then: the state), of
-        ``column`` when given (then: the column and the state)."""
-        where = "set_id = ?"
-        if state in ROW_STATES:
-            return where + " AND status = ?"
-        if column is not None:
-            return where + " AND " + self._sql_cell_is(column)
-        if state is not None:
-            return where + " AND " + self._sql_has_cell()
-        return where
-
-    @staticmethod
-    def _window_params(set_id: int, state: str | None, column: str | None) -> list[Any]:
-        """``_window_where``'s parameters, in its order."""
-        return [set_id, *([column] if column is not None else []), *([state] if state else [])]
-
-    def row_window(
-        self,
-        run_id: str,
-        dataset: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        state: str | None = None,
-        sort: str | None = None,
-        descending: bool = False,
-        column: str | None = None,
-    ) -> list[RowRecord]:
-        check_window(offset, limit, state, sort, column)
-        order = "idx DESC, key DESC" if descending else "idx, key"
-        if sort is not None:
-            # nulls (and missing values) first, as SQLite sorts them, in every dialect
-            way = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
-            order = f"{self._sql_value(sort)} {way}, idx, key"
-        what = f"read a window of dataset {dataset!r} in run {run_id}"
-        with self._transaction(what, write=False) as cur:
-            set_id = self._set_id(cur, run_id, dataset)
-            if set_id is None:
-                return []
-            params = self._window_params(set_id, state, column)
-            params += [sort] if sort is not None else []
-            rows = cur.execute(
-                f"SELECT {ROW_COLUMNS} FROM rows WHERE {self._window_where(state, column)} "
-                f"ORDER BY {order} LIMIT ? OFFSET ?",
-                (*params, limit, offset),
-            ).fetchall()
-        return [row_from(run_id, dataset, row) for row in rows]
-
-    def count_rows(
-        self, run_id: str, dataset: str, *, state: str | None = None, column: str | None = None
-    ) -> int:
-        check_window(0, 0, state, column=column)
-        with self._transaction(f"count the rows of dataset {dataset!r}", write=False) as cur:
-            set_id = self._set_id(cur, run_id, dataset)
-            if set_id is None:
-                return 0
-            row = cur.execute(
-                f"SELECT COUNT(*) FROM rows WHERE {self._window_where(state, column)}",
-                self._window_params(set_id, state, column),
-            ).fetchone()
-        return int(row[0])
-
-    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
-        statuses: dict[str, int] = {}
-        cells: dict[str, int] = {}
-        rows_with: dict[str, int] = {}
-        with self._transaction(f"count the cells of dataset {dataset!r}", write=False) as cur:
-            set_id = self._set_id(cur, run_id, dataset)
-            if set_id is not None:
-                for status, n in cur.execute(
-                    "SELECT status, COUNT(*) FROM rows WHERE set_id = ? GROUP BY status",
-                    (set_id,),
-                ).fetchall():
-                    statuses[str(status)] = int(n)
-                for status, n, rows in cur.execute(self._sql_cell_counts(), (set_id,)):
-                    cells[str(status)] = int(n)
-                    rows_with[str(status)] = int(rows)
-        for state in ROW_STATES:
-            if statuses.get(state):
-                rows_with[state] = statuses[state]
-        return RowCounts(
-            rows=sum(statuses.values()), statuses=statuses, cells=cells, rows_with=rows_with
-        )

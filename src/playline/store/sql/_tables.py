@@ -6,7 +6,7 @@ them (``_postgres.py``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..._json import dumps, loads
@@ -22,8 +22,10 @@ from .._records import (
     RunRecord,
     RunStatus,
 )
+from .._windows import CELL_STATES, ROW_STATES
 
 __all__ = [
+    "CELL_BITS",
     "CHUNK",
     "COMPLETE_RECEIPT",
     "EVENT_COLUMNS",
@@ -33,6 +35,7 @@ __all__ = [
     "INSERT_RECEIPT",
     "LEDGER_COLUMNS",
     "RECEIPT_COLUMNS",
+    "ROW_BITS",
     "ROW_COLUMNS",
     "ROW_OWN",
     "ROW_PARAMS",
@@ -52,6 +55,7 @@ __all__ = [
     "receipt_params",
     "row_fields",
     "row_from",
+    "row_states",
     "run_from",
     "run_params",
     "upsert_rows",
@@ -209,8 +213,23 @@ def receipt_from(row: Sequence[Any]) -> Receipt:
 
 # rows
 ROW_COLUMNS = 'key, idx, status, "values", cells, error, updated_at'
-_ROW_NAMES = 'set_id, id, key, idx, status, "values", cells, error, updated_at'
+_ROW_NAMES = 'set_id, id, key, idx, status, "values", cells, error, updated_at, states'
 ROW_PARAMS = len(_ROW_NAMES.split(","))
+# A row's ``states``: a bit for each cell state one of its cells is in, and one for a waiting
+# row, so that a grid's state filter and its count read an index (``rows_page``), not the
+# cells' JSON of every row. NULL in rows written before the column (their cells are read).
+CELL_BITS = {state: 1 << n for n, state in enumerate(CELL_STATES)}
+ROW_BITS = {state: 1 << (len(CELL_STATES) + n) for n, state in enumerate(ROW_STATES)}
+
+
+def row_states(status: str, cells: Mapping[str, Any]) -> int:
+    """The ``states`` of a row with this status and these cells."""
+    bits = ROW_BITS.get(status, 0)
+    for meta in cells.values():
+        state = meta.get("status") if isinstance(meta, dict) else None
+        if type(state) is str:
+            bits |= CELL_BITS.get(state, 0)
+    return bits
 
 
 @functools.cache
@@ -222,14 +241,14 @@ def upsert_rows(count: int) -> str:
 UPSERT_ROW = upsert_rows(1)
 # a row's parameters (in ``upsert_rows`` order) that the rows of a page hold alike, and those
 # each holds its own (see ``upsert_shared_rows``)
-ROW_SHARED = (0, 4, 6, 7, 8)  # set_id, status, cells, error, updated_at
+ROW_SHARED = (0, 4, 6, 7, 8, 9)  # set_id, status, cells, error, updated_at, states
 ROW_OWN = (1, 2, 3, 5)  # id, key, idx, values
 
 
 @functools.cache
 def upsert_shared_rows(count: int) -> str:
     """Write ``count`` rows in one statement that hold the same ``ROW_SHARED`` values, bound
-    once (parameters 1 to 5), then each row's ``ROW_OWN`` values."""
+    once (parameters 1 to 6), then each row's ``ROW_OWN`` values."""
     shared = dict(zip(ROW_SHARED, range(1, len(ROW_SHARED) + 1), strict=True))
     rows = []
     for row in range(count):
@@ -258,14 +277,16 @@ def row_fields(row: RowRecord) -> tuple[Any, ...]:
         cells,
         row.error,
         row.updated_at,
+        row_states(row.status, row.cells),
     )
 
 
 def page_fields(page: RowPage) -> Iterator[tuple[str, tuple[Any, ...]]]:
     """Each row of the page: its key, and what ``row_fields`` gives of its record."""
     status, cells, updated_at = RowStatus.COMPLETED.value, page.cells_json, page.updated_at
+    states = row_states(status, loads(cells))  # once a page: its rows hold the same cells
     for key, index, values in zip(page.keys, page.indexes, page.values_json, strict=True):
-        yield key, (key, index, status, values.decode(), cells, None, updated_at)
+        yield key, (key, index, status, values.decode(), cells, None, updated_at, states)
 
 
 def row_from(run_id: str, dataset: str, row: Sequence[Any]) -> RowRecord:
