@@ -7,7 +7,7 @@ provider, its limit x ``PACE`` (0.95, the share of a declared rate the gates use
 ``BENCH_SCALE_SECONDS`` calls, so a configuration that holds the limits takes about that
 long. The providers are ``sim.email.alpha``, ``.beta``, ``.gamma``, ``sim.company.enrich``
 and ``sim.email.verify`` in one simulator process, 150 requests/s in all (``RATES``: a 2-core
-machine spends about 8 ms of CPU a call, so higher limits would measure the CPU, not the
+machine spends 5-8 ms of CPU a call, so higher limits would measure the CPU, not the
 gates), set (published and enforced) through its faults; each call is one request (the bulk
 operations are left out: see ``Singles``). The processes are ``bench.scale_child run``
 (``pl.arun``); the Temporal workers ``bench.scale_child worker`` (``TemporalWorker``, what
@@ -28,13 +28,19 @@ Reference in the same run: the providers' summed limits. Reported per configurat
 - ``store_tx_per_s``: PostgreSQL's committed and rolled back transactions of the database
   (``pg_stat_database``) over the wall time, ``store_tx_per_call``, ``store_kb_per_call``
   (the database's growth), ``connections_max``: its connections, sampled;
-- the gate, in the runners: ``gate_lease_ms`` (mean time of a lease transaction: a
-  connection from the pool, its round trips, the wait for the gate's lock),
-  ``gate_leases_per_call``, the share of leases that found no token
-  (``gate_leases_empty``); on the server (``pg_stat_statements``): the gate statements'
-  executions and time, the advisory locks' (``advisory_lock_s``: time waiting for them,
-  mostly the gates'), the costliest statements; and ``lock_waiting``: connections waiting
-  for a lock, sampled 4 times a second and averaged;
+- the gate, in the runners: ``gate_leases_per_call`` (the transactions that take tokens or
+  slots: ``lease_gate``, and ``take_slots`` for the slots of tokens reserved behind others'),
+  ``gate_lease_ms`` (mean time of a ``lease_gate``: a connection from the pool, its round
+  trips, the wait for the gate's lock), the shares of leases that found nothing
+  (``gate_leases_empty``), found the cap full (``gate_leases_full``), reserved tokens ahead
+  (``gate_leases_reserved``) and took the gate's lock (``gate_leases_locked``); the looks at
+  a full cap under no lock (``gate_looks_per_call``); ``gate_slot_hold_ms``, how long a
+  slot of a shared cap stays taken in the store (from the lease to the release's commit:
+  the claim's transaction, the request, the release), and the receipt writes that claim and
+  record calls (``receipt_write_ms``); on the server (``pg_stat_statements``): the gate
+  statements' executions and time, the advisory locks' (``advisory_lock_s``: time waiting
+  for them, mostly the gates'), the costliest statements; and ``lock_waiting``: connections
+  waiting for a lock, sampled 4 times a second and averaged;
 - CPU: the runners' own from ``go`` (``runner_cpu_ms_per_call``, ``runner_core_share``: of
   one core, each), PostgreSQL's (the postmaster and its backends) and the simulator's, and
   how busy the machine's cores were (``cpu_busy``; the machine is shared: ``cpu_ours`` is
@@ -44,7 +50,7 @@ Reference in the same run: the providers' summed limits. Reported per configurat
 ``ratio`` is the 16-process configuration's (the largest of ``BENCH_SCALE_PROCESSES`` at the
 limits); ``stops_scaling`` lists the configurations under the goal and why.
 
-``python -m bench scale`` (one JSON line, a table on stderr; about 7 minutes). Smaller:
+``python -m bench scale`` (one JSON line, a table on stderr; about 6 minutes). Smaller:
 ``BENCH_SCALE_PROCESSES`` (comma-separated, default 1,4,16), ``BENCH_SCALE_WORKERS`` (Temporal
 workers, default 2,4; empty: none), ``BENCH_SCALE_MORE`` (empty: none),
 ``BENCH_SCALE_SECONDS`` (40), ``BENCH_SCALE_RATE_SCALE`` (the limits times this; 1).
@@ -563,6 +569,10 @@ def _figures(config: _Config, measured: dict[str, Any], sim: SimProcess) -> dict
         "requests": calls,
         "requests_by_tool": {t.rsplit(".", 1)[1]: c for t, c in sorted(ledger["calls"].items())},
         "rejected_429": sum(ledger["rejected"].values()) + sum(ledger["throttled"].values()),
+        "rejected_by_tool": {
+            t.rsplit(".", 1)[1]: c
+            for t, c in sorted(_summed([ledger["rejected"], ledger["throttled"]]).items())
+        },
         "duplicate_charges": ledger["duplicate_charges"],
         "failed_calls": sum(d["stats"].get("tool_calls_failed", 0) for d in docs),
         "errors": _summed([d["stats"].get("errors") or {} for d in docs]),
@@ -572,10 +582,22 @@ def _figures(config: _Config, measured: dict[str, Any], sim: SimProcess) -> dict
         **sampler.figures(),
         "gate_lease_ms": round(1000 * gate["lease_s"] / max(1, gate["leases"]), 2),
         "gate_lease_max_ms": round(1000 * max(d["gate"]["lease_max_s"] for d in docs), 1),
-        "gate_leases_per_call": round(gate["leases"] / max(1, calls), 2),
+        "gate_leases_per_call": round((gate["leases"] + gate["takes"]) / max(1, calls), 2),
         "gate_leases_empty": round(gate["leases_empty"] / max(1, gate["leases"]), 3),
+        "gate_leases_full": round(gate["leases_full"] / max(1, gate["leases"]), 3),
+        "gate_leases_reserved": round(gate["leases_reserved"] / max(1, gate["leases"]), 3),
+        "gate_takes_per_call": round(gate["takes"] / max(1, calls), 2),
+        "gate_looks_per_call": round(gate["looks"] / max(1, calls), 2),
+        "gate_look_ms": round(1000 * gate["look_s"] / max(1, gate["looks"]), 2),
+        "gate_leases_locked": round(gate["leases_locked"] / max(1, gate["leases"]), 3),
+        "gate_take_ms": round(1000 * gate["take_s"] / max(1, gate["takes"]), 2),
+        "gate_slot_hold_ms": round(1000 * gate["slot_hold_s"] / max(1, gate["slot_holds"]), 1),
         "gate_release_ms": round(1000 * gate["release_s"] / max(1, gate["releases"]), 2),
-        "gate_s_per_process": round((gate["lease_s"] + gate["release_s"]) / n, 2),
+        "receipt_write_ms": round(1000 * gate["write_s"] / max(1, gate["writes"]), 2),
+        "receipt_writes_per_call": round(gate["writes"] / max(1, calls), 2),
+        "gate_s_per_process": round(
+            (gate["lease_s"] + gate["take_s"] + gate["look_s"] + gate["release_s"]) / n, 2
+        ),
         "runner_cpu_s": round(runner_cpu, 1),
         "runner_cpu_ms_per_call": round(1000 * runner_cpu / max(1, calls), 2),
         "runner_core_share": round(runner_cpu / (wall * n), 3),
@@ -610,6 +632,11 @@ def _bound(f: dict[str, Any]) -> str:
         signs.append(
             f"the gates' locks ({f['lock_waiting']:.1f} connections waiting on average, a "
             f"lease {f['gate_lease_ms']:.0f} ms, {f['gate_leases_per_call']:.1f} leases a call)"
+        )
+    if f["gate_leases_full"] >= 0.2:
+        signs.append(
+            f"the providers' caps of calls in flight ({f['gate_leases_full']:.0%} of leases "
+            f"found one full; a slot stays taken {f['gate_slot_hold_ms']:.0f} ms)"
         )
     if f["cpu_busy"] >= 0.85:
         signs.append(
@@ -666,6 +693,7 @@ _COLUMNS = (
     ("429", "rejected_429", "{}"), ("dup", "duplicate_charges", "{}"),
     ("tx/s", "store_tx_per_s", "{}"), ("leases/call", "gate_leases_per_call", "{:.2f}"),
     ("lease ms", "gate_lease_ms", "{:.1f}"), ("lock wait", "lock_waiting", "{:.2f}"),
+    ("slot ms", "gate_slot_hold_ms", "{:.0f}"),
     ("conns", "connections_max", "{}"), ("cpu ms/call", "runner_cpu_ms_per_call", "{:.1f}"),
     ("pg cpu-s", "postgres_cpu_s", "{:.0f}"), ("cpu busy", "cpu_busy", "{:.0%}"),
     ("wall s", "wall_s", "{:.1f}"),

@@ -17,15 +17,18 @@ to that provider. Each provider has a backlog of its own from the first second t
 so a run is bound by the providers' limits alone, whatever their ratios.
 
 ``cpu_s`` is this process's CPU time from ``go`` (the worker: from ``ready``) to its end;
-``gate`` is the time spent in the store's rate-gate transactions (``lease_gate``,
-``release_gate``: connection from the pool, round trips, waiting for the gate row's lock),
-measured around the store's methods in this process.
+``gate`` counts and times the store's rate-gate transactions (``lease_gate``, ``take_slots``
+taking slots or looking, ``release_gate``: connection from the pool, round trips, waiting for
+the gate's lock), how long the slots of a shared cap stay taken in the store, and the receipt
+writes (``write_receipts``: the claims and records of calls), measured around the store's
+methods in this process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import functools
 import resource
 import sys
@@ -39,6 +42,8 @@ from typing import Any
 import orjson
 
 import playline as pl
+from playline.store import GateGrant
+from playline.store.sql._base import SQLStore
 from playline.store.sql._gate_store import GateRows
 from playline.tools import ToolSpec
 
@@ -86,42 +91,92 @@ class Singles:
 
 
 class GateClock:
-    """Counts and times this process's rate-gate transactions (they run in store threads)."""
+    """Counts and times this process's rate-gate transactions (they run in store threads),
+    and how long the slots of a shared cap stay taken in the store (from the transaction
+    that took them to the one that gave them back: a slot kept for this process's next call
+    serves several in a row)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.figures: dict[str, float] = {
-            "leases": 0, "leases_empty": 0, "lease_s": 0.0, "lease_max_s": 0.0,
-            "releases": 0, "release_s": 0.0,
+            "leases": 0, "leases_empty": 0, "leases_full": 0, "leases_reserved": 0,
+            "leases_locked": 0, "lease_s": 0.0, "lease_max_s": 0.0, "takes": 0, "take_s": 0.0,
+            "releases": 0, "release_s": 0.0, "slot_holds": 0, "slot_hold_s": 0.0,
+            "looks": 0, "look_s": 0.0, "writes": 0, "write_s": 0.0,
         }  # fmt: skip
+        self._held: dict[str, collections.deque[float]] = {}  # per gate: when slots were taken
 
-    def _add(self, kind: str, seconds: float, *, empty: bool = False) -> None:
+    def _add(self, kind: str, seconds: float) -> None:
+        with self._lock:
+            self.figures[f"{kind}s"] += 1
+            self.figures[f"{kind}_s"] += seconds
+            if kind == "lease":
+                self.figures["lease_max_s"] = max(self.figures["lease_max_s"], seconds)
+
+    def _count(self, grant: GateGrant, now: float) -> None:
         with self._lock:
             f = self.figures
-            f[f"{kind}s"] += 1
-            f[f"{kind}_s"] += seconds
-            if kind == "lease":
-                f["leases_empty"] += empty
-                f["lease_max_s"] = max(f["lease_max_s"], seconds)
+            f["leases_empty"] += not grant.granted
+            f["leases_full"] += not grant.granted and grant.state.wait(now) <= 0  # cap full
+            f["leases_reserved"] += grant.due > now
+
+    def _took(self, key: str, count: int) -> None:
+        with self._lock:
+            self._held.setdefault(key, collections.deque()).extend([time.perf_counter()] * count)
+
+    def _gave(self, key: str, count: int) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            held = self._held.get(key, collections.deque())
+            for _ in range(min(count, len(held))):
+                self.figures["slot_hold_s"] += now - held.popleft()
+                self.figures["slot_holds"] += 1
 
     def install(self) -> None:
         """Wrap the SQL stores' gate methods (both dialects share them) in this process."""
-        lease, release = GateRows.lease_gate, GateRows.release_gate
+        lease, take, release = GateRows.lease_gate, GateRows.take_slots, GateRows.release_gate
 
         @functools.wraps(lease)
-        def timed_lease(store: GateRows, *args: Any, **kwargs: Any) -> Any:
+        def timed_lease(store: GateRows, key: str, *args: Any, **kwargs: Any) -> GateGrant:
             start = time.perf_counter()
-            grant = lease(store, *args, **kwargs)
-            self._add("lease", time.perf_counter() - start, empty=grant.granted == 0)
+            grant = lease(store, key, *args, **kwargs)
+            self._add("lease", time.perf_counter() - start)
+            self._count(grant, kwargs["now"])
+            if kwargs.get("slots", True) and grant.state.cap > 0:
+                with self._lock:
+                    self.figures["leases_locked"] += 1  # with slots of a shared cap: locked
+            if grant.slots:
+                self._took(key, grant.slots)
+            return grant
+
+        @functools.wraps(take)
+        def timed_take(store: GateRows, key: str, *args: Any, **kwargs: Any) -> GateGrant:
+            start = time.perf_counter()
+            grant = take(store, key, *args, **kwargs)
+            self._add("take" if args[0] else "look", time.perf_counter() - start)
+            if grant.granted and grant.state.cap > 0:
+                self._took(key, grant.granted)
             return grant
 
         @functools.wraps(release)
-        def timed_release(store: GateRows, *args: Any, **kwargs: Any) -> None:
+        def timed_release(store: GateRows, key: str, count: int, **kwargs: Any) -> None:
             start = time.perf_counter()
-            release(store, *args, **kwargs)
+            release(store, key, count, **kwargs)
             self._add("release", time.perf_counter() - start)
+            self._gave(key, count)
 
+        write = SQLStore.write_receipts
+
+        @functools.wraps(write)
+        def timed_write(store: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            out = write(store, *args, **kwargs)
+            self._add("write", time.perf_counter() - start)
+            return out
+
+        setattr(SQLStore, "write_receipts", timed_write)  # noqa: B010
         setattr(GateRows, "lease_gate", timed_lease)  # noqa: B010 - a bench's instrument
+        setattr(GateRows, "take_slots", timed_take)  # noqa: B010
         setattr(GateRows, "release_gate", timed_release)  # noqa: B010
 
     def report(self) -> dict[str, float]:

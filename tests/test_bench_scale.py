@@ -54,4 +54,5 @@ def test_two_processes_make_one_request_a_call_pay_once_and_are_measured() -> No
     # the store and its gates, as the bench reads them
     assert config["store_tx_per_s"] > 0 and config["connections_max"] >= 2, summary
     assert config["gate_leases_per_call"] > 0 and config["lease_updates"] > 0, summary
+    assert config["gate_slot_hold_ms"] > 0 and config["receipt_write_ms"] > 0, summary
     assert "| 2 processes |" in table

@@ -3,8 +3,8 @@ within the provider's rate together; with a gate each, they draw 429s (the contr
 
 Measured from the simulator's side: its ledger counts accepted and rejected (429) requests
 and the span from the first accepted request to the last. A shared gate starts with half its
-burst (10 tokens) spent at once, so the sustained rate is (requests - 10) / span; requests /
-span is printed too.
+burst (6.5 tokens) spent at once, so the sustained rate is (requests - 6.5) / span;
+requests / span is printed too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from stores import durable_kinds, url_for
 
 TOOL = "sim.email.alpha"  # declared 20/s, burst 20
 RATE, BURST = 20.0, 20
-START = BURST / 2  # a new shared gate's tokens
+START = (BURST - 7) / 2  # a new shared gate's tokens: half its burst (see shared_burst)
 
 PLAYS = '''
 """Three plays that call the same provider: a column, a column after a pure one, direct calls."""

@@ -26,7 +26,7 @@ def spec(rate: Rate, *, tool: str = "t.mail", account: str = "acct") -> ToolSpec
     return ToolSpec(id=tool, transport=None, rate=rate, auth_scope=account)  # type: ignore[arg-type]
 
 
-DECLARED = spec(Rate(per_second=20, burst=7))  # paced to 19/s, bursts of 5 (see gate_burst)
+DECLARED = spec(Rate(per_second=20, burst=12))  # paced to 19/s, bursts of 5 (shared_burst)
 
 
 def processes(url: str, clock: pl.ManualClock, n: int = 2) -> list[ToolGates]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from playline.store import GateConfig, GateState, Store, open_store
+from playline.store import GateConfig, GateGrant, GateState, Store, open_store
 from playline.store._owners import holding
 
 from storehelp import FAR, FAR2, ME, NOW, OTHER, dead_owner
@@ -32,11 +33,105 @@ def lease(
     config: GateConfig = RATE,
     holder: str = ME,
     now: float = NOW,
+    ahead: float = 0.0,
+    slots: bool = True,
 ) -> tuple[int, GateState]:
     grant = store.lease_gate(
-        key, wanted, config=config, holder=holder, lease_until=now + 60, now=now
+        key,
+        wanted,
+        config=config,
+        holder=holder,
+        lease_until=now + 60,
+        now=now,
+        ahead=ahead,
+        slots=slots,
     )
     return grant.granted, grant.state
+
+
+def reserve(
+    store: Store, wanted: int, *, ahead: float, now: float = NOW, holder: str = ME, **kw: Any
+) -> GateGrant:
+    return store.lease_gate(
+        "t@acct", wanted, holder=holder, lease_until=now + 60, now=now, ahead=ahead, **kw
+    )
+
+
+def test_with_no_token_a_lease_reserves_those_due_within_ahead(store: Store) -> None:
+    """The bucket goes into debt: each reservation is due after those made before it, and a
+    lease finds no token until the debt is paid (4 tokens a second here)."""
+    assert lease(store, 5)[0] == 5  # all the new gate holds
+    first = reserve(store, 3, ahead=0.5, config=RATE)
+    assert (first.granted, first.due) == (2, pytest.approx(NOW + 0.5))  # 2 in 0.5 s
+    assert first.state.tokens == pytest.approx(-2.0)
+    behind = reserve(store, 3, ahead=0.8, config=RATE)  # the next is due at NOW + 0.75
+    assert (behind.granted, behind.due) == (1, pytest.approx(NOW + 0.75))
+    assert reserve(store, 3, ahead=0.8, config=RATE).granted == 0  # NOW + 1.0: too far
+    assert lease(store, 3, now=NOW + 0.7)[0] == 0  # no token before the debt is paid
+    now = reserve(store, 1, ahead=0.5, config=RATE, now=NOW + 1.0)
+    assert (now.granted, now.due) == (1, 0.0)  # one earned: granted at once, not reserved
+
+
+def test_a_reservation_never_exceeds_the_burst_nor_comes_in_a_pause(store: Store) -> None:
+    lease(store, 5)
+    assert reserve(store, 50, ahead=100.0, config=RATE).granted == 10  # the burst
+    store.tune_gate("t@acct", lambda s: replace(s, paused_until=NOW + 200, stamp=NOW + 200))
+    assert reserve(store, 1, ahead=1000.0, config=RATE, now=NOW + 1).granted == 0
+
+
+def test_a_gate_with_windows_reserves_nothing(store: Store) -> None:
+    """A window counts a request when it is let out: none is let out ahead of its time."""
+    windowed = GateConfig(ceiling=4.0, burst=10, windows=((60.0, 50),))
+    assert lease(store, 5, config=windowed)[0] == 5
+    assert reserve(store, 1, ahead=10.0, config=windowed).granted == 0
+
+
+def test_under_a_cap_only_the_next_token_is_reserved_with_its_slots(store: Store) -> None:
+    """The first in line reserves the next token and its slot (it waits one token's time at
+    most); behind it, a lease reserves tokens alone: their slots are taken when due."""
+    config = GateConfig(ceiling=4.0, burst=4, cap=4)
+    with holding(ME), holding(OTHER):
+        assert lease(store, 2, config=config)[0] == 2  # what the new gate holds
+        store.release_gate("t@acct", 2, holder=ME, lease_until=NOW + 60)
+        first = reserve(store, 3, ahead=10.0, config=config)
+        assert (first.granted, first.slots, first.due) == (1, 1, pytest.approx(NOW + 0.25))
+        behind = reserve(store, 3, ahead=10.0, config=config, holder=OTHER)
+        assert (behind.granted, behind.slots, behind.due) == (3, 0, pytest.approx(NOW + 1.0))
+        assert behind.state.in_flight == 1  # the first's slot, none for the 3 behind it
+        assert reserve(store, 3, ahead=0.0, config=config).granted == 0  # none to reserve
+
+
+def test_tokens_leased_alone_take_no_slot_until_they_are_due(store: Store) -> None:
+    """Under a shared cap, ``slots=False`` leases tokens alone (queued behind others'
+    reservations, a process must not hold the cap while it waits); ``take_slots`` takes
+    their slots when they are due, as many as the calls in flight leave free."""
+    with holding(ME), holding(OTHER):
+        assert lease(store, 2, config=CAPPED, holder=OTHER)[0] == 2
+        grant = store.lease_gate(
+            "t@acct", 9, config=CAPPED, holder=ME, lease_until=NOW + 60, now=NOW, slots=False
+        )
+        assert grant.granted == 9 and grant.state.in_flight == 0  # 4 free slots ignored
+        look = store.take_slots("t@acct", 0, **_at(CAPPED))
+        assert (look.granted, look.state.in_flight) == (0, 2)  # a look takes nothing
+        took = store.take_slots("t@acct", 9, **_at(CAPPED))
+        assert (took.granted, took.state.in_flight) == (2, 4)
+        assert store.take_slots("t@acct", 1, **_at(CAPPED)).granted == 0  # full
+        store.release_gate("t@acct", 1, holder=ME, lease_until=NOW + 60)
+        assert store.take_slots("t@acct", 3, **_at(CAPPED)).granted == 1
+        [gate] = store.read_gates(now=NOW)
+        assert gate.in_flight == 4
+
+
+def test_take_slots_answers_a_pause_and_takes_nothing_in_it(store: Store) -> None:
+    lease(store, 1, config=CAPPED)
+    store.tune_gate("t@acct", lambda s: replace(s, paused_until=NOW + 2, stamp=NOW + 2))
+    seen = store.take_slots("t@acct", 2, **_at(CAPPED, now=NOW + 1))
+    assert seen.granted == 0 and seen.state.paused_until == NOW + 2
+    assert store.take_slots("t@acct", 2, **_at(RATE, now=NOW + 1)).granted == 0  # no cap
+
+
+def _at(config: GateConfig, *, now: float = NOW) -> dict[str, Any]:
+    return {"config": config, "holder": ME, "lease_until": now + 60, "now": now}
 
 
 def test_windows_let_out_at_most_their_limit_in_any_span_of_their_length(store: Store) -> None:
@@ -164,7 +259,13 @@ def test_read_gates_lists_every_gate(store: Store) -> None:
 
 
 _steps = st.lists(
-    st.tuples(st.integers(0, 30), st.floats(0, 2, allow_nan=False), st.booleans()),
+    st.tuples(
+        st.integers(0, 30),
+        st.floats(0, 2, allow_nan=False),
+        st.booleans(),
+        st.sampled_from([0.0, 0.0, 0.05, 0.3, 2.0]),  # how far ahead it may reserve
+        st.booleans(),  # whether it takes slots
+    ),
     min_size=1,
     max_size=25,
 )
@@ -173,22 +274,29 @@ _steps = st.lists(
 @settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=_steps, rate=st.sampled_from([0.0, 0.5, 3.0, 19.0]), burst=st.integers(1, 20))
 def test_every_store_leases_as_the_reference_does(
-    store: Store, steps: list[tuple[int, float, bool]], rate: float, burst: int
+    store: Store, steps: list[tuple[int, float, bool, float, bool]], rate: float, burst: int
 ) -> None:
     key = f"prop-{next(_keys)}"
     config = GateConfig(ceiling=rate, burst=burst, cap=5)
     model: GateState | None = None  # made by the first lease
     in_use, now = 0, NOW
-    for wanted, elapsed, done in steps:
+    for wanted, elapsed, done, ahead, slots in steps:
         now += elapsed
         if done and in_use:
             store.release_gate(key, 1, holder=ME, lease_until=now + 60)
             in_use -= 1
-        expected, model = (model or config.fresh(key, now)).take(wanted, now, in_use)
-        granted, state = lease(store, wanted, key=key, config=config, now=now)
-        assert granted == expected
-        assert state.tokens == pytest.approx(model.tokens, abs=1e-9)
-        in_use += granted
+        expected = (model or config.fresh(key, now)).lease(
+            wanted, now, in_use, ahead=ahead, slots=slots
+        )
+        model = expected.state
+        grant = store.lease_gate(
+            key, wanted, config=config, holder=ME, lease_until=now + 60, now=now,
+            ahead=ahead, slots=slots,
+        )  # fmt: skip
+        assert (grant.granted, grant.slots) == (expected.granted, expected.slots)
+        assert grant.state.tokens == pytest.approx(model.tokens, abs=1e-9)
+        assert grant.due == pytest.approx(expected.due, abs=1e-6)
+        in_use += grant.slots
 
 
 def test_leases_from_many_connections_never_grant_more_than_the_bucket(durable_url: str) -> None:

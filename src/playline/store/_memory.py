@@ -610,7 +610,11 @@ class MemoryStore(ReceiptWrites):
         holder: str,
         lease_until: float,
         now: float,
+        ahead: float = 0.0,
+        slots: bool = True,
     ) -> GateGrant:
+        if config.windows:  # a window's sends are counted when they go: no reservations
+            ahead = 0.0
         with self._lock:
             state = self._gates.get(key)
             if state is None or not state.declared_as(config):
@@ -622,21 +626,45 @@ class MemoryStore(ReceiptWrites):
                     log = self._gate_sends[key] = SendLog(config.windows)
                 room, wait = log.room(now)
                 wanted = min(wanted, room)
-            slots = self._gate_slots.setdefault(key, {})
-            in_use = 0
-            if state.cap > 0:
-                in_use, gone = count_in_flight(
-                    ((h, n, until) for h, (n, until) in slots.items()), holder, now
-                )
-                for other in gone:
-                    del slots[other]
-            granted, state = state.take(wanted, now, in_use)
-            self._gates[key] = state
+            in_use = self._gate_in_use(key, holder, now) if state.cap > 0 and slots else 0
+            grant = state.lease(wanted, now, in_use, ahead=ahead, slots=slots)
+            self._gates[key] = grant.state
+            if grant.slots:
+                self._gate_hold(key, holder, grant.slots, lease_until)
+            if grant.granted and config.windows:
+                self._gate_sends[key].take(grant.granted, now)
+            state = replace(grant.state, in_flight=in_use + grant.slots)
+            return replace(grant, state=state, wait=wait)
+
+    def take_slots(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        with self._lock:
+            state = self._gates.get(key) or config.fresh(key, now)
+            in_use = self._gate_in_use(key, holder, now) if state.cap > 0 else 0
+            granted = state.slots_for(wanted, now, in_use)
             if granted and state.cap > 0:
-                slots[holder] = (slots.get(holder, (0, 0.0))[0] + granted, lease_until)
-            if granted and config.windows:
-                self._gate_sends[key].take(granted, now)
-            return GateGrant(granted, replace(state, in_flight=in_use + granted), wait)
+                self._gate_hold(key, holder, granted, lease_until)
+            return GateGrant(granted, replace(state, in_flight=in_use + granted))
+
+    def _gate_in_use(self, key: str, holder: str, now: float) -> int:
+        held = self._gate_slots.setdefault(key, {})
+        rows = ((h, n, until) for h, (n, until) in held.items())
+        in_use, gone = count_in_flight(rows, holder, now)
+        for other in gone:
+            del held[other]
+        return in_use
+
+    def _gate_hold(self, key: str, holder: str, calls: int, lease_until: float) -> None:
+        held = self._gate_slots.setdefault(key, {})
+        held[holder] = (held.get(holder, (0, 0.0))[0] + calls, lease_until)
 
     def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:
         with self._lock:

@@ -325,12 +325,34 @@ class GateStore(Protocol):
         holder: str,
         lease_until: float,
         now: float,
+        ahead: float = 0.0,
+        slots: bool = True,
     ) -> GateGrant:
         """In one transaction: take up to ``wanted`` tokens from the gate ``key`` (made from
         ``config`` when it is new or was declared otherwise), as many as its bucket holds and,
         under a shared cap, as many as the calls in flight of live holders leave free; those
         are counted as ``holder``'s until ``lease_until``. Granting 0 is an answer, not an
-        error: ``grant.state.wait(now)`` says how long until a token."""
+        error: ``grant.state.wait(now)`` says how long until a token. With no token now, those
+        due within ``ahead`` seconds are reserved (``grant.due``; never under windows). Under a
+        shared cap, tokens granted now take slots, and a reservation only when no other is
+        ahead of it (``grant.slots``; ``GateState.lease``).
+        ``slots=False``: tokens alone, under no lock but the row's (``take_slots`` then)."""
+        ...
+
+    def take_slots(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        """In one transaction: the slots of a shared cap for ``wanted`` calls whose tokens
+        were leased alone (``GateState.slots_for``), counted as ``holder``'s; and the gate as
+        it is (a pause begun since shows there), with its calls in flight. Asked for none, or
+        without a cap, it only reads the gate, under no lock."""
         ...
 
     def release_gate(self, key: str, count: int, *, holder: str, lease_until: float) -> None:

@@ -3,7 +3,11 @@
 A lease is one transaction: under a shared cap, the gate's key is locked (an advisory lock on
 PostgreSQL; SQLite's write lock), the live holders' calls in flight are counted (the rows of
 holders that are gone are dropped), and the lease's ``UPDATE ... RETURNING`` takes the tokens;
-without a shared cap the ``UPDATE`` is the whole transaction (the row's lock serialises it).
+without a shared cap, or for tokens alone (``slots=False``: a reservation behind others'), the
+``UPDATE`` is the whole transaction (the row's lock serialises it, for one statement).
+``take_slots`` is the other half: the slots of tokens leased alone, under the gate's lock;
+asked for none, it is a look at the gate and its calls in flight, under no lock (a process
+waiting for a full cap looks until it has room, then leases).
 """
 
 from __future__ import annotations
@@ -13,7 +17,15 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .._gates import GateConfig, GateGrant, GateState, Window, count_in_flight, window_room
+from .._gates import (
+    EPSILON,
+    GateConfig,
+    GateGrant,
+    GateState,
+    Window,
+    count_in_flight,
+    window_room,
+)
 from ._cursor import Cursor
 from ._gate_tables import (
     GATE_COLUMNS,
@@ -32,6 +44,11 @@ _UPDATE_GATE = (
     "ceiling = ?, declared_cap = ?, cap = ?, cut_until = ?, cap_cut_until = ?, noise_until = ?, "
     "last_rate = ?, last_cap = ?, last_share = ? WHERE key = ?"
 )
+
+
+def _queued(state: GateState, now: float) -> bool:
+    """Whether other reservations are ahead of a lease at ``now`` (the bucket is in debt)."""
+    return state.rate > 0 and state.available(now) < -EPSILON
 
 
 class GateRows:
@@ -54,8 +71,12 @@ class GateRows:
         holder: str,
         lease_until: float,
         now: float,
+        ahead: float = 0.0,
+        slots: bool = True,
     ) -> GateGrant:
-        shared_cap = config.cap > 0
+        if config.windows:  # a window's sends are counted when they go: no reservations
+            ahead = 0.0
+        shared_cap = config.cap > 0 and slots
         with self._transaction(f"take tokens from the rate gate {key}", write=True) as cur:
             in_use, wait = 0, 0.0
             if shared_cap or config.windows:
@@ -65,28 +86,69 @@ class GateRows:
             if config.windows:
                 room, wait = self._window_room(cur, key, config.windows, now)
                 wanted = min(wanted, room)
-            row = cur.execute(lease_sql(self._functions), (now, wanted, in_use, key)).fetchone()
+            lease = lease_sql(self._functions)
+            tokens_alone = (now, wanted, 0, 0.0, ahead, 0, key)
+            first = (now, wanted, in_use, float(ahead > 0), 0.0, 1, key) if shared_cap else None
+            row = cur.execute(lease, first or tokens_alone).fetchone()
             if row is None and not shared_cap:
                 # A new gate: made once, whoever comes first (the others wait for the lock).
                 self._lock_keys(cur, [f"gate:{key}"])
-                row = cur.execute(lease_sql(self._functions), (now, wanted, 0, key)).fetchone()
+                row = cur.execute(lease, tokens_alone).fetchone()
             if row is not None and (state := gate_from(row)).declared_as(config):
                 granted = int(row[-1])
+                held = granted if shared_cap and state.cap > 0 else 0
+                if first and not granted and ahead > 0 and _queued(state, now):
+                    # others' reservations are ahead: tokens alone, behind them (GateState.lease)
+                    row = cur.execute(lease, tokens_alone).fetchone()
+                    state, granted = gate_from(row), int(row[-1])
+                grant = GateGrant.of(granted, state, now, wait, slots=held)
             else:  # new, or declared otherwise: start again from what this process declares
-                granted, state = config.fresh(key, now).take(wanted, now, in_use)
-                cur.execute(UPSERT_GATE, gate_params(state, granted))
+                grant = config.fresh(key, now).lease(wanted, now, in_use, ahead=ahead, slots=slots)
+                grant = replace(grant, wait=wait)
+                cur.execute(UPSERT_GATE, gate_params(grant.state, grant.granted))
+            if grant.slots:
+                self._hold(cur, key, holder, grant.slots, lease_until)
+            if grant.granted and config.windows:
+                cur.execute(
+                    "INSERT INTO gate_sends (key, at, n) VALUES (?, ?, ?)",
+                    (key, now, grant.granted),
+                )
+        return replace(grant, state=replace(grant.state, in_flight=in_use + grant.slots))
+
+    def take_slots(
+        self,
+        key: str,
+        wanted: int,
+        *,
+        config: GateConfig,
+        holder: str,
+        lease_until: float,
+        now: float,
+    ) -> GateGrant:
+        taking = config.cap > 0 and wanted > 0  # else a look, under no lock
+        with self._transaction(f"take calls of the rate gate {key}", write=taking) as cur:
+            in_use = 0
+            if taking:
+                self._lock_keys(cur, [f"gate:{key}"])
+            row = cur.execute(
+                f"SELECT {GATE_COLUMNS} FROM rate_gates WHERE key = ?", (key,)
+            ).fetchone()
+            state = gate_from(row) if row is not None else config.fresh(key, now)
+            if config.cap > 0 and state.cap > 0:
+                in_use = self._in_flight(cur, key, holder, now, drop=taking)
+            granted = state.slots_for(wanted, now, in_use)
             if granted and state.cap > 0:
-                cur.execute(
-                    "INSERT INTO gate_slots (key, holder, calls, lease_until) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (key, holder) DO UPDATE SET "
-                    "calls = gate_slots.calls + excluded.calls, lease_until = excluded.lease_until",
-                    (key, holder, granted, lease_until),
-                )
-            if granted and config.windows:
-                cur.execute(
-                    "INSERT INTO gate_sends (key, at, n) VALUES (?, ?, ?)", (key, now, granted)
-                )
-        return GateGrant(granted, replace(state, in_flight=in_use + granted), wait)
+                self._hold(cur, key, holder, granted, lease_until)
+        return GateGrant(granted, replace(state, in_flight=in_use + granted))
+
+    @staticmethod
+    def _hold(cur: Cursor, key: str, holder: str, calls: int, lease_until: float) -> None:
+        cur.execute(
+            "INSERT INTO gate_slots (key, holder, calls, lease_until) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (key, holder) DO UPDATE SET "
+            "calls = gate_slots.calls + excluded.calls, lease_until = excluded.lease_until",
+            (key, holder, calls, lease_until),
+        )
 
     @staticmethod
     def _window_room(
@@ -119,12 +181,14 @@ class GateRows:
         return window_room(used, windows, oldest)
 
     @staticmethod
-    def _in_flight(cur: Cursor, key: str, holder: str, now: float) -> int:
+    def _in_flight(cur: Cursor, key: str, holder: str, now: float, *, drop: bool = True) -> int:
+        """The calls in flight of ``key``'s live holders; ``drop``: the rows of the holders
+        that are gone are deleted (under the gate's lock)."""
         rows = cur.execute(
             "SELECT holder, calls, lease_until FROM gate_slots WHERE key = ?", (key,)
         ).fetchall()
         in_use, gone = count_in_flight(rows, holder, now)
-        if gone:
+        if gone and drop:
             cur.executemany(
                 "DELETE FROM gate_slots WHERE key = ? AND holder = ?", [(key, h) for h in gone]
             )

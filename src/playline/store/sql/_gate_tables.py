@@ -2,8 +2,9 @@
 the ``gate_slots`` of each holder, and the lease that takes tokens in one statement.
 
 The lease is one ``UPDATE ... RETURNING``: every ``SET`` expression reads the row as it was,
-so the tokens refilled since ``stamp``, the number granted and the tokens left are computed
-together, under the row's lock, and the answer comes back in the same round trip. It must
+so the tokens refilled since ``stamp``, the number granted (or the token reserved) and the
+tokens left are computed together, under the row's lock, and the answer comes back in the
+same round trip. It must
 compute exactly what ``GateState.take`` does (the memory store's); the conformance suite
 checks that they agree. Dialects differ only in the names of three functions.
 """
@@ -60,27 +61,38 @@ POSTGRES = Functions(least="LEAST", greatest="GREATEST", floor="FLOOR({})")
 
 @cache
 def lease_sql(fn: Functions) -> str:
-    """The lease: parameters ``(now, wanted, in_use, key)``; returns the gate and ``granted``."""
+    """One pass of a lease (``GateState.take``): parameters ``(now, wanted, in_use, reach,
+    ahead, capped, key)``, the reach of a reservation being ``reach`` tokens and ``ahead``
+    seconds' worth (``capped``: 1 when a shared cap limits the tokens granted, else 0);
+    returns the gate and ``granted``."""
     least, greatest = fn.least, fn.greatest
     refill = (
         f"(CASE WHEN rate <= 0 THEN burst "
         f"ELSE {least}(burst, tokens + {greatest}(0, p.t_now - stamp) * rate) END)"
     )
     ask = (
-        f"(CASE WHEN cap > 0 THEN {least}(p.t_wanted, {greatest}(0, cap - p.t_in_use)) "
-        "ELSE p.t_wanted END)"
+        f"(CASE WHEN cap > 0 AND p.t_capped = 1 "
+        f"THEN {least}(p.t_wanted, {greatest}(0, cap - p.t_in_use)) ELSE p.t_wanted END)"
     )
     whole = fn.floor.format(f"{refill} + {EPSILON!r}")
-    grant = (
+    now = (
         f"(CASE WHEN paused_until > p.t_now THEN 0 WHEN rate <= 0 THEN {ask} "
         f"WHEN {refill} >= {1 - EPSILON!r} THEN {least}({ask}, {whole}) ELSE 0 END)"
     )
+    due = fn.floor.format(f"{greatest}(0, {refill} + (p.t_reach + p.t_ahead * rate) + {EPSILON!r})")
+    reserve = (
+        f"(CASE WHEN paused_until > p.t_now OR rate <= 0 OR {ask} < 1 "
+        f"OR {refill} >= {1 - EPSILON!r} THEN 0 ELSE {least}({ask}, burst, {due}) END)"
+    )
     return (
-        f"UPDATE rate_gates SET granted = {grant}, "
-        f"tokens = (CASE WHEN rate <= 0 THEN tokens ELSE {greatest}(0, {refill} - {grant}) END), "
+        f"UPDATE rate_gates SET granted = {now} + {reserve}, "
+        f"tokens = (CASE WHEN rate <= 0 THEN tokens WHEN {reserve} > 0 "
+        f"THEN {refill} - {reserve} "
+        f"ELSE {greatest}({least}({refill}, 0), {refill} - {now}) END), "
         f"stamp = {greatest}(stamp, p.t_now) "
         "FROM (SELECT CAST(? AS DOUBLE PRECISION) AS t_now, CAST(? AS BIGINT) AS t_wanted, "
-        "CAST(? AS BIGINT) AS t_in_use) AS p "
+        "CAST(? AS BIGINT) AS t_in_use, CAST(? AS DOUBLE PRECISION) AS t_reach, "
+        "CAST(? AS DOUBLE PRECISION) AS t_ahead, CAST(? AS BIGINT) AS t_capped) AS p "
         f"WHERE rate_gates.key = ? RETURNING {GATE_COLUMNS}, granted"
     )
 
