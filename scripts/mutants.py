@@ -399,6 +399,22 @@ MUTANTS: list[Mutant] = [
         "        if other == holder:\n",
         ("tests/store/test_gates.py",),
     ),
+    Mutant(
+        "reservation-ignores-pause",
+        "a token reserved before a 429 goes out when due, through the pause that began since",
+        "playline/tools/_shared_gates.py",
+        "        if got.state.paused_until > asked:  # a pause began since it was reserved\n",
+        "        if False:  # a pause began since it was reserved\n",
+        ("tests/gates/test_reserved_tokens.py", "-k", "pause_voids"),
+    ),
+    Mutant(
+        "refund-while-in-debt",
+        "tokens given back while others are reserved let a later reservation go first",
+        "playline/tools/_shared_gates.py",
+        "        if gate.rate <= 0 or gate.paused_until > now or gate.available(now) < 0:\n",
+        "        if gate.rate <= 0 or gate.paused_until > now:\n",
+        ("tests/gates/test_reserved_tokens.py", "-k", "given_back"),
+    ),
     # --- tools: the rate gate's pause on a 429 ---------------------------------------------
     Mutant(
         "local-pause-dropped",
