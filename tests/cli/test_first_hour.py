@@ -381,6 +381,44 @@ def test_tools_describe_gives_a_local_tools_signature(cli: Cli, local_play: str)
     assert doc["input"]["takes"] == "a list of up to 10 input dicts, returns an aligned list"
 
 
+KEYED_PLAY = """
+import playline as pl
+
+@pl.tool("clitest.keyed", secrets=["CLITEST_KEY", "CLITEST_OTHER"])
+def keyed(input):
+    return {"ok": pl.secret("CLITEST_KEY").reveal() != ""}
+
+FINDER = pl.HttpTool(
+    "clitest.finder", "POST", "https://api.example.com/find", auth=pl.Auth.bearer("CLITEST_HTTP")
+)
+
+@pl.play(name="keyed")
+async def keyed_play(ctx, input):
+    return None
+"""
+
+
+def test_tools_describe_names_the_keys_a_tool_reads_and_whether_they_are_set(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool's declared secrets and an HTTP tool's key: their names and whether this
+    environment sets them (either spelling), never a value."""
+    play = cli.play(KEYED_PLAY)
+    monkeypatch.setenv("PLAYLINE_SECRET_CLITEST_KEY", "s3cr3t-value")
+    monkeypatch.delenv("CLITEST_OTHER", raising=False)
+    monkeypatch.setenv("CLITEST_HTTP", "another-value")
+
+    local = cli("tools", "describe", "clitest.keyed", "--play", play, store=False).stdout
+    http = cli("tools", "describe", "clitest.finder", "--play", play, store=False).stdout
+
+    assert json.loads(local)["secrets"] == [
+        {"name": "CLITEST_KEY", "set": True},
+        {"name": "CLITEST_OTHER", "set": False},
+    ]
+    assert json.loads(http)["secrets"] == [{"name": "CLITEST_HTTP", "set": True}]
+    assert "s3cr3t-value" not in local and "another-value" not in http
+
+
 def test_the_readme_and_docs_do_not_send_users_outside_the_repository() -> None:
     root = Path(__file__).resolve().parents[2]
     for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:

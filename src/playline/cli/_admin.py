@@ -14,6 +14,8 @@ from rich.table import Table
 
 import playline as pl
 
+from .._secrets import Secret, Secrets
+from ..errors import PlayDefinitionError
 from ..store import display_url
 from ..store.sql import SQLStore
 from ..tools import HttpTool, ToolSpec
@@ -185,7 +187,32 @@ def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
         "retry_safe": spec.retry_safe,
         "async_jobs": spec.jobs is not None,
         **({"http": spec.transport.describe()} if isinstance(spec.transport, HttpTool) else {}),
+        **_secrets_doc(spec),
     }
+
+
+def _secrets_doc(spec: ToolSpec) -> dict[str, Any]:
+    """The keys a tool reads (``@pl.tool(secrets=...)``, an ``HttpTool``'s ``auth``): each
+    variable's name and whether this environment sets it (``PLAYLINE_SECRET_<NAME>`` or
+    ``<NAME>``), never a value. A key given as a value (``pl.Secret``) is set."""
+    transport = spec.transport
+    names: tuple[str, ...] = getattr(transport, "secrets", ())
+    given = False
+    if isinstance(transport, HttpTool) and transport.auth is not None:
+        names, given = (transport.auth.label,), isinstance(transport.auth.secret, Secret)
+    if not names:
+        return {}
+    return {
+        "secrets": [{"name": name, "set": given or _is_set(name)} for name in dict.fromkeys(names)]
+    }
+
+
+def _is_set(name: str) -> bool:
+    try:
+        Secrets().get(name)
+    except PlayDefinitionError:
+        return False
+    return True
 
 
 def _inputs(spec: ToolSpec) -> dict[str, Any]:
@@ -266,7 +293,8 @@ def tools_describe(
 ) -> None:
     """Everything about one tool, as JSON: its input fields (or a local tool's signature),
     how it charges (cost_basis: per input or per request, on a hit or per call), its
-    published coverage, rate, batching, outputs, version."""
+    published coverage, rate, batching, outputs, version, and the keys it reads (each
+    variable's name and whether it is set here; never a value)."""
     specs = _tool_specs(play, gateway, gateway_token)
     for source, spec in specs:
         if spec.id == tool_id:
