@@ -81,6 +81,24 @@ def test_a_run_on_temporal_is_followed_to_its_end(
         assert [row["name"] for row in csv.DictReader(handle)] == ["ada", "alan", "nobody"]
 
 
+def test_a_resume_on_temporal_writes_the_runs_out_file_again(
+    cli: Cli, local_play: str, worker: list[str], tmp_path: Path
+) -> None:
+    """A run on Temporal records its --out as a local run does: its budget stops it part
+    way, and `playline resume` (with no --out) writes that file with every row."""
+    out = tmp_path / "shouted.csv"
+    ran = cli("run", local_play, *worker, "--run-id", "t-out", "--out", str(out),
+              "--max-credits", "1")  # fmt: skip
+    assert ran.exit_code == 1, ran.output  # the budget stopped it
+
+    resumed = cli("resume", "t-out", "--max-credits", "100")
+
+    assert resumed.exit_code == 0, resumed.output
+    with out.open(newline="", encoding="utf-8") as handle:
+        assert [row["name"] for row in csv.DictReader(handle)] == ["ada", "alan", "nobody"]
+    assert f"to {out}" in " ".join(resumed.stdout.split())
+
+
 def test_a_waiting_run_exits_3_and_its_event_finishes_it(
     cli: Cli, worker: list[str], queue: str
 ) -> None:

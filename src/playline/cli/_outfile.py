@@ -24,6 +24,12 @@ __all__ = ["FORMATS", "check_out", "replacing"]
 FORMATS = (".csv", ".jsonl", ".parquet")
 
 
+def out_source(out: Path | None, raw: bool) -> dict[str, Any]:
+    """What a run records of its ``--out`` for a resume to write again: the file's absolute
+    path (a resume may start in another folder) and ``--raw``."""
+    return {} if out is None else {"out": str(out.absolute()), "raw": raw}
+
+
 def check_out(out: Path | None, *, force: bool, format: str | None = None) -> None:
     """Refuse an output path that cannot be written, before anything runs or is paid for.
     Its suffix says the format, unless ``format`` is given (``--format``)."""

@@ -58,7 +58,7 @@ from ._load import (
     parse_inputs,
     read_gateway_token,
 )
-from ._outfile import check_out
+from ._outfile import check_out, out_source
 from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     require_run,
@@ -161,7 +161,7 @@ def _execute(
         "function": loaded.function,
         "max_credits": max_credits,
         **_gateway_source(gw, gateway_token),
-        **_out_source(out, raw),
+        **out_source(out, raw),
     }
     started = _Started(announce=not json_mode, run_id=run_id)
     resumable(run_id if exists else None)
@@ -248,12 +248,6 @@ def _resumed_gateway(
             "PLAYLINE_GATEWAY_TOKEN."
         )
     return str(url) if url else None
-
-
-def _out_source(out: Path | None, raw: bool) -> dict[str, Any]:
-    """What a run records of its ``--out`` for a resume to write again: the file's absolute
-    path (a resume may start in another folder) and ``--raw``."""
-    return {} if out is None else {"out": str(out.absolute()), "raw": raw}
 
 
 def _remembered_out(run_id: str, source: dict[str, Any]) -> Path | None:
@@ -619,6 +613,7 @@ def _on_temporal(
         run_id=run_id,
         max_credits=max_credits,
         max_usd=max_usd,
+        recorded=out_source(out, raw),
     )
     if detach:
         if json_mode:

@@ -12,7 +12,7 @@ import gc
 import json
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import typer
@@ -102,11 +102,19 @@ def submit(
     run_id: str | None,
     max_credits: float | None,
     max_usd: float | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> str:
-    """Record the run and start its workflow (or attach to it); returns the run id."""
+    """Record the run and start its workflow (or attach to it); returns the run id.
+    ``recorded``: more for the run's source to hold (its ``--out``, which a resume writes
+    again)."""
     _check_store(db)
     backend = _backend()
-    source = {"file": str(loaded.file), "function": loaded.function, "max_credits": max_credits}
+    source = {
+        "file": str(loaded.file),
+        "function": loaded.function,
+        "max_credits": max_credits,
+        **(recorded or {}),
+    }
     try:
         started: str = asyncio.run(
             backend.start(
