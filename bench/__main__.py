@@ -27,6 +27,7 @@ BENCHMARKS = [
     "contention",
     "temporal",
     "llm",
+    "llm_shared",
     "scale",
 ]
 

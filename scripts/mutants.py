@@ -762,4 +762,37 @@ MUTANTS: list[Mutant] = [
         "        if False:\n",
         ("tests/gates/test_token_windows.py", "-k", "429"),
     ),
+    # --- tools/_shared_tokens.py: token buckets shared through the store -----------------
+    Mutant(
+        "shared-tokens-per-process",
+        "a shared gate's token buckets are each process's: N processes send N times the limit",
+        "playline/tools/_shared_tokens.py",
+        "    return token_gate(spec, clock, shared)\n",
+        "    return token_gate(spec, clock)\n",
+        ("tests/gates/test_shared_tokens.py", "-k", "two_processes"),
+    ),
+    Mutant(
+        "shared-tokens-partial-goes",
+        "a call goes with what the bucket held, not waiting for the rest of its estimate",
+        "playline/tools/_shared_tokens.py",
+        "            while got < wanted:\n",
+        "            while got < wanted and not got:\n",
+        ("tests/gates/test_shared_tokens.py", "-k", "holds_and_waits"),
+    ),
+    Mutant(
+        "shared-tokens-correction-lost",
+        "a correction by the answer's usage never reaches the store: other processes miss it",
+        "playline/tools/_shared_tokens.py",
+        "        if back:\n",
+        "        if False:\n",
+        ("tests/gates/test_shared_tokens.py", "-k", "correction"),
+    ),
+    Mutant(
+        "shared-tokens-header-ignores-debt",
+        "a header's count ignores the reservations not sent yet: the bucket stays too full",
+        "playline/tools/_shared_tokens.py",
+        "        target = left - max(0.0, -held)\n",
+        "        target = left\n",
+        ("tests/gates/test_shared_tokens.py", "-k", "reservations_not_sent"),
+    ),
 ]

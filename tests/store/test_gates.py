@@ -163,6 +163,14 @@ def test_a_new_gate_starts_half_full_and_grants_what_it_holds(store: Store) -> N
     assert state.wait(NOW) == pytest.approx(0.25)
 
 
+def test_a_gate_declared_to_start_full_does(store: Store) -> None:
+    """A shared bucket of an LLM's tokens starts full (``GateConfig.start``)."""
+    full = replace(RATE, start=1.0)
+    granted, state = lease(store, 20, config=full)
+    assert granted == 10 and state.tokens == 0.0
+    assert state.declared_as(RATE)  # the share a gate starts with is not a declaration
+
+
 def test_tokens_come_back_at_the_rate_up_to_the_burst(store: Store) -> None:
     assert lease(store, 10)[0] == 5
     assert lease(store, 10, now=NOW + 0.5)[0] == 2

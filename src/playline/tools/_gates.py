@@ -74,7 +74,8 @@ _EPSILON = 1e-6
 
 class RateGate(Protocol):
     """A tool's gate: local (this process) or shared (every process on one store). ``tokens``:
-    its token windows (``_tokens.py``), this process's in both, None without them."""
+    its token buckets (``_tokens.py``; a shared gate's are in the store, ``_shared_tokens.py``),
+    None without them."""
 
     tokens: TokenGate | None
 

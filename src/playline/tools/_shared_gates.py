@@ -27,9 +27,9 @@ provider account:
   dies stops counting when its lease runs out (at once on its own machine).
 - A cap the tool does not declare, and the breaker, stay with each process: they are about
   this process's calls as much as about the provider.
-- Token windows (``Rate(tokens_per_minute=...)``, ``_tokens.py``) stay with each process too:
-  each counts the tokens of its own calls against the whole limit, so processes sharing an
-  account should each declare their share of it (the requests windows are shared).
+- **Tokens a minute** (``Rate(tokens_per_minute=...)``) are shared too: each limit's token
+  bucket is a gate row of its own, per model, leased and corrected by every process
+  (``_shared_tokens.py``).
 
 ``throttled``, ``succeeded`` and ``release`` are synchronous (the engine calls them in the
 middle of its bookkeeping): what they tell the store goes in small background writes. A gate
@@ -62,9 +62,9 @@ from ._declared import (
 )
 from ._learning import MIN_RATE, Observations, Tuning, climb, cut_cap, cut_rate
 from ._remaining import Remaining
+from ._shared_tokens import shared_token_gate
 from ._slots import Slots
 from ._spec import ToolSpec
-from ._tokens import token_gate
 
 __all__ = ["SharedToolGate", "shared_burst"]
 
@@ -127,8 +127,10 @@ class SharedToolGate:
         self._wanting: asyncio.Future[None] | None = None  # that wave's wake-up
         self._stagger = random.Random(f"{holder} {self.key}")  # when too far behind to reserve
         self.in_flight = 0
-        # tokens a minute are counted by each process (``_tokens.py``), not in the store
-        self.tokens = token_gate(spec, clock)
+        # tokens a minute: buckets in the store too (``_shared_tokens.py``)
+        self.tokens = shared_token_gate(
+            spec, clock, key=self.key, store=store, holder=holder, now=self._now, spawn=self._spawn
+        )
 
     # statistics
     @property

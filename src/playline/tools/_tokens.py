@@ -35,8 +35,9 @@ The transport reports what it heard through a context variable the engine sets a
 call (``take`` sets it, ``Spend.settle`` reads it), so concurrent calls never mix their
 answers up; a Python-declared transport reports with ``heard(...)`` too.
 
-The buckets are this process's: on a store that processes share, each process counts its
-own tokens (the shared gates count requests; ``docs/guide/http-tools.md``).
+The buckets are this process's. On a store that processes share, a shared gate's buckets
+are in the store (``SharedTokenGate``, ``_shared_tokens.py``: the same rules, every process's
+tokens in one bucket per limit); this gate is for a tool whose gate is not shared.
 """
 
 from __future__ import annotations
@@ -280,6 +281,21 @@ class TokenGate:
         inputs = list(inputs)
         tokens = self.estimate(inputs)
         scope = self.scope_of(inputs)
+        self.check(tokens, scope)
+        self.waiting += 1
+        try:
+            entries = await self._take(tokens, scope)
+        finally:
+            self.waiting -= 1
+        for index in entries:
+            self._flying[scope, index] = self._flying.get((scope, index), 0) + tokens[index]
+        spend = Spend(self, tokens, entries, scope)
+        _current.set(spend)
+        return spend
+
+    def check(self, tokens: Tokens, scope: str) -> None:
+        """A fatal ``ToolError`` (``too_many_tokens``) when ``tokens`` are more than a whole
+        bucket of ``scope`` holds: such a call could never go out."""
         for index, kind in enumerate(KINDS):
             bucket = self._buckets(scope)[kind]
             if bucket is not None and tokens[index] > bucket.limit:
@@ -292,24 +308,23 @@ class TokenGate:
                     code="too_many_tokens",
                     outcome="fatal",
                 )
-        self.waiting += 1
-        try:
-            async with self._lock:
-                while True:
-                    now = self._clock.monotonic()
-                    waits = (w.wait(tokens[i], now) for i, w in self._kinds(scope))
-                    wait = max(waits, default=0.0)
-                    if wait <= 0:
-                        break
-                    await self._clock.sleep(min(wait, MINUTE + WINDOW_MARGIN))
-                entries = {i: w.take(tokens[i], now) for i, w in self._kinds(scope)}
-                for index in entries:
-                    self._flying[scope, index] = self._flying.get((scope, index), 0) + tokens[index]
-        finally:
-            self.waiting -= 1
-        spend = Spend(self, tokens, entries, scope)
-        _current.set(spend)
-        return spend
+
+    async def _take(self, tokens: Tokens, scope: str) -> dict[int, list[float]]:
+        """The entries of ``tokens`` taken from this process's buckets, in turn."""
+        async with self._lock:
+            return await self._in_turn(tokens, scope)
+
+    async def _in_turn(self, tokens: Tokens, scope: str) -> dict[int, list[float]]:
+        """Wait until ``tokens`` fit in every bucket of ``scope`` (``_kinds``), then take
+        them (under ``_lock``: first come, first served)."""
+        while True:
+            now = self._clock.monotonic()
+            waits = (w.wait(tokens[i], now) for i, w in self._kinds(scope))
+            wait = max(waits, default=0.0)
+            if wait <= 0:
+                break
+            await self._clock.sleep(min(wait, MINUTE + WINDOW_MARGIN))
+        return {i: w.take(tokens[i], now) for i, w in self._kinds(scope)}
 
     def said(self, kind: str, left: int, reset: float, scope: str = "", counted: int = 0) -> None:
         """The provider says ``left`` tokens of ``kind`` remain, full in ``reset`` seconds
@@ -327,6 +342,13 @@ class TokenGate:
     def _bucket_of(self, index: int, scope: str) -> TokenBucket | None:
         kind = KINDS[index]
         return self._buckets(scope)[kind] or self._said_only.get((scope, kind))
+
+    def correct(self, index: int, scope: str, entry: list[float], amount: float) -> None:
+        """The request whose ``entry`` (of kind ``index``, in ``scope``) took tokens counts
+        ``amount`` (``Spend.settle``)."""
+        bucket = self._bucket_of(index, scope)
+        if bucket is not None:
+            bucket.correct(entry, amount)
 
 
 class Spend:
@@ -384,9 +406,7 @@ class Spend:
         else:
             return
         for index, entry in self._entries.items():
-            bucket = self.gate._bucket_of(index, self.scope)
-            if bucket is not None:
-                bucket.correct(entry, counted[index])
+            self.gate.correct(index, self.scope, entry, counted[index])
 
 
 _current: contextvars.ContextVar[Spend | None] = contextvars.ContextVar(
@@ -402,9 +422,14 @@ def heard(status: int, used: Tokens | None, said: Iterable[tuple[str, int, float
         spend.heard(status, used, said)
 
 
-def token_gate(spec: ToolSpec, clock: Clock) -> TokenGate | None:
+def token_gate(
+    spec: ToolSpec,
+    clock: Clock,
+    make: Callable[[ToolSpec, Clock, Callable[[Mapping[str, Any]], Any]], TokenGate] = TokenGate,
+) -> TokenGate | None:
     """The token gate of ``spec`` (None when it neither declares token limits nor estimates
-    its tokens). A token limit without an estimate is a ``PlayDefinitionError``."""
+    its tokens), made by ``make`` (a shared gate's: ``_shared_tokens.py``). A token limit
+    without an estimate is a ``PlayDefinitionError``."""
     estimate = getattr(spec.transport, "tokens", None)
     declared = any(limit is not None for limit in spec.rate.token_limits)
     if estimate is None or not callable(estimate):
@@ -415,7 +440,7 @@ def token_gate(spec: ToolSpec, clock: Clock) -> TokenGate | None:
                 "output)), or a `tokens(input)` method on its transport."
             )
         return None
-    return TokenGate(spec, clock, estimate)
+    return make(spec, clock, estimate)
 
 
 # -- the headers ---------------------------------------------------------------------------
