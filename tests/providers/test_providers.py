@@ -143,22 +143,77 @@ def test_a_catch_all_address_is_kept_dropped_or_verified_as_the_policy_says(
     assert hunter.calls["email-verifier"] == verified  # a valid address is not verified
 
 
-def test_the_waterfalls_refuse_what_cannot_work_and_order_by_documented_price() -> None:
+@pytest.fixture
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No provider's key in the environment (either spelling); the test sets its own."""
+    for provider in PROVIDERS.values():
+        monkeypatch.delenv(provider.key, raising=False)
+        monkeypatch.delenv(f"PLAYLINE_SECRET_{provider.key}", raising=False)
+    return monkeypatch
+
+
+def test_the_waterfalls_refuse_what_cannot_work_and_order_by_documented_price(
+    no_keys: pytest.MonkeyPatch,
+) -> None:
+    for provider in ("hunter", "leadmagic", "pdl", "dropcontact", "prospeo"):
+        no_keys.setenv(PROVIDERS[provider].key, "k")
     with pytest.raises(pl.PlayDefinitionError, match="'fastmail' cannot do it"):
         pl.waterfalls.work_email(["hunter", "fastmail"])
     with pytest.raises(pl.PlayDefinitionError, match="needs a verifier"):
         pl.waterfalls.work_email(verify=None, catch_all="verify")
     with pytest.raises(pl.PlayDefinitionError, match="'accept'"):
         pl.waterfalls.linkedin_to_email(catch_all="maybe")  # type: ignore[arg-type]
+    with pytest.raises(pl.PlayDefinitionError, match="'auto' \\(the first of them"):
+        pl.waterfalls.work_email(verify="gmail")
     spec = pl.waterfalls.work_email(verify=None, catch_all="accept")
     assert spec.order == "cheapest" and len(spec.steps) == 5
+
+
+def test_without_a_list_the_waterfalls_take_the_providers_whose_keys_are_set(
+    no_keys: pytest.MonkeyPatch,
+) -> None:
+    """A run has the tools of the providers whose keys are set: a default waterfall takes
+    those (a step without its tool would fail every row after the others were paid), and
+    its verifier is the first of them that verifies; with none, it is refused up front,
+    naming the variables to export."""
+    with pytest.raises(pl.PlayDefinitionError) as none:
+        pl.waterfalls.work_email()
+    assert "work_email has no provider: none of HUNTER_API_KEY, LEADMAGIC_API_KEY" in str(
+        none.value
+    )
+    with pytest.raises(pl.PlayDefinitionError, match="person_to_phone has no provider"):
+        pl.waterfalls.person_to_phone()
+
+    no_keys.setenv("PLAYLINE_SECRET_PROSPEO_API_KEY", "k")  # the other spelling counts too
+    with pytest.raises(pl.PlayDefinitionError) as unverified:
+        pl.waterfalls.work_email()  # catch_all="verify", and no verifier's key
+    assert "none of ZEROBOUNCE_API_KEY, NEVERBOUNCE_API_KEY, HUNTER_API_KEY" in str(
+        unverified.value
+    )
+    accepted = pl.waterfalls.work_email(catch_all="accept")
+    assert accepted.description == "Work email: prospeo; catch-all addresses kept."
+
+    no_keys.setenv("HUNTER_API_KEY", "k")
+    spec = pl.waterfalls.work_email()
+    assert sorted(step.id for step in spec.steps) == ["hunter", "prospeo"]
+    assert _verifier_of(spec) == "hunter"
+    no_keys.setenv("ZEROBOUNCE_API_KEY", "k")
+    assert _verifier_of(pl.waterfalls.work_email()) == "zerobounce"
+    assert _verifier_of(pl.waterfalls.linkedin_to_email()) == "zerobounce"
+    named_ones = pl.waterfalls.work_email(["apollo"], verify="neverbounce")  # as given
+    assert [step.id for step in named_ones.steps] == ["apollo"]
+
+
+def _verifier_of(spec: pl.Waterfall) -> str:
+    """The verifier a waterfall's description names (what a run's description shows)."""
+    return spec.description.rsplit("verified by ", 1)[1].rstrip(".")
 
 
 def _cli(*args: str, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "playline", *args],
         cwd=cwd,
-        env={**os.environ, **env},
+        env={**{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}, **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -178,8 +233,8 @@ def test_the_shipped_play_runs_from_the_command_line_against_the_doubles(tmp_pat
 
         listed = _cli("providers", "list", "--json", env=env, cwd=tmp_path)
         checked = _cli("providers", "check", "hunter", env=env, cwd=tmp_path)
+        # as the README gives it: one key, the providers and the verifier those it has
         ran = _cli("run", "playline.plays:work_email", "-i", "file=leads.csv",
-                   "-i", 'providers:=["hunter"]', "-i", "verify=hunter",
                    "--out", "enriched.csv", env=env, cwd=tmp_path)  # fmt: skip
         counted = sim.double("hunter")
         sim.double("hunter", quota=0)  # the month used up: the next leads fail, naming it

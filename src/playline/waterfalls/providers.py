@@ -2,7 +2,10 @@
 ``linkedin_to_email`` and ``person_to_phone``.
 
 Each is made for the providers a user has: ``pl.waterfalls.work_email(providers=["hunter",
-"prospeo", "leadmagic", "dropcontact"], verify="zerobounce", catch_all="verify")``. The order
+"prospeo", "leadmagic", "dropcontact"], verify="zerobounce", catch_all="verify")``; without a
+list, the default providers whose key is set (as a run has those providers' tools), and
+without one of them a clear refusal before anything is paid (a step whose tool the run does
+not have would fail every row, after the steps before it were paid). The order
 is the cheapest expected credits per hit: from the store's history once every step has 50
 recorded attempts (``Waterfall(order="cheapest")``), until then from the documented prices
 (each finder's declared credits per email found). A found email then meets the catch-all
@@ -20,6 +23,7 @@ from typing import Any, Literal
 from .. import CodeStep, Context, Waterfall
 from ..errors import PlayDefinitionError
 from ..providers import named
+from ..providers._provider import has_key
 from ..providers._vocab import INPUTS
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
 ]
 
 CatchAll = Literal["accept", "verify", "reject"]
+AUTO = "auto"  # the verifier: the first of VERIFIERS whose key is set
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,19 @@ def _price(tool: str) -> float:
 def _chosen(
     providers: Sequence[str] | None, table: Mapping[str, Finder], default: Sequence[str], what: str
 ) -> list[str]:
-    names = list(default if providers is None else providers)
+    """The providers named (checked), or without a list those of ``default`` whose key is
+    set, as a run has the tools of those only: cheapest first."""
+    if providers is None:
+        names = [name for name in default if has_key(named(name))]
+        if not names:
+            raise PlayDefinitionError(
+                f"{what} has no provider: none of {_keys(default)} is set. Export the key of "
+                f"one (`playline providers list` says which are set), or name the providers: "
+                f"{what}(providers=[...]), -i providers:='[\"{default[0]}\"]' on the "
+                "command line."
+            )
+        return _cheapest(names, table)
+    names = list(providers)
     if isinstance(providers, str) or not names:
         raise PlayDefinitionError(
             f"{what}(providers=...): a list of provider names, e.g. {list(default)[:3]}."
@@ -115,25 +132,53 @@ def _chosen(
             f"{what}(providers={names!r}): {', '.join(map(repr, unknown))} cannot do it; "
             f"choose among {', '.join(table)}."
         )
+    return _cheapest(names, table)
+
+
+def _cheapest(names: Sequence[str], table: Mapping[str, Finder]) -> list[str]:
     # documented prices first; equal prices keep the order given
     return sorted(dict.fromkeys(names), key=lambda n: _price(table[n].tool))
 
 
-def _checked_policy(catch_all: str, verify: str | None, what: str) -> None:
+def _keys(names: Sequence[str]) -> str:
+    """The variables holding the keys of these providers, for a message."""
+    return ", ".join(named(name).key for name in names)
+
+
+def _verifier(verify: str | None, catch_all: str, what: str) -> str | None:
+    """The verifier ``verify`` names; for ``"auto"``, the first of ``VERIFIERS`` whose key is
+    set (none: None, unless the policy needs one)."""
+    if verify != AUTO:
+        return verify
+    chosen = next((name for name in VERIFIERS if has_key(named(name))), None)
+    if chosen is None and catch_all == "verify":
+        raise PlayDefinitionError(
+            f"{what}(catch_all='verify') needs a verifier, and none of {_keys(list(VERIFIERS))} "
+            "is set: export one, or keep catch-all addresses (catch_all='accept') or drop "
+            "them (catch_all='reject'); -i catch_all=accept on the command line."
+        )
+    return chosen
+
+
+def _checked_policy(catch_all: str, verify: str | None, what: str) -> str | None:
+    """The verifier the policy uses (``verify``, or for ``"auto"`` one whose key is set)."""
     if catch_all not in ("accept", "verify", "reject"):
         raise PlayDefinitionError(
             f"{what}(catch_all={catch_all!r}): 'accept' (keep catch-all addresses), 'verify' "
             "(keep them when the verifier says valid) or 'reject'."
         )
-    if verify is not None and verify not in VERIFIERS:
+    if verify is not None and verify != AUTO and verify not in VERIFIERS:
         raise PlayDefinitionError(
-            f"{what}(verify={verify!r}): one of {', '.join(VERIFIERS)}, or None."
+            f"{what}(verify={verify!r}): one of {', '.join(VERIFIERS)}, 'auto' (the first "
+            "of them whose key is set) or None."
         )
+    verify = _verifier(verify, catch_all, what)
     if catch_all == "verify" and verify is None:
         raise PlayDefinitionError(
             f"{what}(catch_all='verify') needs a verifier: verify='zerobounce' (or "
             f"{', '.join(v for v in VERIFIERS if v != 'zerobounce')})."
         )
+    return verify
 
 
 def _email_step(name: str, finder: Finder, verify: str | None, catch_all: CatchAll) -> CodeStep:
@@ -163,51 +208,62 @@ def _email_waterfall(
     catch_all: CatchAll,
     description: str,
 ) -> Waterfall:
+    """The email waterfall over ``names``; its description says the catch-all policy (and
+    which verifier judges)."""
+    policy = {
+        "accept": "catch-all addresses kept",
+        "reject": "catch-all addresses dropped",
+        "verify": f"catch-all addresses verified by {verify}",
+    }[catch_all]
     return Waterfall(
         id,
         output="email",
         steps=[_email_step(n, EMAIL_FINDERS[n], verify, catch_all) for n in names],
         order="cheapest",
-        description=description,
+        description=f"{description}: {', '.join(names)}; {policy}.",
     )
 
 
 def work_email(
     providers: Sequence[str] | None = None,
     *,
-    verify: str | None = "zerobounce",
+    verify: str | None = AUTO,
     catch_all: CatchAll = "verify",
 ) -> Waterfall:
     """A work email from ``first_name``, ``last_name`` and ``domain`` (or ``full_name``, or
-    ``company``), over ``providers`` (default: hunter, leadmagic, pdl, dropcontact, prospeo),
-    cheapest first; ``catch_all`` says what a catch-all or unknown address is worth."""
-    _checked_policy(catch_all, verify, "work_email")
+    ``company``), over ``providers`` (default: those of hunter, leadmagic, pdl, dropcontact
+    and prospeo whose key is set), cheapest first; ``catch_all`` says what a catch-all or
+    unknown address is worth, ``verify`` which verifier judges it (``"auto"``: the first of
+    zerobounce, neverbounce, hunter and leadmagic whose key is set)."""
     default = ("hunter", "leadmagic", "pdl", "dropcontact", "prospeo")
     names = _chosen(providers, EMAIL_FINDERS, default, "work_email")
+    verify = _checked_policy(catch_all, verify, "work_email")
     return _email_waterfall(
-        "work_email", names, verify, catch_all, f"Work email: {', '.join(names)}."
+        "work_email", names, verify, catch_all, "Work email"
     )
 
 
 def linkedin_to_email(
     providers: Sequence[str] | None = None,
     *,
-    verify: str | None = "zerobounce",
+    verify: str | None = AUTO,
     catch_all: CatchAll = "verify",
 ) -> Waterfall:
-    """A work email from a person's ``linkedin_url`` (default: prospeo, pdl, apollo,
-    dropcontact, fullenrich), with the catch-all policy of ``work_email``."""
-    _checked_policy(catch_all, verify, "linkedin_to_email")
+    """A work email from a person's ``linkedin_url`` (default: those of prospeo, pdl, apollo,
+    dropcontact and fullenrich whose key is set), with the catch-all policy of
+    ``work_email``."""
     table = {n: EMAIL_FINDERS[n] for n in LINKEDIN_FINDERS}
     names = _chosen(providers, table, LINKEDIN_FINDERS, "linkedin_to_email")
+    verify = _checked_policy(catch_all, verify, "linkedin_to_email")
     return _email_waterfall(
-        "linkedin_to_email", names, verify, catch_all, f"Email from LinkedIn: {', '.join(names)}."
+        "linkedin_to_email", names, verify, catch_all, "Email from LinkedIn"
     )
 
 
 def person_to_phone(providers: Sequence[str] | None = None) -> Waterfall:
     """A person's mobile phone from ``linkedin_url`` or ``email`` (or a name and a company),
-    over ``providers`` (default: leadmagic, fullenrich, pdl), cheapest first."""
+    over ``providers`` (default: those of leadmagic, fullenrich and pdl whose key is set),
+    cheapest first."""
     names = _chosen(providers, PHONE_FINDERS, tuple(PHONE_FINDERS), "person_to_phone")
 
     def step(name: str) -> CodeStep:
