@@ -238,9 +238,7 @@ def work_email(
     default = ("hunter", "leadmagic", "pdl", "dropcontact", "prospeo")
     names = _chosen(providers, EMAIL_FINDERS, default, "work_email")
     verify = _checked_policy(catch_all, verify, "work_email")
-    return _email_waterfall(
-        "work_email", names, verify, catch_all, "Work email"
-    )
+    return _email_waterfall("work_email", names, verify, catch_all, "Work email")
 
 
 def linkedin_to_email(
@@ -255,9 +253,7 @@ def linkedin_to_email(
     table = {n: EMAIL_FINDERS[n] for n in LINKEDIN_FINDERS}
     names = _chosen(providers, table, LINKEDIN_FINDERS, "linkedin_to_email")
     verify = _checked_policy(catch_all, verify, "linkedin_to_email")
-    return _email_waterfall(
-        "linkedin_to_email", names, verify, catch_all, "Email from LinkedIn"
-    )
+    return _email_waterfall("linkedin_to_email", names, verify, catch_all, "Email from LinkedIn")
 
 
 def person_to_phone(providers: Sequence[str] | None = None) -> Waterfall:
