@@ -8,6 +8,7 @@ formulas are escaped (OWASP) unless --raw; a bad path is one line, found before 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import stat
@@ -121,9 +122,31 @@ def test_run_checks_the_out_path_before_anything_runs(
     missing = one_error_line(cli("run", local_play, "--out", str(tmp_path / "x" / "r.csv")), 2)
     exists = one_error_line(cli("run", local_play, "--out", str(existing)), 2)
 
+    # a folder no file can be made in, even by root (os.access says yes to root)
+    unwritable = one_error_line(cli("run", local_play, "--out", "/proc/self/rows.csv"), 2)
+
     assert "does not exist" in missing and "--force" in exists
+    assert "no file can be written in /proc/self" in unwritable
     assert existing.read_text() == "keep me\n"
     assert cli.json_lines(cli("runs", "--json").stdout) == []  # no run started, nothing paid
+
+
+def test_a_file_system_that_refuses_the_rows_is_one_line_and_leaves_nothing(
+    cli: Cli, ran: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills up as the export is written: one line saying so and how to write the
+    rows later; no half file, no temporary file."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    line = one_error_line(cli("export", ran, "--out", str(folder / "rows.csv")), 1)
+
+    assert "could not be written (No space left on device)" in line and "playline export" in line
+    assert _files(folder) == set()
 
 
 def test_resume_checks_the_out_path_first(cli: Cli, ran: str, tmp_path: Path) -> None:

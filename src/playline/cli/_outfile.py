@@ -43,11 +43,7 @@ def check_out(out: Path | None, *, force: bool, format: str | None = None) -> No
         raise CliError(
             f"--out {out}: the folder {folder} {what}. Create it first, or choose another path."
         )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CliError(
-            f"--out {out}: the folder {folder} is not writable. Choose another path, or make "
-            "it writable (chmod u+w)."
-        )
+    _probe(out)
     if out.is_symlink():
         if not force:
             raise CliError(
@@ -60,11 +56,41 @@ def check_out(out: Path | None, *, force: bool, format: str | None = None) -> No
         raise CliError(f"--out {out} exists. Add --force to replace it, or choose another path.")
 
 
+def _probe(out: Path) -> None:
+    """Refuse a folder the file cannot be made in: a file is made there and removed (asking
+    ``os.access`` says yes to root, on a read-only mount, in ``/proc``...)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
+    except OSError as exc:
+        raise CliError(
+            f"--out {out}: no file can be written in {out.parent} ({exc.strerror or exc}). "
+            "Choose another path, or make the folder writable."
+        ) from None
+    os.close(fd)
+    os.unlink(name)
+
+
 @contextlib.contextmanager
 def replacing(out: Path, *, force: bool, binary: bool = False) -> Iterator[IO[Any]]:
     """A text (or ``binary``) handle on a temporary file next to ``out``, put in its place
-    when the block ends without an error (and removed when it does not)."""
+    when the block ends without an error (and removed when it does not). A file system that
+    refuses it (full, gone read-only) is a ``CliError`` saying so: the rows stay in the
+    store."""
     check_out(out, force=force, format="given")
+    try:
+        with _writing(out, force=force, binary=binary) as handle:
+            yield handle
+    except OSError as exc:
+        raise CliError(
+            f"--out {out}: the file could not be written ({exc.strerror or exc}); nothing was "
+            "left there. The rows are in the store: `playline export RUN_ID --out FILE` writes "
+            "them once there is room.",
+            code=1,
+        ) from None
+
+
+@contextlib.contextmanager
+def _writing(out: Path, *, force: bool, binary: bool) -> Iterator[IO[Any]]:
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
     temp = Path(name)
     try:
