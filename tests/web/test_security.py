@@ -259,3 +259,25 @@ def test_an_allowed_host_is_a_name_alone_and_any_address_says_so(tmp_path: Path)
         assert "is not a host name" in result.stderr and "--allowed-host" in result.stderr
     assert "--allowed-host" in no_login_warning("0.0.0.0")
     assert "--allowed-host" not in no_login_warning("192.0.2.1")
+
+
+def test_playline_ui_stopped_by_sigterm_closes_its_store_and_says_when_it_is_new(
+    tmp_path: Path,
+) -> None:
+    """A mistyped --store is said (the UI starts on a new, empty store); SIGTERM (what a
+    service manager sends) stops the UI as Ctrl-C does: its store closed, no -wal or -shm
+    left behind."""
+    store = tmp_path / "typo.db"
+    command = [sys.executable, "-m", "playline", "ui", "--store", f"sqlite:///{store}",
+               "--port", "0"]  # fmt: skip
+    ui, base = _serving(command, "stdout")
+    try:
+        assert httpx.get(base + "/api/runs", timeout=30).json()["runs"] == []
+        assert store.with_name("typo.db-wal").exists()  # open: its log is there
+    finally:
+        ui.send_signal(signal.SIGTERM)
+        _, err = ui.communicate(timeout=60)
+
+    assert ui.returncode == 0, err
+    assert "warning: no store at" in err and "typo.db yet" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["typo.db"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import signal
+import threading
 from contextlib import closing
 from typing import Annotated
 from urllib.parse import quote
@@ -12,7 +14,8 @@ from urllib.parse import quote
 import typer
 
 from .._secrets import Secret
-from ..store import DEFAULT_STORE_URL, Store
+from ..errors import PlaylineError
+from ..store import DEFAULT_STORE_URL, NoStore, Store, display_url, open_store
 from ._app import GatewayOpt, GatewayTokenOpt, StoreOpt, app, command, store_at
 from ._load import TOKEN_VARIABLE, CliError, cannot_listen, read_gateway_token
 from ._report import require_run
@@ -66,12 +69,14 @@ def ui(
 
     names = tuple(_host_name(name) for name in allowed_hosts or ())
     url = store_url(store)
+    _say_if_new(url)
     with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
         path = "/"
         if run_id is not None:
             require_run(db, run_id)
             path = f"/run/{quote(run_id)}"
         try:
+            _closing_on_sigterm()
             serve(
                 UIConfig(
                     store=db,
@@ -88,6 +93,33 @@ def ui(
             )
         except OSError as exc:
             raise cannot_listen(host, port, exc) from None
+
+
+def _closing_on_sigterm() -> None:
+    """SIGTERM stops the UI as Ctrl-C does, its store closed (no ``-wal`` left behind). The
+    server stops on it, then raises it again with the handler it found: the default one
+    would end the process before the store is closed."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stopped)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _say_if_new(url: str) -> None:
+    """Say so when there is no store at ``url`` yet: the UI makes an empty one, which runs
+    started on it later fill (a mistyped --store shows no runs, and says why)."""
+    try:
+        open_store(url, read_only=True).close()
+    except NoStore:
+        typer.echo(
+            f"warning: no store at {display_url(url)} yet: the UI starts on a new, empty "
+            "one. Check --store (or PLAYLINE_STORE) if you expected runs there.",
+            err=True,
+        )
+    except PlaylineError:
+        pass  # said again, better, as the store is opened to serve
 
 
 def _host_name(name: str) -> str:
