@@ -18,8 +18,11 @@ that filter and sort (later counts are kept until the store changes: ``ms``).
 
 ``BENCH_UI_WINDOW_STORES`` (``sqlite`` by default; ``sqlite,postgres`` adds PostgreSQL, on a
 throwaway cluster or ``BENCH_POSTGRES_URL``), ``BENCH_UI_WINDOW_ROWS`` (fewer rows, to try it)
-and ``BENCH_UI_WINDOW_DB`` (a SQLite file kept between runs: filled once, its windows timed
-again after a change) tune it.
+``BENCH_UI_WINDOW_DB`` (a SQLite file kept between runs: filled once, its windows timed
+again after a change) and ``BENCH_UI_WINDOW_POSTGRES_URL`` (a PostgreSQL database kept the same
+way: filled when it holds no such run) tune it. ``chip_counts`` is the status chips' counts
+(``row_counts(cells=False)``, which the UI's summary asks for as the run changes),
+``row_counts`` the counts with the tally of cells by status.
 """
 
 from __future__ import annotations
@@ -52,11 +55,14 @@ GOAL_MS = 150.0
 REPEATS = 7
 SLOW_REPEATS = 3  # for a window whose first call took over a second
 
+LAST = -1  # an offset: the filter's last page (its count less 100)
 # The windows timed: a name, and row_window's arguments (count_rows takes state and column).
 WINDOWS: list[tuple[str, dict[str, Any]]] = [
     ("first", {}),
     ("deep_offset", {"offset": ROWS // 2}),
     ("last_page", {"offset": ROWS - 100}),
+    ("completed_deep", {"state": "completed", "offset": ROWS // 2}),
+    ("completed_last_page", {"state": "completed", "offset": LAST}),
     ("state_waiting", {"state": "waiting"}),
     ("state_failed", {"state": "failed"}),
     ("state_not_found", {"state": "not_found"}),
@@ -148,9 +154,20 @@ def _timed(call: Callable[[], Any]) -> dict[str, float]:
     return {"first_ms": round(first, 1), "ms": round(statistics.median(times), 1)}
 
 
+def _offsets(store: Store) -> list[tuple[str, dict[str, Any]]]:
+    """``WINDOWS`` with ``LAST`` as the offset of its filter's last page."""
+    windows = []
+    for name, args in WINDOWS:
+        if args.get("offset") == LAST:
+            count = store.count_rows(RUN, DATASET, state=args.get("state"))
+            args = {**args, "offset": max(0, count - 100)}
+        windows.append((name, args))
+    return windows
+
+
 def _store_windows(store: Store) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    for name, args in WINDOWS:
+    for name, args in _offsets(store):
 
         def window_of(args: dict[str, Any] = args) -> list[Any]:
             return store.row_window(RUN, DATASET, **args)
@@ -186,7 +203,9 @@ def _http_windows(url: str) -> dict[str, Any]:
     """Each window through the API, on a server of its own (its store object counts anew:
     ``first_ms`` is what a grid waits for when it applies the filter)."""
     figures: dict[str, Any] = {}
-    for name, args in WINDOWS:
+    with contextlib.closing(open_store(url)) as store:
+        windows = _offsets(store)
+    for name, args in windows:
         store = open_store(url)
         base = serve_in_thread(UIConfig(store=store, store_url=url))
         try:
@@ -214,10 +233,14 @@ def _summary(figures: dict[str, Any], *, cold: str) -> dict[str, Any]:
     }
 
 
-def _measure(url: str, *, filled: bool) -> dict[str, Any]:
+def _measure(url: str, *, filled: bool | None) -> dict[str, Any]:
+    """The windows of the dataset at ``url``, written first unless ``filled`` (None: unless
+    the store holds the run)."""
     result: dict[str, Any] = {}
     store = open_store(url)
     try:
+        if filled is None:
+            filled = store.get_run(RUN) is not None
         if not filled:
             result["fill_s"] = round(fill(store), 1)
         start = time.perf_counter()
@@ -226,6 +249,10 @@ def _measure(url: str, *, filled: bool) -> dict[str, Any]:
         result["open_s"] = round(time.perf_counter() - start, 2)
         result["store"] = _store_windows(store)
         result["store_summary"] = _summary(result["store"], cold="count_first_ms")
+        # the status chips' counts (the UI's summary asks, as the run changes), and all the
+        # counts with the cells' tally (reads every row's cells)
+        result["chip_counts"] = _timed(lambda: store.row_counts(RUN, DATASET, cells=False))
+        result["row_counts"] = _timed(lambda: store.row_counts(RUN, DATASET))
         result["http"] = _http_windows(url)
         result["http_summary"] = _summary(result["http"], cold="first_ms")
     finally:
@@ -245,6 +272,10 @@ def _sqlite_url() -> Iterator[tuple[str, bool]]:
 
 @contextlib.contextmanager
 def _postgres_url() -> Iterator[str]:
+    kept = os.environ.get("BENCH_UI_WINDOW_POSTGRES_URL")
+    if kept:
+        yield kept
+        return
     from .store import _postgres_server
 
     with _postgres_server() as server:
@@ -263,7 +294,7 @@ def main() -> dict[str, Any]:
             result["sqlite"] = _measure(url, filled=filled)
     if "postgres" in stores:
         with _postgres_url() as url:
-            result["postgres"] = _measure(url, filled=False)
+            result["postgres"] = _measure(url, filled=None)
     result["ok"] = all(
         not result[s][part]["over_goal"]
         for s in ("sqlite", "postgres")

@@ -41,7 +41,15 @@ from ._records import (
     RunStatus,
     ScheduleRecord,
 )
-from ._windows import RowCounts, check_window, count_states, has_state, sort_key
+from ._windows import (
+    CELL_STATES,
+    ROW_STATES,
+    RowCounts,
+    check_window,
+    count_states,
+    has_state,
+    sort_key,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -493,8 +501,12 @@ class MemoryStore(ReceiptWrites):
         check_window(0, 0, state, column=column)
         return len(self._matching(run_id, dataset, state, column))
 
-    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
-        return count_states((r.status, r.cells) for r in self._matching(run_id, dataset, None))
+    def row_counts(self, run_id: str, dataset: str, *, cells: bool = True) -> RowCounts:
+        counts = count_states((r.status, r.cells) for r in self._matching(run_id, dataset, None))
+        if cells:
+            return counts
+        states = {s: n for s, n in counts.rows_with.items() if s in CELL_STATES + ROW_STATES}
+        return replace(counts, cells={}, rows_with=states)
 
     # events
     def reserve_seqs(self, count: int) -> int:

@@ -251,8 +251,11 @@ class RowStore(Protocol):
         """How many rows ``row_window`` can page through with that ``state`` and ``column``."""
         ...
 
-    def row_counts(self, run_id: str, dataset: str) -> RowCounts:
-        """The dataset's rows by status, its cells by status, the rows each state keeps."""
+    def row_counts(self, run_id: str, dataset: str, *, cells: bool = True) -> RowCounts:
+        """The dataset's rows by status, its cells by status, the rows each state keeps.
+        ``cells=False`` (a grid's chips) tallies no cell: ``cells`` is empty and ``rows_with``
+        has the states a window can filter on, which the SQL stores count without reading
+        any row's cells."""
         ...
 
 

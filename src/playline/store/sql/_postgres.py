@@ -51,6 +51,12 @@ __all__ = ["PostgresStore"]
 _DEADLOCK, _SERIALIZATION = "40P01", "40001"
 _PRIVILEGE = "42501"
 IDLE_CHECK_S = 2.0  # a connection idle longer is checked before use
+# whether the index of a name (in the current schema) is valid; no row: there is none
+_INDEX_VALID = (
+    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+    "AND c.relname = ?"
+)
 
 
 @lru_cache(maxsize=1024)
@@ -286,18 +292,50 @@ class PostgresStore(SQLStore):
     def _sql_indexed_by(self, name: str) -> str:  # its planner weighs them itself
         return "rows"
 
-    def _sql_version(self) -> str | None:  # no cheap sign of a commit: counted each time
-        return None
+    def _sql_version(self) -> str | None:
+        # The snapshot a statement reads by (the transactions it sees as committed) is the
+        # version of the whole database: it changes as soon as any transaction that wrote,
+        # in any process, ends, and never comes back to an earlier value; two reads with the
+        # same snapshot see the same data (https://www.postgresql.org/docs/current/
+        # functions-info.html#FUNCTIONS-PG-SNAPSHOT). Reads do not change it.
+        return "SELECT pg_current_snapshot()::text"
 
-    def _sql_after_index(self) -> Sequence[str]:
-        # statistics of the new index's expression: without them a count by a column's cell
-        # state read a million rows of the heap (1.9 s); with them, the rows it counts (0.26 s)
-        return ("ANALYZE rows",)
+    def _build_index(self, what: str, name: str, index: str) -> None:
+        """``CREATE INDEX CONCURRENTLY``: the set's writers go on while it is built (a plain
+        one would hold them off for the seconds a million rows take). It cannot run in a
+        transaction; one that failed (the server stopped, the process was killed) leaves an
+        INVALID index behind, which is dropped and built again. Processes that want the
+        same index take turns on an advisory lock of its name: the one that waited finds it
+        built (an index being built is INVALID until done, so only the lock's holder drops
+        one). See
+        https://www.postgresql.org/docs/current/sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY
+        """
+        if self.read_only:
+            raise StoreError(
+                f"The store {self.where} was opened read-only: it cannot {what}. Open it with "
+                "open_store(url) to write to it."
+            )
+        self._before_long_work()
+        with self._transaction(what, write=False) as cur:  # autocommit: statements commit
+            cur.execute("SELECT pg_advisory_lock(hashtextextended(?, 0))", (name,))
+            try:
+                valid = cur.execute(_INDEX_VALID, (name,)).fetchone()
+                if valid is not None and not valid[0]:
+                    cur.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                if valid is None or not valid[0]:
+                    cur.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index}")
+                    # statistics of the new index's expression: without them a count by a
+                    # column's cell state read a million rows of the heap (1.9 s); with
+                    # them, the rows it counts (0.26 s)
+                    cur.execute("ANALYZE rows")
+            finally:
+                cur.execute("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (name,))
 
-    def _sql_indexes(self) -> str:
+    def _sql_indexes(self) -> str:  # an INVALID index (being built, or failed) is not one
         return (
-            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-            "AND indexname >= ? AND indexname < ?"
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+            "AND i.indisvalid AND c.relname >= ? AND c.relname < ?"
         )
 
     def _lock_keys(self, cur: Cursor, keys: Sequence[str]) -> None:
