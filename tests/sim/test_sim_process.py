@@ -143,5 +143,29 @@ def test_a_port_that_is_taken_is_a_one_line_error_with_exit_1() -> None:
             text=True,
             timeout=60,
         )
+        cli = subprocess.run(
+            [sys.executable, "-m", "playline", "sim", "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert command.exit_code == 1 and f"Cannot listen on 127.0.0.1:{port}" in command.output
     assert module.returncode == 1 and "cannot listen on" in module.stderr
+    # the port is tried before the server starts: no server log line before Playline's own
+    assert cli.returncode == 1 and cli.stdout == ""
+    assert cli.stderr.splitlines() == [
+        f"error: Cannot listen on 127.0.0.1:{port} (Address already in use). Choose another "
+        "port with --port (0 picks a free one)."
+    ]
+
+
+def test_a_host_or_port_that_cannot_be_is_said_as_such() -> None:
+    from typer.testing import CliRunner
+
+    from playline.cli import app
+
+    for command in (["sim"], ["ui", "--store", "memory://"]):
+        host = CliRunner().invoke(app, [*command, "--host", "999.1.1.1", "--port", "0"])
+        assert host.exit_code == 1 and "Check --host: an address of this machine" in host.output
+        port = CliRunner().invoke(app, [*command, "--port", "99999"])
+        assert port.exit_code == 2 and "65535" in port.output

@@ -338,7 +338,10 @@ def event_send(
 @command
 def sim(
     port: Annotated[
-        int, typer.Option("--port", help="Port to listen on (0: a free one, named on stdout).")
+        int,
+        typer.Option(
+            "--port", min=0, max=65535, help="Port to listen on (0: a free one, named on stdout)."
+        ),
     ] = 8765,
     seed: Annotated[int, typer.Option("--seed", help="World seed (same seed, same world).")] = 7,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",

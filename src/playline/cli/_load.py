@@ -9,12 +9,14 @@ import its neighbours); its plays are the ``@pl.play`` objects it defines. Tools
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import json
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -54,12 +56,18 @@ class CliError(Exception):
 
 
 def cannot_listen(host: str, port: int, error: OSError) -> CliError:
-    """A server (the UI, the simulator) that cannot listen where it was told."""
-    return CliError(
-        f"Cannot listen on {host}:{port} ({error.strerror or error}). Choose another port "
-        "with --port (0 picks a free one).",
-        code=1,
-    )
+    """A server (the UI, the simulator, webhooks) that cannot listen where it was told, and
+    what to change: the host when it is no address of this machine, else the port."""
+    if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+        fix = (
+            "Check --host: an address of this machine (127.0.0.1, the default; 0.0.0.0 for "
+            "every interface) or a name that resolves to one."
+        )
+    elif error.errno == errno.EACCES and 0 < port < 1024:
+        fix = "Ports below 1024 need privileges: choose --port 1024 or above (0: a free one)."
+    else:
+        fix = "Choose another port with --port (0 picks a free one)."
+    return CliError(f"Cannot listen on {host}:{port} ({error.strerror or error}). {fix}", code=1)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,9 @@ def ui(
             "which has no login, to the network (it says so).",
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, help="Port (0: a free one).")] = 8766,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0: a free one).")
+    ] = 8766,
     open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
     run_id: Annotated[str | None, typer.Option("--run", help="Start on this run's page.")] = None,
     gateway: GatewayOpt = None,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+from .._listen import listening
 from ._doubles import Double
 from ._server import build_app
 from ._state import SimState
@@ -237,7 +238,8 @@ def main(
             server.should_exit = True
 
         threading.Thread(target=watch, name="playline-sim-stdin", daemon=True).start()
-    with contextlib.suppress(SystemExit):  # uvicorn could not bind: it logged why, and exits 3
-        server.run()
-    if not server.started:  # an OSError, which the callers report in one line (exit 1)
-        raise OSError(errno.EADDRINUSE, "uvicorn could not bind it; is the port taken?")
+    sock = listening(host, port)  # an OSError here is said in one line (exit 1), unlogged
+    with contextlib.suppress(SystemExit):  # uvicorn could not start: it logged why, exits 3
+        server.run(sockets=[sock])
+    if not server.started:
+        raise OSError(errno.EADDRINUSE, "the simulator's server did not start")

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import uvicorn
 
+from .._listen import listening
 from ..store import display_url
 from .app import UIConfig, create_app
 
@@ -99,15 +100,7 @@ def serve_in_thread(config: UIConfig, *, host: str = "127.0.0.1", port: int = 0)
 
 
 def listen(host: str, port: int) -> tuple[socket.socket, str]:
-    """A socket listening on ``host:port`` (0: a free port) and the base URL it is reached
-    at; ``OSError`` when it cannot bind. It listens before the URL is said: a client told it
-    may connect at once (its connection waits for the server to start, never refused).
-    It says it is TCP: asyncio turns Nagle's algorithm off (``TCP_NODELAY``) only on the
-    connections of such a socket, and with it on, each answer on a kept-alive connection (a
-    browser's, the grid's next window) waited ~40 ms for the client's delayed ACK."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(socket.SOMAXCONN)
+    """A socket listening on ``host:port`` (0: a free port, ``_listen.py``) and the base URL
+    it is reached at; ``OSError`` when it cannot bind."""
+    sock = listening(host, port)
     return sock, f"http://{_named(host)}:{sock.getsockname()[1]}"
