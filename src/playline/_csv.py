@@ -290,6 +290,12 @@ def read_csv(
         start = (
             f"the folder the run started in ({base})" if base is not None else "the current folder"
         )
+        if file.exists() and not file.is_dir():  # a device, a pipe, a socket
+            raise PlayDefinitionError(
+                f"{where} is not a file ({file.resolve()} is a device or a pipe): its rows are "
+                "read more than once (a resume reads them again), so save them to a file "
+                "first and give that."
+            )
         raise PlayDefinitionError(
             f"{where} not found ({'a folder' if file.is_dir() else 'no such file'}: "
             f"{file.resolve()}). Check the path; a relative path starts in {start}."

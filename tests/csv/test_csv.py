@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,11 @@ def test_missing_file_and_folder_are_clear(tmp_path: Path) -> None:
         read_csv(tmp_path / "nope.csv")
     with pytest.raises(pl.PlayDefinitionError, match=r"not found .*a folder"):
         read_csv(tmp_path)
+    pipe = tmp_path / "rows.pipe"
+    os.mkfifo(pipe)
+    for device in (Path("/dev/null"), pipe):
+        with pytest.raises(pl.PlayDefinitionError, match=r"is not a file .*save them to a file"):
+            read_csv(device)
 
 
 def test_non_utf8_file_says_how_to_convert(tmp_path: Path) -> None:
