@@ -201,3 +201,21 @@ def test_a_plan_says_how_many_rows_would_be_set_aside() -> None:
 
     assert estimate.rows == 3
     assert "4 rows set aside for having no key" in " ".join(estimate.notes)
+
+
+def test_run_says_how_many_rows_a_duplicate_key_skipped(default_store: str, tmp_path: Path) -> None:
+    """Two rows with one key: the first counts, and the summary says the other was skipped
+    (it said "1 rows: 1 run" and nothing of it)."""
+    play = tmp_path / "dupes.py"
+    play.write_text(
+        SKIPPING_PLAY.replace(
+            '{"email": "  "}, {"name": "Nobody"}', '{"email": "ada@acme.io"}'
+        ).replace(', on_bad_key="skip"', ""),
+        encoding="utf-8",
+    )
+
+    ran = CliRunner().invoke(app, ["run", str(play), "--store", default_store])
+
+    assert ran.exit_code == 0, ran.output
+    said = " ".join(ran.output.split())
+    assert "2 rows: 2 run, 0 reused, 0 failed; 1 skipped for a key an earlier row has" in said

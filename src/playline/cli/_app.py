@@ -233,6 +233,11 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
         pending += f"; {stats.rows_seen} left out as seen by earlier runs (net_new)"
     if stats.rows_set_aside:
         pending += f"; {stats.rows_set_aside} set aside for having no key (`playline show`)"
+    if stats.rows_duplicate:
+        pending += (
+            f"; {stats.rows_duplicate} skipped for a key an earlier row has (the first of a "
+            "key counts)"
+        )
     if stats.cells_kept:
         pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
     return (
