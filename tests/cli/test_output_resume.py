@@ -84,3 +84,13 @@ def test_a_resume_whose_out_folder_is_gone_warns_and_finishes(
         " ".join(resumed.stderr.split())
     )
     assert not stopped.exists()
+
+
+def test_a_stopped_run_waits_for_a_resume_and_says_why() -> None:
+    """It said "waiting for: nothing: it was stopped (stopped)"."""
+    from playline.cli._report import waiting_for
+
+    said = waiting_for({"stop": "stopped"})
+    assert said.startswith("a resume: it was stopped (Ctrl-C, a signal, the UI's stop);")
+    assert waiting_for({"stop": "lease lost"}).startswith("a resume: another process took")
+    assert waiting_for({"stop": "drained"}).startswith("a resume: it was stopped (drained)")

@@ -37,13 +37,21 @@ def credits_text(credits: float) -> str:
     return f"{credits:.2f}".rstrip("0").rstrip(".")
 
 
+# why a run was stopped (the drain's reason), in words
+_STOPS = {
+    "stopped": "it was stopped (Ctrl-C, a signal, the UI's stop)",
+    "budget": "its budget stopped it",
+    "lease lost": "another process took it over",
+    "yield": "its worker was shutting down and handed it over",
+    "exited": "its process was ending",
+}
+
+
 def waiting_for(waiting: dict[str, Any]) -> str:
     """What a suspended run waits for, in words: a stop, its events, its timer."""
     if waiting.get("stop"):
-        return (
-            f"nothing: it was stopped ({waiting['stop']}); the calls already sent were "
-            "recorded, and a resume continues it"
-        )
+        why = _STOPS.get(waiting["stop"], f"it was stopped ({waiting['stop']})")
+        return f"a resume: {why}; the calls already sent were recorded"
     parts = []
     events = waiting.get("events") or []
     if events:
