@@ -71,12 +71,18 @@ def ui(
 
     names = tuple(_host_name(name) for name in allowed_hosts or ())
     url = store_url(store)
-    _say_if_new(url)
+    new = _no_store_yet(url)
     with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
         path = "/"
         if run_id is not None:
             require_run(db, run_id)
             path = f"/run/{quote(run_id)}"
+        if new:
+            typer.echo(
+                f"warning: no store at {display_url(url)} yet: the UI starts on a new, empty "
+                "one. Check --store (or PLAYLINE_STORE) if you expected runs there.",
+                err=True,
+            )
         try:
             _closing_on_sigterm()
             serve(
@@ -109,19 +115,16 @@ def _stopped(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def _say_if_new(url: str) -> None:
-    """Say so when there is no store at ``url`` yet: the UI makes an empty one, which runs
+def _no_store_yet(url: str) -> bool:
+    """Whether there is no store at ``url`` yet: the UI makes an empty one, which runs
     started on it later fill (a mistyped --store shows no runs, and says why)."""
     try:
         open_store(url, read_only=True).close()
     except NoStore:
-        typer.echo(
-            f"warning: no store at {display_url(url)} yet: the UI starts on a new, empty "
-            "one. Check --store (or PLAYLINE_STORE) if you expected runs there.",
-            err=True,
-        )
+        return True
     except PlaylineError:
         pass  # said again, better, as the store is opened to serve
+    return False
 
 
 def _host_name(name: str) -> str:
