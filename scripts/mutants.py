@@ -700,8 +700,8 @@ MUTANTS: list[Mutant] = [
         "schedule-fire-named-at-random",
         "a fire's run is named anew by each worker: two workers on one store both run it",
         "playline/triggers/_schedules.py",
-        '    return f"sched-{name}-{datetime.fromtimestamp(fire, UTC):%Y%m%dT%H%M%SZ}"\n',
-        '    import uuid\n\n    return f"sched-{name}-{uuid.uuid4().hex}"\n',
+        '{name}-{datetime.fromtimestamp(fire, UTC):%Y%m%dT%H%M%SZ}"\n',
+        "{name}-{__import__('uuid').uuid4().hex}\"\n",
         ("tests/triggers/test_schedules.py", "-k", "two_workers or died_between"),
     ),
     Mutant(
@@ -711,6 +711,32 @@ MUTANTS: list[Mutant] = [
         '        return _error(401, "invalid signature")\n',
         "        pass\n",
         ("tests/triggers/test_hooks.py", "-k", "refused_delivery"),
+    ),
+    Mutant(
+        "hook-delivery-unsigned",
+        "the signature covers the body only: a captured request replayed under a new "
+        "Playline-Delivery id starts a new run each time",
+        "playline/triggers/_signing.py",
+        '    signed = f"{timestamp}.".encode() + delivery + b"\\n" + body\n',
+        '    signed = f"{timestamp}.".encode() + body\n',
+        ("tests/triggers/test_hooks.py", "-k", "replayed"),
+    ),
+    Mutant(
+        "hook-empty-secret-served",
+        "a hook whose secret is set but empty is served: anyone signs with the empty key",
+        "playline/triggers/_hooks.py",
+        "        if not value.strip():\n",
+        "        if False:\n",
+        ("tests/triggers/test_hooks.py", "-k", "empty_or_short"),
+    ),
+    Mutant(
+        "run-id-unchecked",
+        "a new run takes any id: one pasted into a printed command runs a shell command, and "
+        "one taking a hook's id makes its real delivery a duplicate that never runs",
+        "playline/_runner.py",
+        "            check_new_run_id(run_id)  #",
+        "            pass  #",
+        ("tests/triggers/test_hooks.py", "-k", "hook_s_run_id"),
     ),
     Mutant(
         "stale-after-never-stale",

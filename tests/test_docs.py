@@ -150,7 +150,7 @@ def test_the_crm_webhook_example_works_as_written(tmp_path: Path) -> None:
     shown = re.search(r"^# (\{.*\})$", shell, re.M)
     assert shown, shell
     (tmp_path / "hooks.py").write_text(hooks, encoding="utf-8")
-    env = {**os.environ, "CRM_HOOK_SECRET": "whsec-test", "COLUMNS": "200"}
+    env = {**os.environ, "CRM_HOOK_SECRET": "whsec-test-0123456789", "COLUMNS": "200"}
     store = f"sqlite:///{tmp_path}/hooks.db"
     playline = str(Path(sys.executable).with_name("playline"))
     serve = subprocess.Popen(

@@ -12,6 +12,7 @@ leaves a warning in the run's log, and the run's status is what it was.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,7 +64,7 @@ def message(
 ) -> dict[str, Any]:
     """The Slack-shaped body of a run's summary."""
     shown = f"stopped ({stop})" if stop else status
-    show = f"playline show {run_id}"
+    show = f"playline show {shlex.quote(run_id)}"
     text = (
         f"Playline run {run_id} of play {play} {shown}: {rows} rows, {failed} failed, "
         f"{credits:g} credits. Details: {show}"

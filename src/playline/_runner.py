@@ -42,8 +42,9 @@ from ._engine.options import (
 from ._notify import check_notify, ended
 from ._notify import notify as send_notification
 from ._play import Play, PlayFn, get_play
+from ._run_id import check_new_run_id
 from .errors import PlayDefinitionError
-from .store import Store, owner_id, use_store
+from .store import Store, StoreIO, owner_id, use_store
 from .tools import ToolSource, ToolSpec, default_registry
 from .tools._gates import ToolGates
 
@@ -204,6 +205,10 @@ async def arun(
 ) -> RunResult:
     """Run ``play`` with ``input``; resume it when ``run_id`` names an existing run.
 
+    A new run's ``run_id`` (None: one is made) is letters, digits, ``.``, ``_``, ``-`` and
+    ``:``, not starting with ``-``, at most 200 characters, and does not start with ``hook:``
+    or ``sched-``, the ids webhooks and schedules give the runs they queue.
+
     Sleeps up to ``foreground_sleep`` seconds are waited out here; longer ones, and waits for
     events, end the attempt with status ``"suspended"`` (``RunResult.waiting`` says for what)
     until ``pl.Worker`` or ``playline worker`` resumes it. ``max_credits`` (the providers'
@@ -287,6 +292,8 @@ async def arun(
             listeners=listening,
             options=options,
         )
+        if run_id is not None and await StoreIO(opened)(opened.get_run, run_id) is None:
+            check_new_run_id(run_id)  # an existing run resumes by its id, whatever it is
         run_id = run_id or _new_run_id(clock)
         stored: dict[str, Any] = {"cwd": os.getcwd()}  # the run record's options
         columns = list(options.refresh)

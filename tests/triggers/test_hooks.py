@@ -5,6 +5,8 @@ refused requests store nothing, an event hook wakes a waiting run."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import os
 import re
 import signal
@@ -18,6 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import playline as pl
@@ -73,10 +77,14 @@ def post(
     secret: str = SECRET,
     at: float | None = None,
     headers: dict[str, str] | None = None,
+    signed_delivery: str | None = None,
 ) -> httpx.Response:
-    """POST a body to a hook, signed with ``secret`` at ``at`` (default: now)."""
+    """POST a body to a hook as ``delivery``, signed with ``secret`` at ``at`` (default: now)
+    for that delivery (or for ``signed_delivery``, a replay's)."""
     raw = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
-    sent = {signing.SIGNATURE_HEADER: sign(secret, raw, timestamp=at or time.time())}
+    covered = (delivery or "") if signed_delivery is None else signed_delivery
+    signature = sign(secret, raw, timestamp=at or time.time(), delivery=covered)
+    sent = {signing.SIGNATURE_HEADER: signature}
     if delivery is not None:
         sent[signing.DELIVERY_HEADER] = delivery
     return httpx.post(f"{base}/hooks/{name}", content=raw, headers={**sent, **(headers or {})})
@@ -225,10 +233,23 @@ def test_an_event_key_function_makes_the_key_or_the_delivery_is_refused(
 def test_only_post_reaches_a_hook_and_health_is_answered(hooks: tuple[str, Store]) -> None:
     base, _ = hooks
     assert httpx.get(f"{base}/hooks/hooktest-signup").status_code == 405
-    assert post(base, "no-such-hook", {"n": 1}).status_code == 404
     health = httpx.get(f"{base}/healthz")
     assert health.status_code == 200
-    assert health.json()["hooks"] == ["hooktest-approve", "hooktest-by-function", "hooktest-signup"]
+    assert health.json() == {"status": "ok", "hooks": 3}  # how many, not which
+
+
+def test_an_unknown_hook_names_no_other_hook_to_the_sender_only_to_the_log(
+    hooks: tuple[str, Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    base, db = hooks
+    answer = post(base, "zzz", {"n": 1})
+
+    assert answer.status_code == 404
+    assert answer.json() == {"error": "No such hook."}
+    assert "hooktest" not in answer.text
+    [logged] = [r.getMessage() for r in caplog.records if "'zzz'" in r.getMessage()]
+    assert "hooktest-approve, hooktest-by-function, hooktest-signup" in logged
+    assert db.list_runs() == []
 
 
 def test_a_request_signed_with_the_documented_openssl_recipe_is_accepted(
@@ -249,6 +270,106 @@ def test_a_request_signed_with_the_documented_openssl_recipe_is_accepted(
     assert done.stdout == '{"run_id":"hook:hooktest-signup:1","duplicate":false}'
     [result] = burst(db)
     assert result.output == {"got": {"email": "ada@example.com"}}
+
+
+def test_a_signed_request_replayed_under_another_delivery_id_starts_no_run(
+    hooks: tuple[str, Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The signature covers the delivery id: a captured request sent again as it was is its
+    delivery's duplicate, and sent again under a new id (a new run, each time) is refused."""
+    base, db = hooks
+    at = time.time()
+    body = {"email": "ada@example.com"}
+    first = post(base, "hooktest-signup", body, delivery="evt_r1", at=at)
+    same = post(base, "hooktest-signup", body, delivery="evt_r1", at=at)
+    replays = [
+        post(base, "hooktest-signup", body, delivery=d, at=at, signed_delivery="evt_r1")
+        for d in ("evt_r2", "evt_r3")
+    ]
+
+    assert first.json() == {"run_id": "hook:hooktest-signup:evt_r1", "duplicate": False}
+    assert same.json() == {"run_id": "hook:hooktest-signup:evt_r1", "duplicate": True}
+    assert [r.status_code for r in replays] == [401, 401]
+    assert replays[0].json() == {"error": "invalid signature"}
+    assert [r.run_id for r in db.list_runs()] == ["hook:hooktest-signup:evt_r1"]
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("not match the body and the Playline-Delivery id 'evt_r2'" in m for m in logged)
+
+
+def test_a_sender_signing_the_body_alone_is_refused_and_the_log_says_how_to_sign(
+    hooks: tuple[str, Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    base, db = hooks
+    raw = b'{"n": 1}'
+    t = int(time.time())
+    old = hmac.new(SECRET.encode(), f"{t}.".encode() + raw, hashlib.sha256).hexdigest()
+    answer = httpx.post(
+        f"{base}/hooks/hooktest-signup",
+        content=raw,
+        headers={signing.SIGNATURE_HEADER: f"t={t},v1={old}", signing.DELIVERY_HEADER: "d1"},
+    )
+
+    assert answer.status_code == 401 and answer.json() == {"error": "invalid signature"}
+    assert any("signs the old way" in r.getMessage() for r in caplog.records)
+    assert db.list_runs() == []
+
+
+_HEADER_TEXT = st.characters(max_codepoint=255, exclude_characters="\r\n")  # as HTTP sends
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.tuples(st.text(alphabet=_HEADER_TEXT), st.binary()),
+    second=st.tuples(st.text(alphabet=_HEADER_TEXT), st.binary()),
+)
+def test_two_deliveries_share_a_signature_only_when_their_id_and_body_are_the_same(
+    first: tuple[str, bytes], second: tuple[str, bytes]
+) -> None:
+    """No part of the body can move into the delivery id or back under one signature."""
+    a = sign(SECRET, first[1], timestamp=1_767_600_000, delivery=first[0])
+    b = sign(SECRET, second[1], timestamp=1_767_600_000, delivery=second[0])
+    same = (first[0].strip(" \t"), first[1]) == (second[0].strip(" \t"), second[1])
+    assert (a == b) == same
+
+
+def test_a_body_cannot_lend_its_end_to_the_delivery_id() -> None:
+    """The split "<id>.<body>" would allow: id 'x', body 5.5 signed as id 'x.5', body 5."""
+    t = 1_767_600_000
+    signed = sign(SECRET, b"5.5", timestamp=t, delivery="x")
+    with pytest.raises(signing.BadSignature):
+        signing.verify(SECRET, b"5", signed, delivery="x.5", now=t)
+    assert signing.verify(SECRET, b"5.5", signed, delivery="x", now=t) == t
+
+
+def test_a_timestamp_in_digits_other_than_ascii_is_refused_as_malformed() -> None:
+    with pytest.raises(signing.BadSignature, match="must be 't=<unix seconds>"):
+        signing.verify(SECRET, b"{}", "t=\u00b2,v1=00", delivery="", now=time.time())
+
+
+def test_a_new_run_cannot_take_a_hook_s_run_id_and_a_hook_s_run_resumes_by_it(
+    hooks: tuple[str, Store],
+) -> None:
+    base, db = hooks
+    with pytest.raises(pl.PlayDefinitionError, match="ids starting with 'hook:'"):
+        pl.run(echo, {"email": "mallory@example.com"}, store=db, run_id="hook:hooktest-signup:zz")
+    queued = post(base, "hooktest-signup", {"email": "ada@example.com"}, delivery="zz")
+
+    assert queued.json() == {"run_id": "hook:hooktest-signup:zz", "duplicate": False}
+    resumed = pl.run(echo, store=db, run_id="hook:hooktest-signup:zz")  # `playline resume`
+    assert (resumed.status, resumed.output) == ("completed", {"got": {"email": "ada@example.com"}})
+
+
+def test_every_run_id_a_trigger_makes_starts_with_a_reserved_prefix() -> None:
+    from playline._run_id import RESERVED_PREFIXES, check_new_run_id
+    from playline.triggers import schedule_run_id
+
+    made = [SIGNUP.run_id("evt_1"), SIGNUP.run_id("a/b c"), schedule_run_id("weekly", 0.0)]
+    for run_id in made:
+        assert run_id.startswith(RESERVED_PREFIXES), run_id
+        with pytest.raises(pl.PlayDefinitionError, match="cannot name a new run"):
+            check_new_run_id(run_id)
+    temporal = pytest.importorskip("playline.backends._temporal._schedules")
+    assert temporal.RUN_PREFIX in RESERVED_PREFIXES
 
 
 # declaring hooks
@@ -297,6 +418,42 @@ def test_a_hook_without_its_secret_is_not_served(monkeypatch: pytest.MonkeyPatch
         create_hooks_app(HooksConfig(store=open_store("memory://hooks"), hooks=[SIGNUP]))
 
 
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {f"PLAYLINE_SECRET_{SECRET_NAME}": ""},
+            f"secret PLAYLINE_SECRET_{SECRET_NAME} is set but empty",
+        ),
+        ({SECRET_NAME: " \t "}, f"secret {SECRET_NAME} is set but empty"),
+        (  # the prefixed one is read first, so it is the one named
+            {f"PLAYLINE_SECRET_{SECRET_NAME}": "", SECRET_NAME: SECRET},
+            f"secret PLAYLINE_SECRET_{SECRET_NAME} is set but empty",
+        ),
+        ({SECRET_NAME: "ab"}, f"secret {SECRET_NAME} is 2 character(s) long; give at least 16"),
+        ({SECRET_NAME: "x" * 15}, "is 15 character(s) long"),
+    ],
+)
+def test_a_hook_with_an_empty_or_short_secret_is_not_served(
+    env: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone can sign with an empty key and guess a short one."""
+    monkeypatch.delenv(f"PLAYLINE_SECRET_{SECRET_NAME}", raising=False)
+    monkeypatch.delenv(SECRET_NAME, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(pl.PlayDefinitionError) as refused:
+        create_hooks_app(HooksConfig(store=open_store("memory://hooks"), hooks=[SIGNUP]))
+    assert says in str(refused.value)
+    assert "secrets.token_hex(32)" in str(refused.value)
+
+
+def test_a_hook_secret_of_16_characters_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(f"PLAYLINE_SECRET_{SECRET_NAME}", raising=False)
+    monkeypatch.setenv(SECRET_NAME, "x" * 16)
+    create_hooks_app(HooksConfig(store=open_store("memory://hooks"), hooks=[SIGNUP]))
+
+
 # playline serve
 
 SERVED = """
@@ -319,6 +476,22 @@ def test_serve_refuses_to_start_without_a_hook_secret(tmp_path: Path) -> None:
     assert done.exit_code == 2, done.output
     assert done.stderr.startswith("error: Hook 'crm-signup' needs its signing secret")
     assert "PLAYLINE_SECRET_CRM_HOOK_SECRET" in done.stderr
+
+
+def test_serve_refuses_to_start_with_an_empty_hook_secret(tmp_path: Path) -> None:
+    served = SERVED.replace("crm-signup", "crm-empty")  # another module declares crm-signup
+    (tmp_path / "hooks.py").write_text(served, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if "CRM_HOOK_SECRET" not in k}
+    done = CliRunner().invoke(
+        app,
+        ["serve", str(tmp_path / "hooks.py"), "--store", f"sqlite:///{tmp_path}/s.db"],
+        env={**env, "CRM_HOOK_SECRET": ""},
+    )
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith(
+        "error: Hook 'crm-empty': its signing secret CRM_HOOK_SECRET is set but empty"
+    )
+    assert "Playline hooks on" not in done.stderr
 
 
 def test_serve_refuses_files_that_declare_no_hook(tmp_path: Path) -> None:

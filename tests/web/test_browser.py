@@ -30,6 +30,7 @@ import playline.demo
 from playline.sim import Simulator, serve
 from playline.store import Claim, RunStatus, open_store
 from playline.tools import Charged
+from playline.triggers import queue_run
 from playline.web import UIConfig, create_app
 from services import chromium_context, serve_asgi
 
@@ -201,7 +202,9 @@ def test_the_run_page_shows_calls_in_doubt_and_what_child_plays_paid(
     how to settle them."""
     url = f"sqlite:///{tmp_path}/money.db"
     db = open_store(url)
-    result = pl.run(_parent, store=db, tools=[_paid], run_id="Q3 leads' run")
+    odd = "Q3 leads' run"  # no new run takes such an id: one a store kept from before does
+    queue_run(db, run_id=odd, play="web-parent", origin={"kind": "test"})
+    result = pl.run(_parent, store=db, tools=[_paid], run_id=odd)
     assert result.status == "completed", result.error
     now = time.time()
     claim = Claim(key="k" * 64, tool="web.paid", run_id=result.run_id, request="r-1")
@@ -389,7 +392,8 @@ def test_every_action_clicked_in_chromium_acts_on_a_run_whose_id_needs_encoding(
     url = f"sqlite:///{tmp_path}/acts.db"
     db = open_store(url)
     assert pl.run(_prefix, store=db, run_id="R1").status == "completed"
-    run_id = "R1?x #%/2"
+    run_id = "R1?x #%/2"  # no new run takes such an id: one a store kept from before has
+    queue_run(db, run_id=run_id, play="acts", origin={"kind": "test"})
     command = [sys.executable, "-m", "playline", "run", str(play), "--store", url,
                "--run-id", run_id]  # fmt: skip
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

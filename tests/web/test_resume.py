@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from playline.cli import app as cli_app
 from playline.store import RunStatus, open_store
+from playline.triggers import queue_run
 from playline.web import UIConfig, create_app
 from services import serve_asgi
 
@@ -39,6 +40,8 @@ def test_resume_runs_any_run_id_as_a_run_id(
     url = f"sqlite:///{tmp_path}/ui.db"
     play = tmp_path / "later.py"
     play.write_text(PLAY, encoding="utf-8")
+    with open_store(url) as db:  # no new run takes such an id: one a store kept from before has
+        queue_run(db, run_id=run_id, play="later", origin={"kind": "test"})
     CliRunner().invoke(cli_app, ["run", str(play), "--store", url, f"--run-id={run_id}"])
     monkeypatch.setenv("RESUMETEST_OK", "1")
     with open_store(url) as db:

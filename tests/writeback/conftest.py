@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from playline.triggers._signing import SIGNATURE_HEADER, BadSignature, verify
+from playline.triggers._signing import DELIVERY_HEADER, SIGNATURE_HEADER, BadSignature, verify
 
 SECRET = "sink-secret-for-tests-0123456789"
 
@@ -66,7 +66,11 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             if receiver.secret is not None:
                 try:
                     verify(
-                        receiver.secret, raw, self.headers.get(SIGNATURE_HEADER), now=time.time()
+                        receiver.secret,
+                        raw,
+                        self.headers.get(SIGNATURE_HEADER),
+                        delivery=self.headers.get(DELIVERY_HEADER, ""),
+                        now=time.time(),
                     )
                     signed = True
                 except BadSignature:

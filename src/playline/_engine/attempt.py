@@ -11,6 +11,7 @@ cheap), and writes how the attempt ended. An attempt ends completed, failed, or 
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,7 +155,8 @@ def check_same_input(record: RunRecord, input: Any) -> None:
         f"Run {record.run_id!r} exists with another input "
         f"({preview(dumps(record.input).decode())}), and a run keeps the "
         f"input it started with. Resume it without an input (`playline resume "
-        f"{record.run_id}`, or pl.run(play, run_id={record.run_id!r})), or start a new run "
+        f"{shlex.quote(record.run_id)}`, or pl.run(play, run_id={record.run_id!r})), or start "
+        "a new run "
         "with this input (no run id)."
     )
 

@@ -7,6 +7,7 @@ its failed calls and cells), so every ending is tested without running a play; t
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -160,7 +161,7 @@ def _all_failed(facts: Facts) -> PlaylineError | None:
         if "(quota_exhausted)" in cause or "(insufficient_credits)" in cause:
             cause += (
                 " The provider's account is used up: renew its quota or add credits, then "
-                f"resume the run (playline resume {facts.run_id})."
+                f"resume the run (playline resume {shlex.quote(facts.run_id)})."
             )
         return PlaylineError(f"All {stats.rows} rows failed: {cause}")
     return None
@@ -176,7 +177,7 @@ def _top_cause(calls: CallStats, cell_errors: Mapping[str, tuple[int, str]], run
     ]
     causes += [(count, f"{count} x {cause}") for cause, count in cell_causes(cell_errors).items()]
     if not causes:
-        return f"see the failed cells (playline show {run_id} --rows 20)"
+        return f"see the failed cells (playline show {shlex.quote(run_id)} --rows 20)"
     return max(causes, key=lambda item: item[0])[1]
 
 

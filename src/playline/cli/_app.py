@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
@@ -94,7 +95,9 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
             raise _fail(f"{type(exc).__name__}: {exc}", 1) from None
         except KeyboardInterrupt:
             run_id = _resumable.run_id
-            hint = f"; resume the run with `playline resume {run_id}`" if run_id else ""
+            hint = (
+                f"; resume the run with `playline resume {shlex.quote(run_id)}`" if run_id else ""
+            )
             raise _fail(f"interrupted{hint}", 130) from None
 
     return wrapper

@@ -10,6 +10,7 @@ call is answered from its receipt (0 live calls, 0 credits, $0).
 from __future__ import annotations
 
 import asyncio
+import shlex
 import tempfile
 from typing import Any
 
@@ -179,12 +180,13 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
         if store:
             shown = display_url(store)
             console.print(
-                f"\nInspect it: playline show {first.run_id} --store {shown}",
+                f"\nInspect it: playline show {shlex.quote(first.run_id)} --store {shown}",
                 highlight=False,
                 soft_wrap=True,
             )
             console.print(
-                f"See it in the browser: playline ui --store {shown} --run {first.run_id} --open",
+                f"See it in the browser: playline ui --store {shown} "
+                f"--run {shlex.quote(first.run_id)} --open",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import enum
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -214,7 +215,9 @@ def _show(
             console.print(f"  {count} {kind} event(s)", highlight=False)
     if trace.logs:
         console.print(
-            f"  {trace.logs} log line(s): playline logs {run_id}", style="dim", highlight=False
+            f"  {trace.logs} log line(s): playline logs {shlex.quote(run_id)}",
+            style="dim",
+            highlight=False,
         )
 
 
@@ -228,8 +231,8 @@ def _show_header(
     )
     if status == "interrupted":
         console.print(
-            f"  its process stopped mid-run ({run.holder}); `playline resume {run.run_id}` "
-            "continues it",
+            f"  its process stopped mid-run ({run.holder}); "
+            f"`playline resume {shlex.quote(run.run_id)}` continues it",
             highlight=False,
         )
     elif status == "queued":
@@ -290,8 +293,8 @@ def _show_in_doubt(run: RunRecord, trace: Trace, status: str, doubt: dict[str, A
     line = f"  [yellow]{doubt['calls']} call(s) in doubt (may have been charged)[/yellow]: {tools}"
     if status not in ("running", "queued"):
         if trace.source is not None:  # started by `playline run`: resumable from here
-            resume = f"`playline resume {run.run_id}`"
-            retry = f"`playline resume {run.run_id} --retry-in-doubt`"
+            resume = f"`playline resume {shlex.quote(run.run_id)}`"
+            retry = f"`playline resume {shlex.quote(run.run_id)} --retry-in-doubt`"
         else:
             resume = f"resuming it (pl.run(play, run_id={run.run_id!r}))"
             retry = "retry_in_doubt=True"
@@ -314,7 +317,7 @@ def _show_jobs(run: RunRecord, trace: Trace, jobs: dict[str, Any]) -> None:
         highlight=False,
     )
     if trace.source is not None:  # started by `playline run`: resumable from here
-        resume = f"`playline resume {run.run_id}`"
+        resume = f"`playline resume {shlex.quote(run.run_id)}`"
     else:
         resume = f"resuming it (pl.run(play, run_id={run.run_id!r}))"
     for job in jobs["jobs"]:

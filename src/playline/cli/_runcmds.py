@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -204,7 +205,8 @@ def _execute(
             ) from None
         raise CliError(
             f"stopped at once: the calls in flight are in doubt (a resume re-sends them with "
-            f"their idempotency keys). Resume with `playline resume {started.run_id}`.",
+            "their idempotency keys). Resume with "
+            f"`playline resume {shlex.quote(started.run_id)}`.",
             code=130,
         ) from None
     # a Ctrl-C from here on (while the result prints) leaves a run to resume only if it ended
@@ -325,7 +327,7 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
             highlight=False,
         )
     elif result.status in ("failed", "suspended"):
-        console.print(f"  resume: playline resume {result.run_id}", highlight=False)
+        console.print(f"  resume: playline resume {shlex.quote(result.run_id)}", highlight=False)
         if result.status == "failed" and not isinstance(result.exception, PlaylineError | None):
             console.print(  # the play's own code raised it
                 "  a resume runs the play's code again, with the same input: fix the code "
@@ -335,7 +337,7 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
     elif result.stats.cell_errors:  # the play failed them: as it is, it fails them again
         console.print(
             "  fix the play where the errors above say, then retry the failed cells: "
-            f"playline resume {result.run_id} --retry-failed",
+            f"playline resume {shlex.quote(result.run_id)} --retry-failed",
             highlight=False,
         )
     elif result.stats.rows_failed:
@@ -350,13 +352,16 @@ def _print_result(result: pl.RunResult, db: Store) -> None:
             else ""
         )
         console.print(
-            f"  {why}retry the failed cells: playline resume {result.run_id} --retry-failed",
+            f"  {why}retry the failed cells: "
+            f"playline resume {shlex.quote(result.run_id)} --retry-failed",
             highlight=False,
         )
     elif result.output is not None and not isinstance(result.output, Dataset):
         text = json.dumps(result.output, default=str, ensure_ascii=False)
         console.print(f"  output: {text[:300]}{'…' if len(text) > 300 else ''}", highlight=False)
-    console.print(f"  details: playline show {result.run_id}", style="dim", highlight=False)
+    console.print(
+        f"  details: playline show {shlex.quote(result.run_id)}", style="dim", highlight=False
+    )
 
 
 @app.command()
@@ -621,7 +626,7 @@ def _on_temporal(
         else:
             console.print(
                 f"submitted run [bold]{submitted}[/] to Temporal at {temporal}; see it with "
-                f"`playline show {submitted}`",
+                f"`playline show {shlex.quote(submitted)}`",
                 highlight=False,
             )
         raise typer.Exit(0)
@@ -658,7 +663,7 @@ def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
     if not sources or not (sources[0].data or {}).get("file"):
         raise CliError(
             f"Run {run_id} was not started by `playline run`, so its play file is unknown. "
-            f"Resume it with `playline run PLAY.py --run-id {run_id}` or "
+            f"Resume it with `playline run PLAY.py --run-id {shlex.quote(run_id)}` or "
             f"pl.run(play, run_id={run_id!r}).",
             code=1,
         )

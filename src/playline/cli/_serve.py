@@ -67,9 +67,10 @@ def serve(
     """Answer signed webhooks at POST /hooks/NAME until Ctrl-C: each delivery queues a run of
     its hook's play (or sends its event) and is answered 202 at once.
 
-    A request must carry `Playline-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of
-    "<t>.<raw body>" under the hook's secret>` (at most 5 minutes old) and a
-    `Playline-Delivery` id: the same delivery twice starts one run.
+    A request must carry a `Playline-Delivery` id (the same delivery twice starts one run)
+    and `Playline-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256, under the hook's secret,
+    of "<t>.<delivery id>", a newline, then the raw body>` (at most 5 minutes old). Each
+    hook's secret must be set, and at least 16 characters.
     """
     from ..web.hooks import HooksConfig, create_hooks_app, serve_hooks
     from ..web.server import listen

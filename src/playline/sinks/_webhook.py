@@ -8,9 +8,9 @@ answer on record, so it is sent again, with the same ``Idempotency-Key`` (and
 header is the run id and the chunk's key digested, so it is the same in every attempt of a
 run, and differs between runs.
 
-With ``secret=NAME`` the raw body is signed as ``playline serve`` checks a hook's requests
-(``Playline-Signature: t=<unix seconds>,v1=<HMAC-SHA256 hex>``, see
-``playline.triggers._signing``), the secret read as ``ctx.secrets.get(NAME)`` reads it.
+With ``secret=NAME`` the raw body and its ``Playline-Delivery`` id are signed as ``playline
+serve`` checks a hook's requests (``Playline-Signature: t=<unix seconds>,v1=<HMAC-SHA256 hex>``,
+see ``playline.triggers._signing``), the secret read as ``ctx.secrets.get(NAME)`` reads it.
 
 A non-2xx answer fails the run naming the chunk (``SinkError``); the chunks before it stay
 delivered. A resume sends that chunk again: the failed answer is on record, so the chunk is
@@ -111,7 +111,9 @@ class WebhookSink:
                 DELIVERY_HEADER: idempotency,
             }
             if key is not None:
-                headers[SIGNATURE_HEADER] = sign(key, body, timestamp=time.time())
+                headers[SIGNATURE_HEADER] = sign(
+                    key, body, timestamp=time.time(), delivery=idempotency
+                )
             try:
                 response = await ctx.fetch(
                     name, self.url, method="POST", headers=headers, json=payload

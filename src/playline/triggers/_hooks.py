@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import re
 import string
 import sys
@@ -27,11 +28,18 @@ from typing import Any
 from .._arity import check_args
 from .._limits import is_amount
 from .._play import Play, get_play
+from .._run_id import HOOK_PREFIX
 from .._secrets import Secret, Secrets
 from ..errors import PlayDefinitionError
 from ._signing import TOLERANCE
 
-__all__ = ["BadPayload", "Hook", "hook", "hooks_of", "registered_hooks"]
+__all__ = ["MIN_SECRET", "BadPayload", "Hook", "hook", "hooks_of", "registered_hooks"]
+
+MIN_SECRET = 16  # characters a hook's signing secret has at least
+_MAKE_ONE = (
+    'Make one with `python -c "import secrets; print(secrets.token_hex(32))"`, give it to '
+    "the sender, and export it in the environment of `playline serve`."
+)
 
 EventKey = str | Callable[[Any], str]
 
@@ -60,22 +68,39 @@ class Hook:
 
     def read_secret(self) -> Secret:
         """The secret, from ``PLAYLINE_SECRET_<NAME>`` or ``<NAME>``; a PlayDefinitionError
-        naming it (and the hook) when neither is set."""
+        naming it (and the hook) when neither is set, or when the one set is empty or shorter
+        than ``MIN_SECRET`` characters: anyone can sign with an empty key, and a short one
+        can be guessed, so such a hook would start runs for anybody."""
         try:
-            return Secrets().get(self.secret)
+            secret = Secrets().get(self.secret)
         except PlayDefinitionError:
             raise PlayDefinitionError(
                 f"Hook {self.name!r} needs its signing secret {self.secret!r}, which is not "
                 f"set: export PLAYLINE_SECRET_{self.secret} (or {self.secret}) in the "
                 "environment of `playline serve`, with the value its sender signs with."
             ) from None
+        prefixed = f"PLAYLINE_SECRET_{self.secret}"
+        variable = prefixed if prefixed in os.environ else self.secret  # as Secrets reads it
+        value = secret.reveal()
+        if not value.strip():
+            raise PlayDefinitionError(
+                f"Hook {self.name!r}: its signing secret {variable} is set but empty: anyone "
+                f"could sign with an empty key. {_MAKE_ONE}"
+            )
+        if len(value) < MIN_SECRET:
+            raise PlayDefinitionError(
+                f"Hook {self.name!r}: its signing secret {variable} is {len(value)} "
+                f"character(s) long; give at least {MIN_SECRET}, or it can be guessed. "
+                f"{_MAKE_ONE}"
+            )
+        return secret
 
     def run_id(self, delivery: str) -> str:
         """The run a delivery queues: the same delivery is always the same run, so a sender
         retrying it starts nothing more."""
         if not _DELIVERY.fullmatch(delivery):
             delivery = "sha256-" + hashlib.sha256(delivery.encode()).hexdigest()[:32]
-        return f"hook:{self.name}:{delivery}"
+        return f"{HOOK_PREFIX}{self.name}:{delivery}"
 
     def event_key(self, payload: Any) -> str:
         """The event a delivery sends; ``BadPayload`` when the payload cannot give one."""
@@ -207,10 +232,11 @@ def hook(
 
     ``secret`` is the NAME of the signing secret, read like ``ctx.secrets`` reads one
     (``PLAYLINE_SECRET_<NAME>``, else ``<NAME>``) when the server starts, which refuses to
-    start without it. Requests must carry ``Playline-Signature: t=<unix>,v1=<hex HMAC-SHA256
-    of "<t>.<body>">`` with ``t`` at most ``tolerance`` seconds from now, and (for a play) a
-    ``Playline-Delivery`` id: the same delivery twice starts one run. Bodies over
-    ``max_body`` bytes are refused with 413.
+    start without it, or with one that is empty or shorter than 16 characters. Requests carry
+    (for a play) a ``Playline-Delivery`` id, the same delivery twice starting one run, and
+    ``Playline-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<delivery id>\\n<body>">``
+    with ``t`` at most ``tolerance`` seconds from now. Bodies over ``max_body`` bytes are
+    refused with 413.
     """
     _check(name, play, event, secret)
     _check_numbers(name, max_body, tolerance)

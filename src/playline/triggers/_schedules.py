@@ -42,6 +42,7 @@ from .._json import dumps
 from .._notify import check_notify
 from .._play import Play, get_play
 from .._play import play as make_play
+from .._run_id import SCHEDULE_PREFIX
 from ..errors import PlayDefinitionError
 from ..store import ScheduleRecord, Store, use_store
 from ._queue import queue_run
@@ -255,7 +256,7 @@ def _fire(store: Store, s: ScheduleRecord, now: float, clock: Clock) -> list[str
 
 def schedule_run_id(name: str, fire: float) -> str:
     """The run a schedule's fire queues: ``sched-NAME-20260105T080000Z`` (the fire in UTC)."""
-    return f"sched-{name}-{datetime.fromtimestamp(fire, UTC):%Y%m%dT%H%M%SZ}"
+    return f"{SCHEDULE_PREFIX}{name}-{datetime.fromtimestamp(fire, UTC):%Y%m%dT%H%M%SZ}"
 
 
 def next_fire_time(cron: str, timezone: str, after: float) -> float:

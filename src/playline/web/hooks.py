@@ -3,13 +3,18 @@
 Routes::
 
     POST /hooks/{name}   a delivery: 202 {"run_id", "duplicate"} or {"event", "duplicate"}
-    GET  /healthz        200 {"status": "ok", "hooks": [...]}
+    GET  /healthz        200 {"status": "ok", "hooks": <how many>}
+
+Neither route names the hooks to a sender nobody has checked yet: an unknown hook is a bare
+404 (this server's log lists the hooks it serves), and health says how many it serves.
 
 A delivery is checked in this order, and a refused one writes nothing: an unknown hook 404;
 a body over the hook's ``max_body`` 413 (its Content-Length first, then counted as it is read,
 so a body that lies about its length or comes in chunks is cut off too); a missing, wrong or
 old signature 401 (the reason is logged here, the sender only learns "invalid signature");
 a body that is not JSON 400; a play hook's delivery without a ``Playline-Delivery`` id 400.
+The signature covers the delivery id (``triggers._signing``), so a signed request replayed
+with another id is refused 401, and one replayed as it was is the duplicate of its delivery.
 Then a play hook queues its run (``queue_run``; the run id comes from the hook and the
 delivery, so a retried delivery is a duplicate) and an event hook sends its event; both answer
 202 at once. No play code runs here: a worker starts the queued run. Store calls run in a
@@ -79,13 +84,15 @@ def create_hooks_app(config: HooksConfig) -> Starlette:
     async def receive(request: Request) -> Response:
         name = request.path_params["name"]
         found = served.get(name)
-        if found is None:
+        if found is None:  # the sender is not known yet: it learns no other hook's name
+            client = request.client.host if request.client else "?"
             known = ", ".join(sorted(served)) or "none"
-            return _error(404, f"No hook named {name!r} here (hooks: {known}).")
+            log.warning("no hook named %r (a request from %s); hooks: %s", name, client, known)
+            return _error(404, "No such hook.")
         return await _deliver(config, found, request)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "hooks": sorted(served)})
+        return JSONResponse({"status": "ok", "hooks": len(served)})
 
     return Starlette(
         routes=[
@@ -110,11 +117,13 @@ async def _deliver(config: HooksConfig, served: _Served, request: Request) -> Re
     if isinstance(body, Response):
         _refused(hook, request, f"answered {body.status_code} ({bytes(body.body).decode()})")
         return body
+    sent_as = request.headers.get(DELIVERY_HEADER) or ""
     try:
         verify(
             served.secret,
             body,
             request.headers.get(SIGNATURE_HEADER),
+            delivery=sent_as,
             now=config.clock.now(),
             tolerance=hook.tolerance,
         )
@@ -126,7 +135,7 @@ async def _deliver(config: HooksConfig, served: _Served, request: Request) -> Re
     except orjson.JSONDecodeError as exc:
         _refused(hook, request, f"the body is not JSON ({exc})")
         return _error(400, f"The body is not JSON ({exc}); send a JSON document.")
-    delivery = (request.headers.get(DELIVERY_HEADER) or "").strip()
+    delivery = sent_as.strip()
     if hook.play is not None:
         if not delivery:
             _refused(hook, request, f"no {DELIVERY_HEADER} header")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -27,6 +28,7 @@ from ..._engine.attempt import RunStats, Status, check_same_input, open_run
 from ..._engine.events import Listener
 from ..._limits import check_budgets, is_amount
 from ..._play import Play, PlayFn, get_play
+from ..._run_id import check_new_run_id
 from ..._runner import RunResult
 from ..._trace import SOURCE_KIND
 from ...errors import PlayDefinitionError, PlaylineError
@@ -74,6 +76,8 @@ async def start(
         existing = await io(db.get_run, run_id)
         if existing is not None:
             _check_endpoint(existing, where)
+        else:
+            check_new_run_id(run_id)  # a made one passes; an existing run resumes by its id
         options: dict[str, Any] = {"temporal": where.to_dict()}
         budgets = {"max_credits": max_credits, "max_usd": max_usd}
         options.update({name: value for name, value in budgets.items() if value is not None})
@@ -105,7 +109,7 @@ def _check_endpoint(record: RunRecord, where: Endpoint) -> None:
     if recorded is None:
         raise PlayDefinitionError(
             f"Run {record.run_id} was started without Temporal. Resume it where it ran "
-            f"(`playline resume {record.run_id}`), or start a new run on Temporal."
+            f"(`playline resume {shlex.quote(record.run_id)}`), or start a new run on Temporal."
         )
     if (recorded.target, recorded.namespace, recorded.task_queue) != (
         where.target,
