@@ -194,9 +194,12 @@ def test_a_refused_event_delivery_sends_no_event(hooks: tuple[str, Store]) -> No
     bad = post(base, "hooktest-approve", {"deal": "d9"}, secret="not-the-secret")
     old = post(base, "hooktest-approve", {"deal": "d9"}, at=time.time() - 600)
     no_key = post(base, "hooktest-approve", {"other": "d9"})
+    an_object = post(base, "hooktest-approve", {"deal": {"id": "d9"}})
 
     assert [bad.status_code, old.status_code, no_key.status_code] == [401, 401, 400]
     assert "no 'deal' field" in no_key.json()["error"]
+    # its Python form ("approve:{'id': 'd9'}") was the event key
+    assert an_object.status_code == 400 and "'deal' field is an object" in an_object.json()["error"]
     assert db.waiting_events(["approve:d9"]) == set()
     assert pl.send_event("approve:d9", {}, store=db) is True  # the first of that key
 

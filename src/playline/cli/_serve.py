@@ -51,7 +51,9 @@ def serve(
             "reverse proxy in front, or give 0.0.0.0: requests are accepted only signed).",
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, help="Port (0: a free one).")] = 8767,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0: a free one).")
+    ] = 8767,
     store: StoreOpt = None,
     worker: Annotated[
         bool,

@@ -146,8 +146,15 @@ def _formatted(template: str, payload: Any) -> str:
             f"JSON {type(payload).__name__}, not an object"
         )
     for name in _fields(template):
-        if payload.get(name) is None:
+        value = payload.get(name)
+        if value is None:
             raise BadPayload(f"the body has no {name!r} field for the event key {template!r}")
+        if isinstance(value, dict | list):  # its Python form would be the key: "{'a': 1}"
+            kind = "an object" if isinstance(value, dict) else "an array"
+            raise BadPayload(
+                f"the body's {name!r} field is {kind}, not a text or a number, for the event "
+                f"key {template!r}: make the key with a function (event=lambda body: ...)"
+            )
     return template.format_map(payload)
 
 
