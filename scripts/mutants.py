@@ -821,4 +821,20 @@ MUTANTS: list[Mutant] = [
         "        target = left\n",
         ("tests/gates/test_shared_tokens.py", "-k", "reservations_not_sent"),
     ),
+    Mutant(
+        "url-value-leaves-its-segment",
+        "a row's value with '/' and '..' in an HttpTool's URL sends the call to another endpoint",
+        "playline/tools/_http.py",
+        '        text = "" if value is None else urllib.parse.quote(str(value), safe="")\n',
+        '        text = "" if value is None else urllib.parse.quote(str(value), safe="/")\n',
+        ("tests/httptools/test_http_urls.py", "-k", "one_path_segment"),
+    ),
+    Mutant(
+        "unbuildable-request-in-doubt",
+        "a request h11 refuses to write (nothing sent) is recorded as in doubt: maybe charged",
+        "playline/tools/_http.py",
+        "    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:\n",
+        "    except httpx.UnsupportedProtocol as exc:\n",
+        ("tests/httptools/test_http_urls.py", "-k", "cannot_be_built"),
+    ),
 ]

@@ -22,6 +22,8 @@ messages end with what to do next.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BudgetExceeded",
     "EventTimeout",
@@ -59,6 +61,8 @@ class ToolError(PlaylineError):
     meant, when a declaration says it (``pl.HttpTool``'s outcome rules: ``rate_limited``,
     ``blocked``, ``quota_exhausted``, ``insufficient_credits``, ``retryable``, ``fatal``):
     a provider that answers 403 for "too fast" is rate limited, whatever its status.
+    ``key`` names the variable the request's key came from (never its value): what a 401 or
+    403 says to check.
     """
 
     def __init__(
@@ -72,8 +76,10 @@ class ToolError(PlaylineError):
         retryable: bool = False,
         retry_after: float | None = None,
         outcome: str | None = None,
+        key: str | None = None,
     ) -> None:
         self.tool = tool
+        self.key = key
         self.retry_after = retry_after
         self.status = status
         self.code = code
@@ -198,3 +204,14 @@ def full_stop(text: str) -> str:
     """``text`` ending its sentence once: a message quoted into another ("Cannot import x:
     {error}. Fix the file") may end with its own full stop, and gets no second one."""
     return text if text.rstrip().endswith((".", "!", "?")) else f"{text}."
+
+
+_REFUSED_KEY = re.compile(r"40[13] from \S+ \((?:[^()]*, )?key ([^ ()]+)\)")
+
+
+def refused_key(cause: str) -> str | None:
+    """The variable holding the key a provider refused, as a failed call's cause names it
+    (``401 from hunter.email_finder (fatal, key HUNTER_API_KEY)``: what to check, rather than
+    a gateway's token); None when the cause names none."""
+    found = _REFUSED_KEY.search(cause)
+    return found[1] if found else None

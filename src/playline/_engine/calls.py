@@ -1523,6 +1523,8 @@ def _cause(error: BaseException) -> str:
     if isinstance(error, ToolError):
         what = str(error.status) if error.status else error.code or "error"
         detail = error.outcome if error.exhausted else error.code  # the account's state first
+        if error.key and error.status in (401, 403) and not error.throttled:  # what to check
+            detail = f"{detail}, key {error.key}" if detail else f"key {error.key}"
         return redact(  # counted in the run's stats, which are stored
             f"{what} from {error.tool}" + (f" ({detail})" if error.status and detail else "")
         )

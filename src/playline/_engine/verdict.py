@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import dumps
-from ..errors import BudgetExceeded, PlayDefinitionError, PlaylineError, full_stop
+from ..errors import (
+    BudgetExceeded,
+    PlayDefinitionError,
+    PlaylineError,
+    full_stop,
+    refused_key,
+)
 from ..store import RunEnd, RunStatus, Store, StoreIO
 from .calls import CallStats
 from .datasets import DatasetStats
@@ -150,9 +156,12 @@ def _all_failed(facts: Facts) -> PlaylineError | None:
         refused = counts.get("refused", 0)
         if refused and refused == counts.get("failed", 0) and not counts.get("live"):
             cause = _top_cause(calls, {}, facts.run_id)
+            key = refused_key(cause)  # a provider's own key (calls.py's _cause names it)
             fix = (
                 "the tool id is unknown to its gateway: check the id and the gateway URL"
                 if "unknown_tool" in cause
+                else f"check {key}, the provider's key (`playline providers check` tries it)"
+                if key
                 else "check the token (PLAYLINE_GATEWAY_TOKEN or pl.Gateway(token=...))"
             )
             return PlaylineError(f"Tool {tool} refused every call ({refused}): {cause}; {fix}.")

@@ -21,7 +21,7 @@ from rich.console import Console
 
 import playline as pl
 
-from ..errors import PlayDefinitionError, PlaylineError
+from ..errors import PlayDefinitionError, PlaylineError, refused_key
 from ..store import Store, display_url, open_store
 from ..store.sql import SQLStore
 from ._load import (
@@ -283,6 +283,8 @@ def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[tuple[str, str]]:
     lines = []
     for count, cause, what in sorted(causes, key=lambda item: -item[0])[:limit]:
         hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
+        if key := refused_key(cause):  # a provider's own key, not the gateway's token
+            hint = f"check {key} (the provider's key; `playline providers check` tries it)"
         of_a_tool = what != "cells failed"
         lines.append((what, f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else "")))
     return lines

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import re
 import string
 import urllib.parse
 import weakref
@@ -324,6 +325,7 @@ class HttpTool:
             reported=(reported, Reported, "pl.Reported(header='x-call-credits-spent')"),
         )
         names = _token_checked(id, rate, tokens, tokens_used, token_headers)
+        _headers_checked(id, headers, idempotency)
         if not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
             raise PlayDefinitionError(f"pl.HttpTool({id!r}, timeout={timeout!r}): seconds, > 0.")
         self.id = id
@@ -604,7 +606,7 @@ class HttpTool:
         parts: dict[str, Any] = dict(self._parts)
         if self._request is not None:
             parts.update(self._hook(self._request, dict(input), "request"))
-        url = _url(str(parts.pop("url", None) or self.url), input)
+        url = _url(self.id, str(parts.pop("url", None) or self.url), input)
         query, json_body, form = (
             _fill(parts.get(name), input) for name in ("query", "json", "form")
         )
@@ -628,7 +630,10 @@ class HttpTool:
         if bulk.items:
             body = dict(bulk.body or {})
             _set_path(body, bulk.items, items)
-        return _Request(bulk.method.upper(), _url(bulk.url or self.url, {}), {}, body)
+        url = bulk.url or self.url  # one request for many inputs: its fields are left empty
+        return _Request(
+            bulk.method.upper(), url.format_map(dict.fromkeys(_fields(url), "")), {}, body
+        )
 
     async def _call_bulk(
         self, inputs: Sequence[Mapping[str, Any]], keys: Sequence[str]
@@ -877,6 +882,7 @@ class HttpTool:
             code=code,
             request_id=_request_id(answer),
             outcome="fatal",
+            key=self.auth.label if self.auth else None,
         )
 
     def _error(self, rule: Outcome, answer: Answer) -> ToolError:
@@ -894,6 +900,7 @@ class HttpTool:
             retryable=rule.outcome in ("rate_limited", "blocked", "retryable"),
             retry_after=wait_of(rule, answer) if waits else None,
             outcome=rule.outcome,
+            key=self.auth.label if self.auth else None,
         )
 
 
@@ -925,9 +932,21 @@ async def request_or_raise(
     """Send one request; a failure to get an answer is a ``ToolError`` whose ``code`` says
     whether the request may have reached the provider: ``connection_error`` (it did not:
     refused, or no connection in time) or ``timeout`` / ``protocol_error`` (it may have: no
-    answer in time, or the connection broke)."""
+    answer in time, or the connection broke). A request that cannot be built (a header or
+    URL httpx or h11 refuses) left nothing on the wire: it fails as ``invalid_input``, not
+    sent and never in doubt."""
+    auth = kwargs.pop("auth", httpx.USE_CLIENT_DEFAULT)
     try:
-        return await client.request(method, url, **kwargs)
+        request = client.build_request(method, url, **kwargs)
+    except (TypeError, ValueError, httpx.InvalidURL) as exc:
+        raise _not_sent(
+            tool, f"the request cannot be built ({type(exc).__name__}: {exc})"
+        ) from None
+    try:
+        return await client.send(request, auth=auth)
+    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:
+        # refused while writing the request's head, before its first byte was sent
+        raise _not_sent(tool, f"the request cannot be sent ({type(exc).__name__}: {exc})") from None
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
         raise ToolError(
             tool,
@@ -977,6 +996,16 @@ def _checked(
             f"pl.HttpTool({id!r}, {method!r}, {url!r}): the URL starts with http:// or "
             "https://, e.g. 'https://api.acme.com/v1/find?domain={domain}'."
         )
+    try:
+        fields = [(n, spec, conv) for _, n, spec, conv in _FIELDS.parse(url) if n is not None]
+        bad = next((n for n, spec, conv in fields if not _plain_field(n) or spec or conv), None)
+        if bad is not None:
+            raise ValueError(f"{{{bad}...}} is not a field's name alone")
+    except ValueError as exc:
+        raise PlayDefinitionError(
+            f"pl.HttpTool({id!r}, {method!r}, {url!r}): the URL template does not parse ({exc});"
+            " write each field as {name}, and a literal brace as {{ or }}."
+        ) from None
     if not isinstance(outcomes, Sequence) or not all(isinstance(o, Outcome) for o in outcomes):
         raise PlayDefinitionError(
             f"pl.HttpTool({id!r}, outcomes=...): a list of pl.Outcome rules, e.g. "
@@ -1043,12 +1072,49 @@ def _token_checked(
     return names
 
 
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # a header's name (RFC 9110, 5.6.2)
+
+
+def _headers_checked(tool: str, headers: Any, idempotency: str | None) -> None:
+    """``headers=`` and ``idempotency=`` checked at declaration: a name httpx would refuse
+    or a value that is not text fails the call at send time, so refuse them here."""
+    if idempotency is not None and not _TOKEN.fullmatch(idempotency):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({tool!r}, idempotency={idempotency!r}): a header name (letters, "
+            "digits and !#$%&'*+-.^_`|~, no spaces), e.g. 'Idempotency-Key'."
+        )
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise PlayDefinitionError(
+            f"pl.HttpTool({tool!r}, headers={headers!r}): a dict of header name to text, e.g. "
+            "{'X-Api-Version': '2'}."
+        )
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise PlayDefinitionError(
+                f"pl.HttpTool({tool!r}, headers=...): {name!r} is not a header name (letters, "
+                "digits and !#$%&'*+-.^_`|~, no spaces), e.g. 'X-Api-Version'."
+            )
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise PlayDefinitionError(
+                f"pl.HttpTool({tool!r}, headers=...): the value of {name!r} is {value!r}; give "
+                f"text on one line, e.g. {{{name!r}: {' '.join(str(value).split())!r}}}."
+            )
+
+
 def _check_types(tool: str, **given: tuple[Any, Any, str]) -> None:
     for name, (value, kind, example) in given.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
             raise PlayDefinitionError(
                 f"pl.HttpTool({tool!r}, {name}={value!r}): give {example}, or leave it out."
             )
+
+
+def _plain_field(name: str) -> bool:
+    """A placeholder ``str.format_map`` reads as one key of the input: not empty or a
+    position, no ``.attribute`` or ``[index]``."""
+    return bool(name) and not name.isdigit() and not any(c in name for c in ".[]")
 
 
 def _fields(template: str) -> list[str]:
@@ -1083,13 +1149,35 @@ def _present(input: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in input.items() if v is not None}
 
 
-def _url(template: str, input: Mapping[str, Any]) -> str:
-    """The URL with ``{field}`` replaced by the input's value, quoted."""
+def _url(tool: str, template: str, input: Mapping[str, Any]) -> str:
+    """The URL with ``{field}`` replaced by the input's value, every character but letters,
+    digits and ``-._~`` percent-quoted (``/`` too), so a value stays one path segment or one
+    query value and cannot steer the request to another endpoint. A value that is missing,
+    None or empty, or a path segment that is ``.`` or ``..``, would send the call to the
+    wrong URL: the call fails before anything is sent (``invalid_input``)."""
     names = _fields(template)
     if not names:
         return template
-    values = {n: urllib.parse.quote(str(input.get(n) or ""), safe="") for n in names}
+    path = set(_fields(template.split("?", 1)[0]))
+    values = {}
+    for name in names:
+        value = input.get(name)
+        text = "" if value is None else urllib.parse.quote(str(value), safe="")
+        if not text:
+            raise _not_sent(
+                tool, f"the URL's {{{name}}} has no value ({value!r}); give the input {name!r}"
+            )
+        if name in path and text in (".", ".."):
+            raise _not_sent(
+                tool, f"the URL's path segment {{{name}}} is {text!r}, which would leave it"
+            )
+        values[name] = text
     return template.format_map(values)
+
+
+def _not_sent(tool: str, why: str) -> ToolError:
+    """A call whose request cannot be built: it fails alone, never sent, never repeated."""
+    return ToolError(tool, f"not sent: {why}", code="invalid_input", outcome="fatal")
 
 
 def _set_path(body: dict[str, Any], path: str, value: Any) -> None:
