@@ -58,18 +58,27 @@ def _causes(spec: ToolSpec, checked: dict[int, str | None]) -> Iterable[str]:
         why = checked[id(gateway)]
         if why is not None:
             yield why
-    names: tuple[str, ...] = ()
-    if isinstance(transport, HttpTool) and transport.auth is not None:
-        secret = transport.auth.secret
-        names = (secret,) if isinstance(secret, str) else ()
-    elif isinstance(transport, LocalTransport):
-        names = transport.secrets
-    for name in names:
-        if not _is_set(name):
+    for name, is_set in keys_read(spec):
+        if not is_set:
             yield (
                 f"the key {name} is not set: export PLAYLINE_SECRET_{name} (or {name}) where "
                 "the run will run"
             )
+
+
+def keys_read(spec: ToolSpec) -> list[tuple[str, bool]]:
+    """The variables a tool reads its keys from (an ``HttpTool``'s ``auth``, a ``@pl.tool``'s
+    ``secrets=``), each with whether this environment sets it (``PLAYLINE_SECRET_<NAME>`` or
+    ``<NAME>``; a key given as a value is set). Never a value."""
+    transport = spec.transport
+    if isinstance(transport, HttpTool) and transport.auth is not None:
+        secret = transport.auth.secret
+        if isinstance(secret, str):
+            return [(secret, _is_set(secret))]
+        return [(transport.auth.label, True)]
+    if isinstance(transport, LocalTransport):
+        return [(name, _is_set(name)) for name in dict.fromkeys(transport.secrets)]
+    return []
 
 
 def _refused(gateway: Gateway) -> str | None:

@@ -14,8 +14,7 @@ from rich.table import Table
 
 import playline as pl
 
-from .._secrets import Secret, Secrets
-from ..errors import PlayDefinitionError
+from .._access import keys_read
 from ..store import display_url
 from ..store.sql import SQLStore
 from ..tools import HttpTool, ToolSpec
@@ -192,27 +191,9 @@ def _spec_doc(source: str, spec: ToolSpec) -> dict[str, Any]:
 
 
 def _secrets_doc(spec: ToolSpec) -> dict[str, Any]:
-    """The keys a tool reads (``@pl.tool(secrets=...)``, an ``HttpTool``'s ``auth``): each
-    variable's name and whether this environment sets it (``PLAYLINE_SECRET_<NAME>`` or
-    ``<NAME>``), never a value. A key given as a value (``pl.Secret``) is set."""
-    transport = spec.transport
-    names: tuple[str, ...] = getattr(transport, "secrets", ())
-    given = False
-    if isinstance(transport, HttpTool) and transport.auth is not None:
-        names, given = (transport.auth.label,), isinstance(transport.auth.secret, Secret)
-    if not names:
-        return {}
-    return {
-        "secrets": [{"name": name, "set": given or _is_set(name)} for name in dict.fromkeys(names)]
-    }
-
-
-def _is_set(name: str) -> bool:
-    try:
-        Secrets().get(name)
-    except PlayDefinitionError:
-        return False
-    return True
+    """The keys a tool reads: each variable's name and whether this environment sets it."""
+    keys = keys_read(spec)
+    return {"secrets": [{"name": n, "set": is_set} for n, is_set in keys]} if keys else {}
 
 
 def _inputs(spec: ToolSpec) -> dict[str, Any]:
