@@ -114,15 +114,20 @@ def control(sim: Simulator, **settings: Any) -> dict[str, Any]:
     return doc
 
 
+def companies_to_classify(sim: Simulator) -> list[dict[str, Any]]:
+    """The ``ROWS`` companies of the simulator's world, as the play reads them; and its
+    OpenAI double set to the bench's limits, its counts reset."""
+    control(sim, reset=True)
+    control(sim, tpm=TPM, rpm=RPM, latency=LATENCY)
+    return [
+        {"company": c["name"], "domain": c["domain"], "size": c["size"], "country": c["country"]}
+        for c in sim.companies(ROWS)
+    ]
+
+
 def main() -> dict[str, Any]:
     with serve(seed=7, latency_ms=0, token=KEY, providers=True) as sim:
-        companies = [
-            {"company": c["name"], "domain": c["domain"], "size": c["size"],
-             "country": c["country"]}
-            for c in sim.companies(ROWS)
-        ]  # fmt: skip
-        control(sim, reset=True)
-        control(sim, tpm=TPM, rpm=RPM, latency=LATENCY)
+        companies = companies_to_classify(sim)
         rate = pl.Rate(per_minute=RPM, tokens_per_minute=TPM)
         openai = pl.providers.openai(api_key=KEY, base_url=f"{sim.url}/openai/v1", rate=rate)
         with tempfile.TemporaryDirectory() as tmp:

@@ -33,7 +33,17 @@ from playline.sim import serve
 from playline.store import open_store
 from playline.tools._declared import WINDOW_MARGIN
 
-from .llm import KEY, LATENCY, MAX_TOKENS, MODEL, ROWS, RPM, TPM, classify, control
+from .llm import (
+    KEY,
+    MAX_TOKENS,
+    MODEL,
+    ROWS,
+    RPM,
+    TPM,
+    classify,
+    companies_to_classify,
+    control,
+)
 
 PROCESSES = int(os.environ.get("BENCH_LLM_SHARED_PROCESSES", "4"))
 STORE = os.environ.get("BENCH_LLM_SHARED_STORE", "sqlite")
@@ -56,13 +66,7 @@ def main() -> dict[str, Any]:
         serve(seed=7, latency_ms=0, token=KEY, providers=True) as sim,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        companies = [
-            {"company": c["name"], "domain": c["domain"], "size": c["size"],
-             "country": c["country"]}
-            for c in sim.companies(ROWS)
-        ]  # fmt: skip
-        control(sim, reset=True)
-        control(sim, tpm=TPM, rpm=RPM, latency=LATENCY)
+        companies = companies_to_classify(sim)
         store_url = f"sqlite:///{Path(tmp) / 'llm.db'}" if STORE == "sqlite" else "memory://"
         if STORE == "sqlite":
             open_store(store_url).close()  # the schema, once
