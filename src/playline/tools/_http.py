@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import functools
 import io
 import re
 import string
@@ -1155,10 +1156,9 @@ def _url(tool: str, template: str, input: Mapping[str, Any]) -> str:
     query value and cannot steer the request to another endpoint. A value that is missing,
     None or empty, or a path segment that is ``.`` or ``..``, would send the call to the
     wrong URL: the call fails before anything is sent (``invalid_input``)."""
-    names = _fields(template)
+    names, path = _placeholders(template)
     if not names:
         return template
-    path = set(_fields(template.split("?", 1)[0]))
     values = {}
     for name in names:
         value = input.get(name)
@@ -1173,6 +1173,13 @@ def _url(tool: str, template: str, input: Mapping[str, Any]) -> str:
             )
         values[name] = text
     return template.format_map(values)
+
+
+@functools.lru_cache(maxsize=256)
+def _placeholders(template: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A URL template's fields, and those in its path (before ``?``): parsed once a template,
+    not once a call."""
+    return tuple(_fields(template)), frozenset(_fields(template.split("?", 1)[0]))
 
 
 def _not_sent(tool: str, why: str) -> ToolError:
