@@ -608,7 +608,8 @@ def test_a_job_whose_result_expired_fails_and_is_bought_again_only_on_retry_fail
     assert "--retry-failed" in record.cells["email"]["error"]
     assert first.stats.credits_in_doubt == 0  # known lost: failed, not in doubt
     again = run(tool, PEOPLE[:1], store, run_id=first.run_id)
-    assert again.stats.errors == {"result_lost from double.find": 1}
+    ((cause, count),) = again.stats.errors.items()
+    assert count == 1 and cause.startswith("result_lost from double.find: ")
     assert double.calls["submit"] == 1  # not bought again unasked
     double.expired.clear()
     retried = run(tool, PEOPLE[:1], store, run_id=first.run_id, retry_failed=True)

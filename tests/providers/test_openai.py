@@ -223,6 +223,9 @@ def test_a_model_without_a_price_fails_saying_how_to_give_one(double: OpenAIDoub
     (error,) = result.output.errors
     assert "No price for the model 'my-finetune'" in error.message and "prices=" in error.message
     assert double.calls["chat"] == 0
+    # the run's summary says why, not only "exception from openai.chat"
+    assert "No price for the model 'my-finetune'" in str(result.error)
+    assert "No price for the model" in "".join(result.stats.errors)
     priced = pl.providers.openai(prices={"my-finetune": (1.0, 2.0)})
     again = run_llm("openai.chat", [ask(1, model="my-finetune")], double=double, tools=priced)
     assert again.status == "completed", again.error

@@ -449,7 +449,7 @@ class Attempt:
             credits_in_doubt=round(self.ledger.in_doubt, 6),
             usd=round(self.ledger.spent_usd, 9),  # dollars: LLM calls cost millionths
             usd_in_doubt=round(self.ledger.in_doubt_usd, 9),
-            errors=dict(calls.errors),
+            errors=calls.causes(),
             cell_errors=cell_causes(self.cell_errors),
             tools={tool: dict(counts) for tool, counts in calls.by_tool.items()},
             waterfalls=self.waterfalls.known().records(),

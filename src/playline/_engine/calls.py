@@ -71,7 +71,7 @@ from ..tools._gates import RateGate, ToolGates
 from ..tools._retry import Verdict, decide, maybe_charged, provider_failure
 from .commits import GroupCommit
 from .drain import BUDGET, Drain, Stopped, escaped
-from .events import EventLog
+from .events import EventLog, preview
 from .governance import Governor, RetryBudgetExceeded
 from .ledger import Ledger
 from .lifecycle import ENDS, CallState, move, settled
@@ -154,11 +154,31 @@ class CallStats:
     twins: int = 0
     by_tool: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # failed calls by cause
+    # a cause that names no status (a tool's own exception, a timeout): its first message,
+    # which says what the cause does not ("No price for the model ...")
+    first: dict[str, str] = field(default_factory=dict)
 
     def count(self, tool: str, what: str, n: int = 1) -> None:
         setattr(self, what, getattr(self, what) + n)
         per = self.by_tool.setdefault(tool, {})
         per[what] = per.get(what, 0) + n
+
+    def failed_with(self, error: BaseException) -> None:
+        """A failed call counted by its cause (``_cause``)."""
+        cause = _cause(error)
+        self.errors[cause] = self.errors.get(cause, 0) + 1
+        if cause not in self.first and not getattr(error, "status", None):
+            text = error.provider_message if isinstance(error, ToolError) else str(error)
+            if text := preview(redact(" ".join(text.split())), 160):
+                self.first[cause] = text
+
+    def causes(self) -> dict[str, int]:
+        """The failed calls by cause, a cause with its first message where it has one
+        (``exception from ollama.chat: PlayDefinitionError: No price for ...``)."""
+        return {
+            f"{cause}: {self.first[cause]}" if cause in self.first else cause: count
+            for cause, count in self.errors.items()
+        }
 
 
 def _idempotency_key(key: str, generation: int) -> str:
@@ -1120,8 +1140,7 @@ class CallExecutor:
         if _refused(error):
             per = self.stats.by_tool[spec.id]
             per["refused"] = per.get("refused", 0) + 1
-        cause = _cause(error)
-        self.stats.errors[cause] = self.stats.errors.get(cause, 0) + 1
+        self.stats.failed_with(error)
 
     # the attempt's end
     async def settle_in_flight(self) -> None:

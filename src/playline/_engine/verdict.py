@@ -182,7 +182,7 @@ def _top_cause(calls: CallStats, cell_errors: Mapping[str, tuple[int, str]], run
     first message, counted in cells (``3 x KeyError in column 'email': 'emial'``)."""
     causes = [
         (count, f"{count} call{'s' if count != 1 else ''} failed with {cause}")
-        for cause, count in calls.errors.items()
+        for cause, count in calls.causes().items()
     ]
     causes += [(count, f"{count} x {cause}") for cause, count in cell_causes(cell_errors).items()]
     if not causes:

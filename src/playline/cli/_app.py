@@ -282,8 +282,9 @@ def failure_lines(stats: pl.RunStats, limit: int = 5) -> list[tuple[str, str]]:
     causes += [(count, cause, "cells failed") for cause, count in stats.cell_errors.items()]
     lines = []
     for count, cause, what in sorted(causes, key=lambda item: -item[0])[:limit]:
-        hint = next((text for marks, text in _HINTS if any(m in cause for m in marks)), None)
-        if key := refused_key(cause):  # a provider's own key, not the gateway's token
+        named = cause.split(": ", 1)[0]  # not the first message a cause may carry
+        hint = next((text for marks, text in _HINTS if any(m in named for m in marks)), None)
+        if key := refused_key(named):  # a provider's own key, not the gateway's token
             hint = f"check {key} (the provider's key; `playline providers check` tries it)"
         of_a_tool = what != "cells failed"
         lines.append((what, f"{count} x {cause}" + (f": {hint}" if hint and of_a_tool else "")))
