@@ -168,9 +168,9 @@ class CallStats:
         cause = _cause(error)
         self.errors[cause] = self.errors.get(cause, 0) + 1
         if cause not in self.first and not getattr(error, "status", None):
-            text = error.provider_message if isinstance(error, ToolError) else str(error)
-            if text := preview(redact(" ".join(text.split())), 160):
-                self.first[cause] = text
+            said = error.provider_message if isinstance(error, ToolError) else str(error)
+            if first := preview(redact(" ".join(said.split())), 160):
+                self.first[cause] = first
 
     def causes(self) -> dict[str, int]:
         """The failed calls by cause, a cause with its first message where it has one
