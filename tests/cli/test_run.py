@@ -172,9 +172,12 @@ def test_the_summary_counts_the_calls_the_budget_refused_as_calls_not_sent(cli: 
     first = cli("run", cli.play(BUDGET_PLAY), "--run-id", "cap", "--max-credits", "2")
     assert first.exit_code == 1, first.output
     out = " ".join(first.stdout.split())
-    assert "5 rows: 5 run, 0 reused, 0 failed, 3 pending (a resume runs them)" in out
+    # run: to their end (2), not started (5): the 3 pending are not counted twice
+    assert "5 rows: 2 run, 0 reused, 0 failed, 3 pending (a resume runs them)" in out
     assert "calls not sent: 3 x BudgetExceeded: raise --max-credits and resume" in out
     assert "failed: 3 x" not in out
+    shown = " ".join(cli("show", "cap").stdout.split())
+    assert "2 rows run, 0 reused, 0 failed" in shown  # each attempt's line says so too
 
 
 FAILING_CALLS_PLAY = """

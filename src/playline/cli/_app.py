@@ -216,8 +216,15 @@ def store_at(url: str | None, *, read_only: bool = False) -> Store:
     return db
 
 
+def ran(started: int, pending: int) -> int:
+    """The rows an attempt ran to their end: those it started less those a stop left
+    pending (``rows_executed`` counts a row as it starts)."""
+    return max(0, started - pending)
+
+
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
-    """An attempt's counts in the words every display uses: rows *run* (in this attempt),
+    """An attempt's counts in the words every display uses: rows *run* (to their end in this
+    attempt, the failed ones too),
     *reused* (completed in an earlier attempt, not run again), *failed*, *pending* (left by a
     stop for a resume); calls *live* (sent to a provider), *from receipts* (answered by an
     earlier call's receipt, free), *shared* (an identical call in flight answered them).
@@ -244,7 +251,8 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     if stats.cells_kept:
         pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
     return (
-        f"{stats.rows} rows: {stats.rows_executed} run, {stats.rows_reused} reused, "
+        f"{stats.rows} rows: {ran(stats.rows_executed, stats.rows_pending)} run, "
+        f"{stats.rows_reused} reused, "
         f"{stats.rows_failed} failed{pending}\n  tool calls: {stats.tool_calls_live} live (sent), "
         f"{stats.tool_calls_cached} from receipts (free), {stats.tool_calls_in_flight} shared · "
         f"{stats.tool_requests} provider requests · {credits}"

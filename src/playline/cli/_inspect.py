@@ -44,6 +44,7 @@ from ._app import (
     command,
     console,
     export_dataset,
+    ran,
     store_at,
 )
 from ._load import (
@@ -348,7 +349,8 @@ def _show_attempts(trace: Trace) -> None:
         started = f" {when(a.started_at)}" if a.started_at else ""
         if s:
             counts = (
-                f"{s.get('rows_executed', 0)} rows run, {s.get('rows_reused', 0)} reused, "
+                f"{ran(s.get('rows_executed', 0), s.get('rows_pending', 0))} rows run, "
+                f"{s.get('rows_reused', 0)} reused, "
                 f"{s.get('rows_failed', 0)} failed · {a.calls} live calls, "
                 f"{s.get('tool_calls_cached', 0)} from receipts"
             )
