@@ -188,3 +188,25 @@ def test_send_needs_a_finished_dataset(tmp_path: Path, receiver: Receiver) -> No
     assert result.status == "failed"
     assert "dataset must be a finished dataset" in (result.error or "")
     assert receiver.posts == []
+
+
+@pytest.mark.parametrize(
+    ("secret", "says"), [("short", "5 character(s) long"), ("  ", "set but empty")]
+)
+def test_a_weak_signing_secret_sends_nothing(
+    tmp_path: Path,
+    play_file: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    secret: str,
+    says: str,
+) -> None:
+    """A receiver trusts what the secret signs: one anybody could guess signs nothing."""
+    monkeypatch.setenv("PLAYLINE_SECRET_SINK_SECRET", secret)
+
+    result = pl.run(_load(play_file), {"rows": 4}, store=f"sqlite:///{tmp_path}/s.db")
+
+    assert result.status == "failed"
+    assert f"the signing secret SINK_SECRET is {says}" in (result.error or "")
+    assert "secrets.token_hex(32)" in (result.error or "")
+    assert receiver.posts == []

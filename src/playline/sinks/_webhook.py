@@ -32,7 +32,7 @@ import httpx
 from .._json import digest
 from .._secrets import Secret
 from ..errors import PlayDefinitionError, PlaylineError, ToolError
-from ..triggers._signing import DELIVERY_HEADER, SIGNATURE_HEADER, sign
+from ..triggers._signing import DELIVERY_HEADER, MAKE_ONE, SIGNATURE_HEADER, sign, weakness
 
 if TYPE_CHECKING:
     from .._context import Context
@@ -80,6 +80,11 @@ class WebhookSink:
                 f"`await ctx.dataset(...).run()` returns), not {type(dataset).__name__}."
             )
         key = ctx.secrets.get(self.secret).reveal() if self.secret is not None else None
+        if key is not None and (why := weakness(key)):  # its receiver would trust anybody
+            raise PlayDefinitionError(
+                f"{what}: the signing secret {self.secret} {why}. {MAKE_ONE}, and give it to "
+                "the receiver too."
+            )
         sent = 0
         for number, rows, last in _chunks(dataset, self.chunk):
             payload = {

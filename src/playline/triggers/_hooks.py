@@ -31,14 +31,12 @@ from .._play import Play, get_play
 from .._run_id import HOOK_PREFIX
 from .._secrets import Secret, Secrets
 from ..errors import PlayDefinitionError
-from ._signing import TOLERANCE
+from ._signing import MAKE_ONE, MIN_SECRET, TOLERANCE, weakness
 
 __all__ = ["MIN_SECRET", "BadPayload", "Hook", "hook", "hooks_of", "registered_hooks"]
 
-MIN_SECRET = 16  # characters a hook's signing secret has at least
 _MAKE_ONE = (
-    'Make one with `python -c "import secrets; print(secrets.token_hex(32))"`, give it to '
-    "the sender, and export it in the environment of `playline serve`."
+    f"{MAKE_ONE}, give it to the sender, and export it in the environment of `playline serve`."
 )
 
 EventKey = str | Callable[[Any], str]
@@ -81,17 +79,9 @@ class Hook:
             ) from None
         prefixed = f"PLAYLINE_SECRET_{self.secret}"
         variable = prefixed if prefixed in os.environ else self.secret  # as Secrets reads it
-        value = secret.reveal()
-        if not value.strip():
+        if why := weakness(secret.reveal()):
             raise PlayDefinitionError(
-                f"Hook {self.name!r}: its signing secret {variable} is set but empty: anyone "
-                f"could sign with an empty key. {_MAKE_ONE}"
-            )
-        if len(value) < MIN_SECRET:
-            raise PlayDefinitionError(
-                f"Hook {self.name!r}: its signing secret {variable} is {len(value)} "
-                f"character(s) long; give at least {MIN_SECRET}, or it can be guessed. "
-                f"{_MAKE_ONE}"
+                f"Hook {self.name!r}: its signing secret {variable} {why}. {_MAKE_ONE}"
             )
         return secret
 

@@ -30,11 +30,35 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-__all__ = ["DELIVERY_HEADER", "SIGNATURE_HEADER", "TOLERANCE", "BadSignature", "sign", "verify"]
+__all__ = [
+    "DELIVERY_HEADER",
+    "MAKE_ONE",
+    "MIN_SECRET",
+    "SIGNATURE_HEADER",
+    "TOLERANCE",
+    "BadSignature",
+    "sign",
+    "verify",
+    "weakness",
+]
 
 SIGNATURE_HEADER = "Playline-Signature"
 DELIVERY_HEADER = "Playline-Delivery"  # the sender's id of this delivery: a retry repeats it
 TOLERANCE = 300  # seconds a signed timestamp may be away from the receiver's clock
+MIN_SECRET = 16  # characters a signing secret has at least
+MAKE_ONE = 'Make one with `python -c "import secrets; print(secrets.token_hex(32))"`'
+
+
+def weakness(secret: str) -> str | None:
+    """Why ``secret`` cannot sign, in words that follow its name (``is set but empty: ...``),
+    or None: anyone can sign with an empty key, and a short one can be guessed."""
+    if not secret.strip():
+        return "is set but empty: anyone could sign with an empty key"
+    if len(secret) < MIN_SECRET:
+        return (
+            f"is {len(secret)} character(s) long; give at least {MIN_SECRET}, or it can be guessed"
+        )
+    return None
 
 
 class BadSignature(Exception):
