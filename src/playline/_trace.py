@@ -63,6 +63,8 @@ __all__ = [
 ]
 
 SOURCE_KIND = "source"  # the event `playline run` writes: which file and function ran
+# how the log line begins that a worker writes for a run it cannot resume (its play is gone)
+WORKER_SKIPPED = "the worker cannot resume this run"
 INTERRUPTED = "interrupted"
 STOPPED = "stopped"  # a dataset that did not finish: the budget or a stop ended its attempt
 QUEUED = "queued"  # submitted to Temporal, and no worker has started it yet
@@ -189,6 +191,7 @@ class Trace:
     tools: dict[str, ToolTrace] = field(default_factory=lambda: defaultdict(ToolTrace))
     other: Counter[str] = field(default_factory=Counter)
     logs: int = 0
+    skipped: str | None = None  # a worker's log line: it cannot resume the run (since its last)
     attempts: int = 0
     waterfalls: dict[str, dict[str, Any]] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
@@ -278,6 +281,7 @@ def trace_of(
             trace.source = data
         elif kind == "run" and event.status == "running":
             _left_running(trace, INTERRUPTED)  # the attempt before was killed mid-dataset
+            trace.skipped = None  # resumed since a worker skipped it
             trace.attempts += 1
             trace.attempt_list.append(AttemptTrace(number=trace.attempts, started_at=event.at))
         elif kind == "run" and trace.attempt_list:  # how the last attempt ended
@@ -306,6 +310,8 @@ def trace_of(
                 trace.attempt_list[-1].inputs += int(data.get("size", 1))
         elif kind == "log":
             trace.logs += 1
+            if (event.preview or "").startswith(WORKER_SKIPPED):
+                trace.skipped = event.preview
         elif kind != "run":
             if kind == "waterfall" and data.get("id"):
                 if event.status == "run":  # the run's tallies so far: they replace, not add

@@ -12,8 +12,9 @@ from ._json import dumps
 from ._limits import is_amount
 from ._play import Play, get_play
 from ._runner import RunResult, arun
+from ._trace import WORKER_SKIPPED
 from .errors import PlayDefinitionError, PlaylineError
-from .store import RunRecord, Store, open_store, use_store
+from .store import Event, RunRecord, Store, open_store, use_store
 from .store._changes import EVENTS, Watch, watch
 from .triggers._schedules import fire_schedules
 
@@ -145,7 +146,7 @@ class Worker:
                     try:
                         play, tools = self._resolve(record)
                     except PlaylineError as exc:
-                        self.skipped[record.run_id] = str(exc)
+                        self._skip(record, str(exc))
                         continue
                     results.append(
                         await arun(
@@ -162,6 +163,18 @@ class Worker:
                 if not due:
                     await sent.wait(self._clock, self._pause())
         return results
+
+    def _skip(self, record: RunRecord, why: str) -> None:
+        """A run this worker cannot resume (its play cannot be found): skipped, the others go
+        on, and said in the run's log (``playline show`` tells it beside what the run waits
+        for), once: not again while its last log line says it already."""
+        self.skipped[record.run_id] = why
+        said = f"{WORKER_SKIPPED}: {' '.join(why.split())}"
+        run_id, last = record.run_id, self.store.last_seq(record.run_id, kinds=["log"])
+        before = self.store.read_events(run_id, after_seq=last - 1, kinds=["log"]) if last else []
+        if not before or before[-1].preview != said:
+            log = Event(kind="log", run_id=run_id, at=self._clock.now(), preview=said)
+            self.store.append_events([log])
 
     def fire(self) -> list[str]:
         """Fire the schedules due now; the ids of the runs queued."""

@@ -63,3 +63,11 @@ def test_a_run_whose_play_file_is_gone_is_skipped_and_the_others_run(cli: Cli, t
     assert done.exit_code == 0, done.output
     assert cli.json_lines(done.stdout) == [{"run_id": "kept", "status": "completed"}]
     assert "skipped lost" in done.stderr and "gone.py" in done.stderr
+    # `playline show` says why it still waits, once however often a worker skips it
+    assert cli("worker", "--burst").exit_code == 0
+    shown = " ".join(cli("show", "lost").stdout.split())
+    assert "the worker cannot resume this run: " in shown and "gone.py" in shown
+    logs = cli("logs", "lost", "--json")
+    assert [
+        line["message"].startswith("the worker cannot") for line in cli.json_lines(logs.stdout)
+    ] == [True]
