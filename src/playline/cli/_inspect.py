@@ -262,7 +262,9 @@ def _show_header(
     if run.waiting:
         console.print(f"  waiting for: {waiting_for(run.waiting)}", highlight=False)
         if trace.skipped:  # and no worker will go on with it as it is
-            console.print(f"  {trace.skipped}", style="yellow", markup=False, highlight=False)
+            console.print(  # with the path it names: never broken over lines
+                f"  {trace.skipped}", style="yellow", markup=False, highlight=False, soft_wrap=True
+            )
     over = "the attempt" if trace.attempts == 1 else f"all {trace.attempts} attempts"
     # credits as the run's stats count them: its child plays' included (their calls are theirs)
     credits = f"{credits_text(trace.run_credits)} credits"
