@@ -723,10 +723,11 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "hook-empty-secret-served",
-        "a hook whose secret is set but empty is served: anyone signs with the empty key",
-        "playline/triggers/_hooks.py",
-        "        if not value.strip():\n",
-        "        if False:\n",
+        "a hook whose secret is set but empty is served: anyone signs with the empty key "
+        "(and a webhook sink signs with it)",
+        "playline/triggers/_signing.py",
+        "    if not secret.strip():\n",
+        "    if False:\n",
         ("tests/triggers/test_hooks.py", "-k", "empty_or_short"),
     ),
     Mutant(
