@@ -528,7 +528,7 @@ MUTANTS: list[Mutant] = [
         "job-echo-unchecked",
         "a job's answer for another input is kept as found",
         "playline/tools/_http.py",
-        "            self._check_echo(polling, answer, input)\n",
+        "            self._reading.check_echo(polling, answer, input)\n",
         "            pass\n",
         ("tests/httptools/test_http_tools.py", "-k", "another_input"),
     ),
@@ -663,7 +663,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "refused-item-fails-its-request",
         "an item of a bulk answer the provider refused fails the whole request, paid items too",
-        "playline/tools/_http.py",
+        "playline/tools/_http_answer.py",
         "            return refused\n",
         "            raise refused\n",
         ("tests/providers/test_pdl.py", "-k", "credits_running_out_inside"),
@@ -825,7 +825,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "url-value-leaves-its-segment",
         "a row's value with '/' and '..' in an HttpTool's URL sends the call to another endpoint",
-        "playline/tools/_http.py",
+        "playline/tools/_http_request.py",
         '        text = "" if value is None else urllib.parse.quote(str(value), safe="")\n',
         '        text = "" if value is None else urllib.parse.quote(str(value), safe="/")\n',
         ("tests/httptools/test_http_urls.py", "-k", "one_path_segment"),
@@ -833,7 +833,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "unbuildable-request-in-doubt",
         "a request h11 refuses to write (nothing sent) is recorded as in doubt: maybe charged",
-        "playline/tools/_http.py",
+        "playline/tools/_http_send.py",
         "    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:\n",
         "    except httpx.UnsupportedProtocol as exc:\n",
         ("tests/httptools/test_http_urls.py", "-k", "cannot_be_built"),

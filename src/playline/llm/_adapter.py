@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import PlayDefinitionError, ToolError
 from ..tools import Answer, Charged, HttpTool, JobState, Rate, ToolSpec
-from ..tools._http import _Request
+from ..tools._http_send import _Request
 from ._prices import PriceTable
 
 __all__ = ["LlmCall", "LlmHttpTool", "read_call", "schema_name"]

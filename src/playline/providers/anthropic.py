@@ -82,7 +82,7 @@ from ..tools import (
     Reported,
     ToolSpec,
 )
-from ..tools._http import _Request
+from ..tools._http_send import _Request
 from ..tools._outcomes import match
 from ._provider import Provider, ProviderTools
 
@@ -294,8 +294,8 @@ class AnthropicBatch(LlmBatchTool):
         rule = match(self.outcomes, got, "id")
         if rule is None or rule.outcome != "found":
             if rule is not None and rule.outcome == "not_found":
-                raise self._failure(got, "answered the batch without its id", "bad_answer")
-            raise self._refusal(rule, got)
+                raise self._reading.failure(got, "answered the batch without its id", "bad_answer")
+            raise self._reading.refusal(rule, got)
         return JobState(done=False, job=str(got.body["id"]))
 
     async def poll_bulk(
@@ -315,7 +315,7 @@ class AnthropicBatch(LlmBatchTool):
             )
         rule = match(self.outcomes, got, "processing_status")
         if rule is None or rule.outcome != "found":
-            raise self._refusal(rule, got)
+            raise self._reading.refusal(rule, got)
         state = got.body
         if state.get("processing_status") != "ended":
             return JobState(done=False, job=job)
@@ -356,7 +356,7 @@ class AnthropicBatch(LlmBatchTool):
                 outcome="fatal",
             )
         if not 200 <= got.status < 300:
-            raise self._refusal(match(self.outcomes, got, None), got)
+            raise self._reading.refusal(match(self.outcomes, got, None), got)
         lines: dict[str, Any] = {}
         for raw in got.text.splitlines():
             if raw.strip():

@@ -104,7 +104,7 @@ from ..tools import (
     Reported,
     ToolSpec,
 )
-from ..tools._http import _client, _Request, request_or_raise
+from ..tools._http_send import _client, _Request, request_or_raise
 from ..tools._outcomes import match
 from ._provider import Provider, ProviderTools
 
@@ -444,7 +444,7 @@ class OpenAIBatch(LlmBatchTool):
             )
         rule = match(self.outcomes, got, "status")
         if rule is None or rule.outcome != "found":
-            raise self._refusal(rule, got)
+            raise self._reading.refusal(rule, got)
         return dict(got.body)
 
     async def _lines(self, file_id: str, batch_id: str) -> dict[str, Any]:
@@ -461,7 +461,7 @@ class OpenAIBatch(LlmBatchTool):
                 outcome="fatal",
             )
         if not 200 <= got.status < 300:
-            raise self._refusal(match(self.outcomes, got, None), got)
+            raise self._reading.refusal(match(self.outcomes, got, None), got)
         lines: dict[str, Any] = {}
         for raw in got.text.splitlines():
             if not raw.strip():
@@ -479,8 +479,8 @@ class OpenAIBatch(LlmBatchTool):
         if rule is not None and rule.outcome == "found":
             return str(got.body[path])
         if rule is not None and rule.outcome == "not_found":
-            raise self._failure(got, why, "bad_answer")
-        raise self._refusal(rule, got)
+            raise self._reading.failure(got, why, "bad_answer")
+        raise self._reading.refusal(rule, got)
 
     # the answers
     def _line(self, line: Mapping[str, Any], model: str) -> Any:
@@ -501,7 +501,7 @@ class OpenAIBatch(LlmBatchTool):
             got = Answer(status if isinstance(status, int) else 500, response.get("body"), {}, "")
             rule = match(self.outcomes, got, None)
             if rule is not None and rule.outcome not in ("found", "not_found", "pending"):
-                return self._error(rule, got)
+                return self._reading.error(rule, got)
             return self.item_error(f"the batch answered {str(response)[:300]}", "bad_answer")
         if isinstance(error, Mapping):
             code = str(error.get("code") or "batch_item_failed")

@@ -26,7 +26,7 @@ import httpx
 from .._json import digest
 from .._secrets import Secret, redact, reveal
 from ..errors import GatewayError, PlayDefinitionError, ToolError
-from ._http import request_or_raise
+from ._http_send import request_or_raise
 from ._normalize import Normalize
 from ._outcomes import parse_retry_after
 from ._spec import Batch, Cost, JobState, Rate, ToolSpec, normalise_lists, normalise_outputs
