@@ -24,7 +24,7 @@ STATUSES = ("completed", "not_found", "completed", "failed", "cached", "complete
 
 def _row(i: int, *, score: Any = "auto", email: str | None = None) -> RowRecord:
     """Row ``i``: ties in score and name, nulls and missing values, cells in every state."""
-    values: dict[str, Any] = {"name": f"n{(i * 37) % 101:03d}", "it's": i % 5}
+    values: dict[str, Any] = {"name": f"n{(i * 37) % 101:03d}", "it's?": i % 5}
     if i % 11:  # every 11th row has no score at all
         values["score"] = None if i % 7 == 0 else (i * 7919) % 23 if score == "auto" else score
     if score != "auto":
@@ -62,7 +62,9 @@ WINDOWS: list[dict[str, Any]] = [
     {"sort": "score", "state": "not_found", "column": "email"},
     {"sort": "score", "descending": True, "state": "waiting"},
     {"sort": "nothing", "state": "cached", "offset": 5},
-    {"sort": "it's", "descending": True, "offset": 20},  # a quote in the index's SQL
+    # a quote in the index's SQL, and a question mark (PostgreSQL's statements are written
+    # with ``?`` for their parameters)
+    {"sort": "it's?", "descending": True, "offset": 20},
 ]
 
 
@@ -115,7 +117,7 @@ def test_windows_over_a_large_set_are_the_references(big: tuple[Store, Store]) -
     made = _indexes(store)
     if isinstance(store, MemoryStore):
         return
-    # one a direction for score and name, ascending for nothing, descending for it's; one
+    # one a direction for score and name, ascending for nothing, descending for it's?; one
     # for the cells of email and of phone
     kinds = sorted(name.split("_")[2] for name in made)
     assert kinds == ["asc", "asc", "asc", "cell", "cell", "desc", "desc", "desc"], made

@@ -59,6 +59,17 @@ _INDEX_VALID = (
 )
 
 
+def _literal(text: str) -> str:
+    """``text`` as a string literal with no ``?`` in it, which ``_paramstyle`` would take for
+    a parameter: a Unicode escape string (``U&'why\\003F'``) where it holds one. See
+    https://www.postgresql.org/docs/current/sql-syntax-lexical.html#SQL-SYNTAX-STRINGS-UESCAPE
+    """
+    if "?" not in text:
+        return literal(text)
+    escaped = text.replace("\\", "\\\\").replace("'", "''").replace("?", "\\003F")
+    return f"U&'{escaped}'"
+
+
 @lru_cache(maxsize=1024)
 def _paramstyle(sql: str) -> str:
     """The shared statements' ``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled)."""
@@ -279,12 +290,12 @@ class PostgresStore(SQLStore):
     def _sql_value_of(self, name: str) -> str | None:
         if "\0" in name:
             return None
-        return f"(NULLIF(\"values\"::jsonb -> {literal(name)}, 'null'::jsonb))"
+        return f"(NULLIF(\"values\"::jsonb -> {_literal(name)}, 'null'::jsonb))"
 
     def _sql_cell_of(self, name: str) -> str | None:
         if "\0" in name:
             return None
-        return f"(cells::jsonb -> {literal(name)} ->> 'status')"
+        return f"(cells::jsonb -> {_literal(name)} ->> 'status')"
 
     def _sql_order(self, descending: bool) -> str:  # PostgreSQL puts nulls last ascending
         return "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
