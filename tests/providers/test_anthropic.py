@@ -153,15 +153,19 @@ def test_429s_and_529s_are_waited_out_and_every_row_answers(double: AnthropicDou
     assert double.duplicates == 0
 
 
+@pytest.mark.parametrize("tool", ["anthropic.messages", "anthropic.batch"])
 def test_a_wrong_key_fails_the_cells_with_anthropic_s_words(
-    double: AnthropicDouble, monkeypatch: pytest.MonkeyPatch
+    double: AnthropicDouble, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong-0123456789abcdef")
 
-    result = run_llm("anthropic.messages", [ask(n) for n in range(2)], double=double)
+    result = run_llm(tool, [ask(n) for n in range(2)], double=double)
 
     assert result.output is not None and result.stats.rows_failed == 2
     assert all("invalid x-api-key" in e.message for e in result.output.errors)
+    assert double.charged == 0
+    if tool == "anthropic.batch":  # its creation refused once, not tried again
+        assert double.calls["batches"] == 1
 
 
 def test_an_account_out_of_credits_stops_its_calls(double: AnthropicDouble) -> None:

@@ -191,16 +191,17 @@ def test_the_tokens_a_call_reserves_are_its_prompt_and_max_tokens(double: OpenAI
         assert chat.tokens(input) == estimate_tokens(input) + 50
 
 
+@pytest.mark.parametrize("tool", ["openai.chat", "openai.batch"])
 def test_a_wrong_key_fails_the_cells_with_openai_s_words(
-    double: OpenAIDouble, monkeypatch: pytest.MonkeyPatch
+    double: OpenAIDouble, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-0123456789abcdef")
 
-    result = run_llm("openai.chat", [ask(n) for n in range(2)], double=double)
+    result = run_llm(tool, [ask(n) for n in range(2)], double=double)
 
     assert result.output is not None and result.stats.rows_failed == 2
     assert all("Incorrect API key provided" in e.message for e in result.output.errors)
-    assert double.charged == 0
+    assert double.calls["batches"] == 0 and double.charged == 0  # its upload was refused
 
 
 def test_an_account_out_of_credits_stops_its_calls(double: OpenAIDouble) -> None:
