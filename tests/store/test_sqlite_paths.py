@@ -9,6 +9,8 @@ store opened read-only creates nothing, and a store whose file is removed refuse
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,45 @@ def test_a_store_whose_file_is_replaced_refuses_to_write(tmp_path: Path) -> None
             store.create_run(_run("r2"))
 
     assert path.read_bytes() == b""
+
+
+def test_a_reader_who_cannot_write_the_file_leaves_no_log_behind() -> None:
+    """Another user's ``playline show`` of a store in a shared folder: the ``-wal`` and
+    ``-shm`` files SQLite would make for it would be that user's, and the store's owner
+    could write to the store no more. (Root writes any file: the reader is run as nobody.)"""
+    shared = Path(tempfile.mkdtemp())  # outside pytest's folders, which only root enters
+    try:
+        shared.chmod(0o777)
+        url = f"sqlite:///{shared}/s.db"
+        with open_store(url) as db:
+            db.create_run(_run("r1"))
+        assert {p.name for p in shared.iterdir()} == {"s.db"}  # closed: no log left
+        # the owner's, which the reader (nobody, or the owner through a file made read-only)
+        # cannot write
+        (shared / "s.db").chmod(0o644 if os.geteuid() == 0 else 0o444)
+
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the reader, as another user (the modules it needs are loaded)
+            os.close(read)
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                with open_store(url, read_only=True) as db:
+                    found = [run.run_id for run in db.list_runs()]
+                os.write(write, ",".join(found).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            found = pipe.read().decode()
+        os.waitpid(child, 0)
+
+        assert found == "r1"
+        assert {p.name for p in shared.iterdir()} == {"s.db"}
+        (shared / "s.db").chmod(0o644)
+        with open_store(url) as db:  # and the owner writes as before
+            db.create_run(_run("r2"))
+    finally:
+        shutil.rmtree(shared)

@@ -144,6 +144,12 @@ class SQLiteStore(SQLStore):
     def _connect(self, *, read_only: bool) -> sqlite3.Connection:
         if not read_only:
             return self._sqlite(self.path)
+        if not os.access(self.path, os.W_OK) and not self._log_pending():
+            # A store this user cannot write (another user's, in a folder both write): the
+            # -wal and -shm files SQLite would make for a reader would be this user's, and
+            # its owner could not write to the store any more. With no log pending, the
+            # file alone is the store: read it as is.
+            return self._sqlite(self._uri("immutable=1"))
         conn = self._sqlite(self._uri("mode=ro"))
         try:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
@@ -154,11 +160,15 @@ class SQLiteStore(SQLStore):
             conn.close()
             # A WAL store in a folder we cannot write: SQLite cannot make the -shm file a
             # reader needs. With no log pending, the file alone is the store: read it as is.
-            wal = Path(f"{self.path}-wal")
-            if code not in (_READONLY, _CANTOPEN) or (wal.exists() and wal.stat().st_size):
+            if code not in (_READONLY, _CANTOPEN) or self._log_pending():
                 raise
             conn = self._sqlite(self._uri("immutable=1"))
         return conn
+
+    def _log_pending(self) -> bool:
+        """Whether the store's write-ahead log holds writes not yet in its file."""
+        wal = Path(f"{self.path}-wal")
+        return wal.exists() and wal.stat().st_size > 0
 
     def _uri(self, query: str) -> str:
         return f"file:{urllib.parse.quote(os.path.abspath(self.path))}?{query}"
