@@ -293,6 +293,7 @@ def trace_of(
         elif kind == "dataset" and event.dataset:
             ds = trace.datasets.setdefault(event.dataset, DatasetTrace(event.dataset))
             if event.status == "running":
+                ds.stats = {}  # an earlier attempt's counts are not this one's
                 ds.description = data.get("description")
                 ds.columns = list(data.get("columns") or [])
                 total = data.get("total")
@@ -571,7 +572,8 @@ def run_summary(store: Store, run: RunRecord, *, now: float | None = None) -> di
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "duration": max(0.0, end - run.created_at) if run.created_at else None,
-        "rows": stats.get("rows_stored", stats.get("rows", 0)),
+        # stored: an attempt that ended counts the rows it left pending among its rows
+        "rows": stats.get("rows_stored", stats.get("rows", 0) - stats.get("rows_pending", 0)),
         "rows_failed": stats.get("rows_failed", 0),
         "rows_reused": stats.get("rows_reused", 0),
         "credits": round(float(stats.get("credits") or 0.0), 6),

@@ -91,3 +91,27 @@ def test_a_request_stopped_during_its_claim_is_not_sent(registry, store, clock):
     again = run_play(play, tools=[registry], store=store, run_id=first.run_id, clock=clock)
     assert again.status == "completed", again.error
     assert sorted(sent) == [0, 1, 2]
+
+
+def test_a_stopped_dataset_counts_every_row_it_did_not_finish_as_pending(registry, store):
+    """Rows read from the input and waiting for room in the window when the stop comes are
+    pending too: the dataset's rows are those it stored and those a resume runs, so no display
+    shows rows that were never stored."""
+    stop = asyncio.Event()
+
+    @registry.tool("t.one", rate=pl.Rate(concurrency=2))
+    def one(input: dict[str, Any]) -> dict[str, Any]:
+        stop.set()
+        return {"x": input["x"]}
+
+    play = dataset_play(rows_of(12), {"y": call_tool("t.one")})
+    result = run_play(play, tools=[registry], store=store, stop=stop, row_window=4)
+
+    assert result.status == "suspended"
+    stored = store.count_rows(result.run_id, "rows")
+    stats = result.stats
+    assert stats.rows > stats.rows_executed  # rows were read that never started
+    assert stats.rows == stored + stats.rows_pending
+    again = run_play(play, tools=[registry], store=store, run_id=result.run_id)
+    assert again.status == "completed", again.error
+    assert again.stats.rows_reused == stored and again.stats.rows == 12

@@ -110,7 +110,12 @@ def test_what_a_stopped_run_paid_for_unfinished_rows_stays_in_its_column(
         assert "unfinished rows" in (credits or "")
         progress = page.locator('#progress [data-dataset="rows"]').inner_text()
         assert "1 of 3 rows (33%) · stopped" in progress, progress
+        # the rows stored, as `playline show` says: not the 3 the attempt read
+        assert page.locator('#stats [data-stat="rows"] dd').inner_text() == "1"
+        dataset = page.locator("#datasets tbody tr", has_text="rows").locator("td")
+        assert [dataset.nth(n).inner_text() for n in (2, 3)] == ["1", "1"]  # rows, executed
         assert not errors, errors
+    assert get(base, f"/api/run/{result.run_id}")["rows"] == 1
 
 
 def test_inputs_are_never_fewer_than_live_calls_after_a_kill(

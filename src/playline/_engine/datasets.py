@@ -114,8 +114,8 @@ class Column:
 @dataclass(kw_only=True)
 class DatasetStats:
     """A dataset's rows: seen, executed (started), reused from an earlier attempt, failed,
-    duplicates skipped, waiting for an event or a time, and pending: started but not
-    finished when the run stopped (a budget, a stop). ``rows_set_aside``: left out for having
+    duplicates skipped, waiting for an event or a time, and pending: seen but not finished
+    when the run stopped (a budget, a stop), started or not. ``rows_set_aside``: left out for having
     no key (``on_bad_key="skip"``, not counted in ``rows``). ``rows_seen``: skipped because an
     earlier run completed them (``mode="net_new"``, not counted in ``rows``); ``cells_kept``
     and ``cells_recomputed``: cells of columns that say when to recompute, kept as an earlier
@@ -329,23 +329,23 @@ class DatasetRun:
         if self._earlier is not None:
             fresh = await self._look_back(fresh, done)
         todo = self._admit(fresh, done)
-        while todo:
-            if self._over_budget():
-                self._pending += len(todo)
-                break
-            room = rt.options.row_window - self._active
-            if room <= 0:
-                rt.dispatcher.exit_row()
-                # refill in bulk: rows admitted together queue their calls
-                # together, so the next pass is big, not one call per row
-                await self._until(lambda: self._active <= rt.options.row_window // 2)
-                rt.dispatcher.enter_row()
-                self._check_fatal()  # _until returns at once after a fatal error
-                continue
-            self._check_fatal()
-            group, todo = todo[:room], todo[room:]
-            self._start(group)
-            self._check_fatal()
+        try:
+            while todo and not self._over_budget():
+                room = rt.options.row_window - self._active
+                if room <= 0:
+                    rt.dispatcher.exit_row()
+                    # refill in bulk: rows admitted together queue their calls
+                    # together, so the next pass is big, not one call per row
+                    await self._until(lambda: self._active <= rt.options.row_window // 2)
+                    rt.dispatcher.enter_row()
+                    self._check_fatal()  # _until returns at once after a fatal error
+                    continue
+                self._check_fatal()
+                group, todo = todo[:room], todo[room:]
+                self._start(group)
+                self._check_fatal()
+        finally:  # rows admitted and not started (the budget, a stop, an error): a resume's
+            self._pending += len(todo)
 
     async def _look_back(
         self, fresh: list[tuple[int, str, dict[str, Any]]], done: dict[str, RowRecord]

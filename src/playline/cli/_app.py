@@ -216,10 +216,11 @@ def store_at(url: str | None, *, read_only: bool = False) -> Store:
     return db
 
 
-def ran(started: int, pending: int) -> int:
-    """The rows an attempt ran to their end: those it started less those a stop left
-    pending (``rows_executed`` counts a row as it starts)."""
-    return max(0, started - pending)
+def ran(rows: int, reused: int, pending: int) -> int:
+    """The rows an attempt ran to their end (failed, or stored waiting, included): those it
+    saw less those an earlier attempt had done and those a stop left pending, started or
+    not (``rows_executed`` counts a row as it starts)."""
+    return max(0, rows - reused - pending)
 
 
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
@@ -251,7 +252,7 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     if stats.cells_kept:
         pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
     return (
-        f"{stats.rows} rows: {ran(stats.rows_executed, stats.rows_pending)} run, "
+        f"{stats.rows} rows: {ran(stats.rows, stats.rows_reused, stats.rows_pending)} run, "
         f"{stats.rows_reused} reused, "
         f"{stats.rows_failed} failed{pending}\n  tool calls: {stats.tool_calls_live} live (sent), "
         f"{stats.tool_calls_cached} from receipts (free), {stats.tool_calls_in_flight} shared · "

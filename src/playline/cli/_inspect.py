@@ -353,7 +353,8 @@ def _show_attempts(trace: Trace) -> None:
         started = f" {when(a.started_at)}" if a.started_at else ""
         if s:
             counts = (
-                f"{ran(s.get('rows_executed', 0), s.get('rows_pending', 0))} rows run, "
+                f"{ran(*(s.get(n, 0) for n in ('rows', 'rows_reused', 'rows_pending')))} "
+                "rows run, "
                 f"{s.get('rows_reused', 0)} reused, "
                 f"{s.get('rows_failed', 0)} failed · {a.calls} live calls, "
                 f"{s.get('tool_calls_cached', 0)} from receipts"

@@ -23,6 +23,19 @@ function cells(...values) {  // a number (or a number with a note) is right-alig
   }, v));
 }
 
+// a dataset's rows as stored: as its last attempt counted them, less those it left pending
+// (a stop, a budget); while it runs, the rows stored so far
+function datasetRows(d) {
+  return d.stats.rows === undefined ? d.stored : d.stats.rows - (d.stats.rows_pending || 0);
+}
+
+// the rows its last attempt ran to their end (failed ones too): not reused, not left pending
+function datasetRan(d) {
+  const s = d.stats;
+  return s.rows === undefined ? s.rows_executed
+    : s.rows - (s.rows_reused || 0) - (s.rows_pending || 0);
+}
+
 function render(doc) {
   badge(document.getElementById("status"), doc.status);
   document.getElementById("sub").textContent =
@@ -85,7 +98,7 @@ function render(doc) {
   table("datasets", doc.datasets.map((d) => el("tr", {},
     el("td", {}, el("a", { href: `/grid/${idPath(runId)}?dataset=${encodeURIComponent(d.name)}` }, d.name),
       d.description ? el("div", { class: "sub" }, d.description) : null),
-    ...cells(d.status, num(d.stats.rows ?? d.stored), num(d.stats.rows_executed),
+    ...cells(d.status, num(datasetRows(d)), num(datasetRan(d)),
       num(d.stats.rows_reused), num(d.stats.rows_failed), d.columns.join(", ")))));
 
   table("tools", doc.tools.map((t) => el("tr", {}, ...cells(t.tool, num(t.requests),
