@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -81,3 +85,47 @@ def test_resume_of_a_run_that_is_not_there_starts_nothing(tmp_path: Path) -> Non
                 assert answer.status_code == 404, answer.text
         assert ui.state.children.started == {}
         assert list(tmp_path.glob("playline-resume-*")) == []
+
+
+def _resume(db: Any, url: str, log_dir: Path | None, run_id: str = "r1") -> httpx.Response:
+    """POST a resume of ``run_id`` to a UI over ``db``; the process it starts is stopped."""
+    config = UIConfig(store=db, store_url=url, log_dir=log_dir)
+    ui = create_app(config)
+    with serve_asgi(ui) as base:
+        headers = {"X-CSRF-Token": config.csrf_token}
+        answer = httpx.post(f"{base}/api/resume/{run_id}", headers=headers, timeout=30)
+    child = ui.state.children.started.get(run_id)
+    if child is not None:
+        child.kill()
+        child.wait()
+    return answer
+
+
+def test_a_resume_log_is_its_user_s_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its output may hold rows' values: with no log folder given, it goes to a folder of
+    the user's alone in the temp folder, readable by nobody else; a link planted where the
+    log goes is not followed, and a folder of that name someone else made is not used."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    url = f"sqlite:///{tmp_path}/ui.db"
+    with open_store(url) as db:
+        queue_run(db, run_id="r1", play="later", origin={"kind": "test"})
+
+        answer = _resume(db, url, None)
+        assert answer.status_code == 202, answer.text
+        log = Path(answer.json()["log"])
+        assert log.parent == tmp_path / f"playline-{os.getuid()}"
+        assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+        victim = tmp_path / "victim.txt"
+        victim.write_text("kept")
+        log.unlink()
+        log.symlink_to(victim)
+        linked = _resume(db, url, None)
+        assert linked.status_code == 500 and "log file" in linked.json()["error"]
+        assert victim.read_text() == "kept"
+
+        log.unlink()
+        log.parent.chmod(0o777)  # as if another user had made it for everyone
+        opened = _resume(db, url, None)
+        assert opened.status_code == 500 and "alone (mode 0700)" in opened.json()["error"]

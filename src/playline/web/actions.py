@@ -18,11 +18,13 @@ import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -73,7 +75,9 @@ class Children:
         env = {**os.environ, "PLAYLINE_STORE": store_url}
         if gateway_token is not None:
             env["PLAYLINE_GATEWAY_TOKEN"] = gateway_token.reveal()
-        with log.open("ab") as out:
+        # the user's alone (it may hold rows' values), and never a link someone else put there
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "ab") as out:
             child = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -149,6 +153,22 @@ def shown_command(cfg: Any, command: list[str]) -> str:
     return f"PLAYLINE_STORE={shlex.quote(display_url(cfg.store_url))} {shlex.join(command[2:])}"
 
 
+def private_log_dir() -> Path:
+    """The folder the resumes' logs go to when the UI is given none: ``playline-<uid>`` in
+    the temp folder, this user's alone (0700). One that is not (a link, another user's, or
+    open to others: someone made it first) is refused, as ssh refuses such a key folder."""
+    folder = Path(tempfile.gettempdir()) / f"playline-{os.getuid()}"
+    with suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise PermissionError(
+            f"{folder} is not a folder of this user's alone (mode 0700): remove it, or set "
+            "TMPDIR to another folder for `playline ui`"
+        )
+    return folder
+
+
 def log_name(run_id: str) -> str:
     """The file a resume's output goes to: the run id's first characters that are safe in a
     file name, and a hash of the whole id, so any id (a long one, one with "/") has one."""
@@ -184,10 +204,12 @@ async def resume(request: Request) -> Response:
             "has none to give its resume: start it with `playline ui --gateway-token TOKEN` "
             "(or with PLAYLINE_GATEWAY_TOKEN set), then resume."
         )
-    log_dir = cfg.log_dir or Path(tempfile.gettempdir())
-    log = log_dir / log_name(run_id)
-    command = resume_command(cfg, run_id)
-    child = children.start(run_id, command, log, cfg.store_url, cfg.gateway_token)
+    try:
+        log = (cfg.log_dir or private_log_dir()) / log_name(run_id)
+        command = resume_command(cfg, run_id)
+        child = children.start(run_id, command, log, cfg.store_url, cfg.gateway_token)
+    except OSError as exc:
+        return _error(f"Cannot start the resume: its log file: {exc}", 500)
     return JSONResponse(
         {
             "run_id": run_id,
