@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 from pathlib import Path
 
 import pytest
 
+from playline.cli._load import CliError
+from playline.cli._outfile import check_out
 from playline.store import Event, RunRecord, RunStatus, open_store
 
 from clihelp import Cli, one_error_line
@@ -84,6 +87,25 @@ def test_export_csv_and_jsonl(cli: Cli, ran: str, tmp_path: Path) -> None:
     assert cli("export", ran, "--out", str(jsonl), "--dataset", "names").exit_code == 0
     docs = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert docs[1] == {"name": "alan", "loud": {"name": "ALAN"}, "size": 4}
+
+
+def test_export_to_standard_output(cli: Cli, ran: str, tmp_path: Path, monkeypatch) -> None:
+    """`--out -` prints the rows (CSV, or JSON lines with --format), and the count to stderr;
+    a command that prints its own output there, or Parquet, refuses it."""
+    monkeypatch.chdir(tmp_path)
+    printed = cli("export", ran, "--out", "-")
+    assert printed.exit_code == 0, printed.output
+    rows = list(csv.DictReader(io.StringIO(printed.stdout)))
+    assert [r["name"] for r in rows] == ["ada", "alan", "nobody"]
+    assert "Wrote 3 rows of dataset 'names' to standard output" in printed.stderr
+    lines = cli("export", ran, "--out", "-", "--format", "jsonl").stdout.splitlines()
+    assert json.loads(lines[1])["loud"] == {"name": "ALAN"}
+    assert "Parquet is not text" in one_error_line(
+        cli("export", ran, "--out", "-", "--format", "parquet"), 2
+    )
+    assert not (tmp_path / "-").exists()  # no file of that name, ever
+    with pytest.raises(CliError, match="give a file name"):  # `playline run --out -`
+        check_out(Path("-"), force=False)
 
 
 def test_export_with_status_adds_row_and_cell_columns(cli: Cli, ran: str, tmp_path: Path) -> None:

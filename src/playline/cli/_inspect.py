@@ -50,7 +50,7 @@ from ._app import (
 from ._load import (
     CliError,
 )
-from ._outfile import check_out
+from ._outfile import STDOUT, check_out
 from ._report import credits_text, require_run, waiting_for, when
 from ._tables import TsvOpt, is_terminal, print_table, table_output, tsv_active
 from ._temporal import recorded_endpoint
@@ -642,7 +642,13 @@ class ExportFormat(enum.StrEnum):
 def export(
     run_id: Annotated[str, typer.Argument(help="The run to export.")],
     out: Annotated[
-        Path, typer.Option("--out", help="FILE.csv, FILE.jsonl or FILE.parquet", dir_okay=False)
+        Path,
+        typer.Option(
+            "--out",
+            help="FILE.csv, FILE.jsonl or FILE.parquet; - prints CSV (or --format jsonl) to "
+            "standard output",
+            dir_okay=False,
+        ),
     ],
     dataset: Annotated[
         str | None, typer.Option("--dataset", help="Which dataset (needed when there are several).")
@@ -681,8 +687,8 @@ def export(
     JSON text). A column the play declared with fields=[...] is written as those fields'
     columns (CSV, Parquet; JSON lines keep the whole value unless --flatten).
     """
-    kind = format.value if format is not None else None
-    check_out(out, force=force, format=kind)
+    kind = format.value if format is not None else "csv" if out == STDOUT else None
+    check_out(out, force=force, format=kind, stdout=True)
     db = store_at(store, read_only=True)
     require_run(db, run_id)
     dataset = _dataset_of(db, run_id, dataset, "export")
@@ -697,7 +703,11 @@ def export(
         format=kind,
         flatten=flatten,
     )
-    console.print(f"Wrote {count} rows of dataset {dataset!r} to {out}", highlight=False)
+    said = f"Wrote {count} rows of dataset {dataset!r} to {out}"
+    if out == STDOUT:  # the rows are there: the count goes beside them, to stderr
+        typer.echo(said.replace(" to -", " to standard output"), err=True)
+    else:
+        console.print(said, highlight=False)
 
 
 def _dataset_of(db: Store, run_id: str, dataset: str | None, verb: str) -> str:

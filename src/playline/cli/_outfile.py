@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +20,10 @@ from typing import IO, Any
 
 from ._load import CliError
 
-__all__ = ["FORMATS", "check_out", "replacing"]
+__all__ = ["FORMATS", "STDOUT", "check_out", "replacing"]
 
 FORMATS = (".csv", ".jsonl", ".parquet")
+STDOUT = Path("-")  # `playline export --out -`: the rows on standard output
 
 
 def out_source(out: Path | None, raw: bool) -> dict[str, Any]:
@@ -30,10 +32,22 @@ def out_source(out: Path | None, raw: bool) -> dict[str, Any]:
     return {} if out is None else {"out": str(out.absolute()), "raw": raw}
 
 
-def check_out(out: Path | None, *, force: bool, format: str | None = None) -> None:
+def check_out(
+    out: Path | None, *, force: bool, format: str | None = None, stdout: bool = False
+) -> None:
     """Refuse an output path that cannot be written, before anything runs or is paid for.
-    Its suffix says the format, unless ``format`` is given (``--format``)."""
+    Its suffix says the format, unless ``format`` is given (``--format``). ``-`` is standard
+    output where the command prints nothing else (``stdout``), in a text format."""
     if out is None:
+        return
+    if out == STDOUT:
+        if not stdout:
+            raise CliError(
+                "--out -: this command prints its own output there; give a file name, or "
+                "print the rows afterwards with `playline export RUN_ID --out -`."
+            )
+        if format == "parquet":
+            raise CliError("--out -: Parquet is not text; give a .parquet file name.")
         return
     if format is None and out.suffix.lower() not in FORMATS:
         raise CliError(f"--out {out}: use a .parquet, .csv or .jsonl file name.")
@@ -76,6 +90,9 @@ def replacing(out: Path, *, force: bool, binary: bool = False) -> Iterator[IO[An
     when the block ends without an error (and removed when it does not). A file system that
     refuses it (full, gone read-only) is a ``CliError`` saying so: the rows stay in the
     store."""
+    if out == STDOUT:  # checked by the command: nothing to put in place
+        yield sys.stdout
+        return
     check_out(out, force=force, format="given")
     try:
         with _writing(out, force=force, binary=binary) as handle:
