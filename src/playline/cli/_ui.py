@@ -15,7 +15,7 @@ import typer
 
 from .._secrets import Secret
 from ..errors import PlaylineError
-from ..store import DEFAULT_STORE_URL, NoStore, Store, display_url, open_store
+from ..store import DEFAULT_STORE_URL, NoStore, ReadOnlyStore, Store, display_url, open_store
 from ._app import GatewayOpt, GatewayTokenOpt, StoreOpt, app, command, store_at
 from ._load import TOKEN_VARIABLE, CliError, cannot_listen, read_gateway_token
 from ._report import require_run
@@ -61,8 +61,9 @@ def ui(
 ) -> None:
     """Serve a live view of runs, their cells, costs and logs, until Ctrl-C.
 
-    It reads the store, so it shows runs of any process that writes there. Its actions (stop,
-    resume, export, send an event) need the page's token; resume starts `playline resume`
+    It reads the store, so it shows runs of any process that writes there (a store this user
+    cannot write, read-only). Its actions (stop, resume, export, send an event) need the
+    page's token; resume starts `playline resume`
     on the same store, which calls the gateway the run called (or --gateway, if given) with
     this command's --gateway-token (else $PLAYLINE_GATEWAY_TOKEN), passed in its
     environment.
@@ -72,7 +73,7 @@ def ui(
     names = tuple(_host_name(name) for name in allowed_hosts or ())
     url = store_url(store)
     new = _no_store_yet(url)
-    with closing(store_at(url)) as db:  # the one store of the UI's reads, closed when it stops
+    with closing(_opened(url)) as db:  # the one store of the UI's reads, closed when it stops
         path = "/"
         if run_id is not None:
             require_run(db, run_id)
@@ -101,6 +102,21 @@ def ui(
             )
         except OSError as exc:
             raise cannot_listen(host, port, exc) from None
+
+
+def _opened(url: str) -> Store:
+    """The UI's store: read-only when this user cannot write it (a colleague's, a backup),
+    its runs shown and its actions (stop, resume, send an event) refused."""
+    try:
+        return store_at(url)
+    except ReadOnlyStore as exc:
+        db = store_at(url, read_only=True)
+        typer.echo(
+            f"warning: {str(exc).split('. ')[0]}: the UI shows its runs read-only; stop, "
+            "resume and sending an event need a user who can write it.",
+            err=True,
+        )
+        return db
 
 
 def _closing_on_sigterm() -> None:

@@ -9,7 +9,7 @@ from ..errors import StoreError
 from ._gates import GateConfig, GateGrant, GateState
 from ._io import StoreIO
 from ._memory import MemoryStore
-from ._messages import NoStore
+from ._messages import NoStore, ReadOnlyStore
 from ._owners import owner_alive, owner_id
 from ._protocol import (
     BoundaryStore,
@@ -73,6 +73,7 @@ __all__ = [
     "LedgerTotals",
     "MemoryStore",
     "NoStore",
+    "ReadOnlyStore",
     "Receipt",
     "ReceiptStatus",
     "ReceiptStore",

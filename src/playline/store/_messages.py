@@ -14,6 +14,11 @@ class NoStore(StoreError):
     """A store opened to be read is not there (nothing was created)."""
 
 
+class ReadOnlyStore(StoreError):
+    """A store opened to be written that this user cannot write (its file or its folder):
+    it can still be opened read-only."""
+
+
 def empty_receipt_stats() -> dict[str, int]:
     held = (s for s in ReceiptStatus if s is not ReceiptStatus.CLEARED)  # cleared hold nothing
     return {status.value: 0 for status in held} | {"bytes": 0}

@@ -95,9 +95,17 @@ def _error(message: str, status: int = 409) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def _guarded(request: Request) -> tuple[Any, Response | None]:
+async def _guarded(request: Request, *, writes: bool = True) -> tuple[Any, Response | None]:
+    """The UI's config, and the answer refusing the action: a request without the page's
+    token, or one that ``writes`` to a store this UI could only open read-only."""
     cfg = request.app.state.cfg
-    return cfg, await check_csrf(request, cfg.csrf_token)
+    refused = await check_csrf(request, cfg.csrf_token)
+    if refused is None and writes and getattr(cfg.store, "read_only", False):
+        refused = _error(
+            "This UI opened the store read-only (its user cannot write it): it shows the "
+            "runs, and stop, resume and sending an event need a user who can write the store."
+        )
+    return cfg, refused
 
 
 async def stop(request: Request) -> Response:
@@ -247,7 +255,7 @@ def _attachment(filename: str) -> str:
 
 
 async def export(request: Request) -> Response:
-    cfg, refused = await _guarded(request)
+    cfg, refused = await _guarded(request, writes=False)
     if refused:
         return refused
     run_id = request.path_params["run_id"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 from ...errors import StoreError
-from .._messages import NoStore
+from .._messages import NoStore, ReadOnlyStore
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -83,7 +83,7 @@ def prepare_folder(path: Path) -> None:
             "Choose another store path (PLAYLINE_STORE or store=...)."
         )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(
+        raise ReadOnlyStore(
             f"The folder {folder} is read-only, and the store {path} needs to write there "
             "(the database and its -wal and -shm files). Make it writable (chmod u+w), or "
             "choose another store path (PLAYLINE_STORE or store=...). Commands that only read "
@@ -94,7 +94,7 @@ def prepare_folder(path: Path) -> None:
     if not path.is_file():
         raise StoreError(f"Cannot open the store {path}: it is not a file. Choose another path.")
     if not os.access(path, os.R_OK | os.W_OK):
-        raise StoreError(
+        raise ReadOnlyStore(
             f"The store {path} is read-only. Make it writable (chmod u+rw), or choose another "
             "store path (PLAYLINE_STORE or store=...). Commands that only read (runs, show, "
             "logs, export) open it as it is."
