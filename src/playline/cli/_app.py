@@ -225,10 +225,10 @@ def ran(rows: int, reused: int, pending: int) -> int:
 
 def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     """An attempt's counts in the words every display uses: rows *run* (to their end in this
-    attempt, the failed ones too),
-    *reused* (completed in an earlier attempt, not run again), *failed*, *pending* (left by a
-    stop for a resume); calls *live* (sent to a provider), *from receipts* (answered by an
-    earlier call's receipt, free), *shared* (an identical call in flight answered them).
+    attempt, the failed ones too), *reused* (completed in an earlier attempt, not run again),
+    *failed*, *pending* (left by a stop for a resume); calls *live* (sent to a provider),
+    *from receipts* (answered by an earlier call's receipt, free), *shared* (an identical
+    call in flight answered them).
     Credits are the run's, over all its attempts."""
     credits = f"{stats.credits:g} credits"
     if attempt_credits is not None and round(attempt_credits, 6) != round(stats.credits, 6):
