@@ -17,6 +17,7 @@ from playline.cli import app as cli_app
 from playline.store import RunStatus, open_store
 from playline.triggers import queue_run
 from playline.web import UIConfig, create_app
+from playline.web.actions import log_name
 from services import serve_asgi
 
 pytestmark = pytest.mark.timeout(240)
@@ -110,10 +111,13 @@ def test_a_resume_log_is_its_user_s_alone(tmp_path: Path, monkeypatch: pytest.Mo
     with open_store(url) as db:
         queue_run(db, run_id="r1", play="later", origin={"kind": "test"})
 
+        # a resume that ends at once says why (it cannot find the play), not "Resuming"
         answer = _resume(db, url, None)
-        assert answer.status_code == 202, answer.text
-        log = Path(answer.json()["log"])
-        assert log.parent == tmp_path / f"playline-{os.getuid()}"
+        assert answer.status_code == 500, answer.text
+        said = answer.json()["error"]
+        assert "ended at once (exit 1)" in said and "its play file is unknown" in said
+        log = tmp_path / f"playline-{os.getuid()}" / log_name("r1")
+        assert str(log) in said and "its play file is unknown" in log.read_text()
         assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(log.stat().st_mode) == 0o600
 

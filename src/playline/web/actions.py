@@ -161,6 +161,9 @@ def shown_command(cfg: Any, command: list[str]) -> str:
     return f"PLAYLINE_STORE={shlex.quote(display_url(cfg.store_url))} {shlex.join(command[2:])}"
 
 
+RESUME_WATCH = 3.0  # seconds a resume is watched for an early end before the UI answers
+
+
 def private_log_dir() -> Path:
     """The folder the resumes' logs go to when the UI is given none: ``playline-<uid>`` in
     the temp folder, this user's alone (0700). One that is not (a link, another user's, or
@@ -218,16 +221,42 @@ async def resume(request: Request) -> Response:
         child = children.start(run_id, command, log, cfg.store_url, cfg.gateway_token)
     except OSError as exc:
         return _error(f"Cannot start the resume: its log file: {exc}", 500)
+    code = await anyio.to_thread.run_sync(_ended_at_once, child)
+    if code not in (None, 0, 3):  # 3: suspended again, as a run may be
+        return _error(
+            f"The resume ended at once (exit {code}): {_last_line(log)} Its output: {log}.", 500
+        )
+    message = f"Resuming in process {child.pid}; its output goes to {log}."
+    if code is not None:
+        message = f"Resumed: the run is {'completed' if code == 0 else 'suspended'} ({log})."
     return JSONResponse(
         {
             "run_id": run_id,
             "pid": child.pid,
             "command": shown_command(cfg, command),
             "log": str(log),
-            "message": f"Resuming in process {child.pid}; its output goes to {log}.",
+            "message": message,
         },
         status_code=202,
     )
+
+
+def _ended_at_once(child: subprocess.Popen[bytes]) -> int | None:
+    """The resume's exit code if it ended within ``RESUME_WATCH`` seconds (a store it cannot
+    open, a full disk, a play file gone: said at once, not left in a log), else None."""
+    try:
+        return child.wait(timeout=RESUME_WATCH)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _last_line(log: Path) -> str:
+    """The last line a resume wrote: the error it ended with."""
+    with suppress(OSError):
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        if lines:
+            return lines[-1].strip()[:500]
+    return "it wrote nothing."
 
 
 def _csv_lines(rows: Iterator[dict[str, Any]], fields: list[str]) -> Iterator[str]:
