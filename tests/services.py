@@ -113,6 +113,8 @@ class PostgresServer:
     bindir: Path
     port: int
     datadir: Path
+    options: str = ""  # the server's own, given to pg_ctl start
+    log: Path | None = None
     _admin: psycopg.Connection[Any] | None = field(default=None, repr=False)
     _names: Iterator[int] = field(default_factory=itertools.count, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -152,20 +154,27 @@ class PostgresServer:
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
 
-    def restart(self) -> None:
+    def restart(self, *, down_for: float = 0.0) -> None:
         """Stop the server (fast: every session is ended) and start it again, on the same
-        port, data and options."""
+        port, data and options; ``down_for`` seconds later (an outage), or at once."""
         with self._lock:
             if self._admin is not None:
                 self._admin.close()
-            result = subprocess.run(
-                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
-                 "restart"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-                **_postgres_runas(),
-            )  # fmt: skip
+            if not down_for:
+                self._pg_ctl("-m", "fast", "-w", "restart")
+                return
+            self._pg_ctl("-m", "fast", "-w", "stop")
+            time.sleep(down_for)  # the outage itself, not a wait for something to happen
+            self._pg_ctl("-w", "-l", str(self.log), "start", "-o", self.options)
+
+    def _pg_ctl(self, *args: str) -> None:
+        result = subprocess.run(
+            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+            **_postgres_runas(),
+        )  # fmt: skip
         if result.returncode != 0:
-            raise RuntimeError(f"pg_ctl restart failed ({result.returncode}): {result.stderr}")
+            raise RuntimeError(f"pg_ctl {args[-1]} failed ({result.returncode}): {result.stderr}")
 
     def close(self) -> None:
         if self._admin is not None:
@@ -249,6 +258,8 @@ def run_postgres() -> Iterator[PostgresServer]:
             bindir=bindir,
             port=port,
             datadir=datadir,
+            options=options,
+            log=log,
         )
         try:
             yield server

@@ -87,3 +87,40 @@ def test_a_run_completes_through_killed_connections_and_a_server_restart() -> No
         ledger = sim.ledger()
         assert ledger["duplicate_charges"] == 0, ledger["inputs"]
         assert all(n == 1 for inputs in ledger["inputs"].values() for n in inputs.values())
+
+
+def test_a_run_waits_out_an_outage_longer_than_its_pool_timeout() -> None:
+    """The server is down for longer than the pool waits for a connection (pool_timeout):
+    that wait's end is a connection lost before anything was written, made again until the
+    server is back (within ``RECONNECT_WITHIN``), not the end of the run."""
+    with run_postgres() as server, serve(seed=7, latency_ms=0) as sim:
+        url = server.new_database() + "?pool_timeout=0.5"
+        registry = pl.ToolRegistry()
+
+        @registry.tool("outage.at")
+        async def outage_at(input: dict[str, Any]) -> dict[str, Any]:
+            if input["n"] == 5:
+                await asyncio.to_thread(server.restart, down_for=2.0)
+            return {"n": input["n"]}
+
+        @pl.play(name="through-an-outage")
+        async def play(ctx: pl.Context, input: Any) -> Any:
+            rows = [{"n": n} for n in range(20)]
+            return await (
+                ctx.dataset("rows", rows, key="n")
+                .with_column("at", lambda row, ctx: ctx.tool("outage.at", {"n": row["n"]}))
+                .with_column(
+                    "email",
+                    lambda row, ctx: ctx.tool(
+                        "sim.email.beta",
+                        {"first_name": "a", "last_name": str(row["n"]), "domain": "x.com"},
+                    ),
+                )
+                .run()
+            )
+
+        result = pl.run(play, store=url, tools=[registry, pl.Gateway(sim.url, token=sim.token)])
+
+        assert result.status == "completed", result.error
+        assert result.stats.rows == 20 and not result.stats.errors
+        assert sim.ledger()["duplicate_charges"] == 0

@@ -252,8 +252,8 @@ class PostgresStore(SQLStore):
                     self._idle.used(conn)
         except PoolClosed:
             raise self._closed() from None
-        except PoolTimeout as exc:
-            raise StoreError(
+        except PoolTimeout as exc:  # before anything was written: made again (StoreIO)
+            raise ConnectionLost(
                 f"Could not {what} in the store {self.where}: no connection to PostgreSQL within "
                 f"{self._target.pool_timeout:g} s ({exc}). Check that the server is up; if all "
                 f"{self.io_threads} connections are busy, raise pool_size in the store URL."
