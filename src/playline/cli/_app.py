@@ -9,6 +9,7 @@ logs, export), ``_admin`` (cache, tools, event, sim, demo, version).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shlex
 from collections.abc import Callable
@@ -309,6 +310,14 @@ STATUS_STYLE = {
 }
 
 
+# Libraries whose warnings restate what Playline handles and says itself: the pool's
+# "discarding broken connection" and "error connecting" while a server restarts (the store
+# reconnects, and says so if it cannot). Their errors still show.
+_QUIETED = ("psycopg.pool",)
+
+
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    for name in _QUIETED:
+        logging.getLogger(name).setLevel(logging.ERROR)
     app()
