@@ -20,11 +20,15 @@ from playline._clock import SystemClock
 from playline.backends._temporal._activity import AttemptActivity, AttemptSettings
 from playline.backends._temporal._messages import (
     RUN_HELD,
+    STORE_LOST,
     UNRUNNABLE,
     AttemptInput,
     AttemptResult,
 )
 from playline.store import RunRecord, RunStatus, Store, open_store
+from playline.store import _io as store_io
+from playline.store._protocol import ConnectionLost
+from playline.store.sql import SQLiteStore
 from playline.tools._gates import ToolGates
 
 from temporalhelp import Gate, until
@@ -257,6 +261,47 @@ async def test_a_run_this_worker_cannot_run_fails_its_workflow_saying_why(store:
     with pytest.raises(ApplicationError) as unknown:
         await attempt(environment(), activity_for(store, [], []), "t0-unknown-play")
     assert unknown.value.type == UNRUNNABLE and "temporal-t0-sleeper" in str(unknown.value)
+
+
+class _LosingStore(SQLiteStore):
+    """A store whose rows cannot be written while ``lost``: its connection gone each time."""
+
+    lost = False
+
+    def save_rows(self, rows: Any) -> None:
+        if self.lost:
+            raise ConnectionLost("Could not save rows: the connection was lost (a test)")
+        super().save_rows(rows)
+
+
+@pl.play(name="temporal-t0-rows")
+async def rows_play(ctx: pl.Context, input: Any) -> int:
+    rows = [{"n": n} for n in range(3)]
+    return len(await ctx.dataset("rows", rows, key="n").with_column("m", lambda r: 1).run())
+
+
+async def test_a_store_lost_past_its_reconnects_is_retried_and_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trouble outside the play: the activity fails for Temporal to retry it (the workflow
+    does not complete with the run failed), and the retry resumes the run."""
+    monkeypatch.setattr(store_io, "RECONNECT_WITHIN", 0.2)  # the store's own retries, shortened
+    store = _LosingStore(f"sqlite:///{tmp_path}/lost.db")
+    try:
+        activity = activity_for(store, [rows_play], [])
+        await submitted(store, rows_play, "t0-lost")
+        store.lost = True
+        with pytest.raises(ApplicationError) as raised:
+            await attempt(environment(), activity, "t0-lost")
+        assert raised.value.type == STORE_LOST and not raised.value.non_retryable
+        assert "connection was lost" in str(raised.value)
+
+        store.lost = False
+        again = await attempt(environment(), activity, "t0-lost", 2)
+        assert again.status == "completed"
+        assert store.get_run("t0-lost").output == 3  # type: ignore[union-attr]
+    finally:
+        store.close()
 
 
 async def test_until_gives_up_on_a_condition_that_never_holds() -> None:

@@ -43,11 +43,13 @@ from ..._play import Play
 from ..._runner import resolve_tools
 from ...errors import RunHeld
 from ...store import Event, RunRecord, Store, StoreIO, display_url, owner_id
+from ...store._protocol import ConnectionLost
 from ...tools._gates import ToolGates
 from ._clock import TemporalClock
 from ._messages import (
     ACTIVITY,
     RUN_HELD,
+    STORE_LOST,
     UNRUNNABLE,
     AttemptInput,
     AttemptResult,
@@ -235,6 +237,11 @@ class AttemptActivity:
             raise ApplicationError(
                 f"Attempt {inp.attempt} of {inp.run_id} lost its lease to another attempt.",
                 type=LEASE_LOST_ERROR,
+            )
+        if outcome.status == "failed" and isinstance(outcome.exception, ConnectionLost):
+            raise ApplicationError(  # trouble outside the play: the next attempt resumes it
+                f"Attempt {inp.attempt} of {inp.run_id} lost its store: {outcome.error}",
+                type=STORE_LOST,
             )
         result = await self._result(outcome, clock)
         if self._on_end is not None:

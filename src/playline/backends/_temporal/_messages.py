@@ -17,6 +17,8 @@ EVENT_SIGNAL = "playline.event"
 RUN_HELD = "RunHeld"  # another live attempt holds the run: retried once its lease may be gone
 LEASE_LOST = "LeaseLost"  # this attempt lost the run to another one: retried (it will be held)
 UNRUNNABLE = "Unrunnable"  # the run or its play cannot be found by this worker: not retried
+# the store's connection was lost and not made again within the store's own retries: retried
+STORE_LOST = "StoreLost"
 
 
 @dataclass(frozen=True, kw_only=True)
