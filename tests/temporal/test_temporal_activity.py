@@ -261,6 +261,9 @@ async def test_a_run_this_worker_cannot_run_fails_its_workflow_saying_why(store:
     with pytest.raises(ApplicationError) as unknown:
         await attempt(environment(), activity_for(store, [], []), "t0-unknown-play")
     assert unknown.value.type == UNRUNNABLE and "temporal-t0-sleeper" in str(unknown.value)
+    failed = store.get_run("t0-unknown-play")  # not shown queued for good: failed, saying why
+    assert failed is not None and failed.status is RunStatus.FAILED
+    assert "cannot run t0-unknown-play" in (failed.error or "")
 
 
 class _LosingStore(SQLiteStore):

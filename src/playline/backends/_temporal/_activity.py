@@ -42,7 +42,17 @@ from ..._engine.options import (
 from ..._play import Play
 from ..._runner import resolve_tools
 from ...errors import RunHeld
-from ...store import Event, RunRecord, Store, StoreIO, display_url, owner_id
+from ...store import (
+    Event,
+    RunClaimOutcome,
+    RunEnd,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoreIO,
+    display_url,
+    owner_id,
+)
 from ...store._protocol import ConnectionLost
 from ...tools._gates import ToolGates
 from ._clock import TemporalClock
@@ -184,12 +194,12 @@ class AttemptActivity:
             play, sources = await asyncio.to_thread(self._resolve, record)
             tools = await asyncio.to_thread(resolve_tools, sources)
         except Exception as exc:  # the play file missing, not importable, or not a play
-            raise ApplicationError(
+            why = (
                 f"Worker {self._identity} cannot run {inp.run_id} (play {record.play!r}): "
-                f"{' '.join(str(exc).split())}",
-                type=UNRUNNABLE,
-                non_retryable=True,
-            ) from None
+                f"{' '.join(str(exc).split())}"
+            )
+            await self._io(self._fail_unrunnable, inp.run_id, why)
+            raise ApplicationError(why, type=UNRUNNABLE, non_retryable=True) from None
         heartbeats = Heartbeats(inp.run_id, inp.attempt)
         # The later of the two: a retried activity is scheduled after the workflow's ``now``.
         scheduled = info.current_attempt_scheduled_time.timestamp()
@@ -258,6 +268,16 @@ class AttemptActivity:
                 )
             )
         return result
+
+    def _fail_unrunnable(self, run_id: str, why: str) -> None:
+        """Record a run its workflow gives up on (``UNRUNNABLE``) as failed, saying why: it
+        would be shown queued for good, waiting for a worker that never comes."""
+        now = time.time()
+        holder = owner_id(secrets.token_hex(6))
+        claim = self._store.claim_run(run_id, holder=holder, lease_until=now + 60, now=now)
+        if claim.outcome is RunClaimOutcome.OWNED:
+            end = RunEnd(status=RunStatus.FAILED, error=why)
+            self._store.end_attempt(run_id, holder=holder, end=end, now=now)
 
     async def _run(
         self,
