@@ -41,6 +41,18 @@ def test_the_worker_imports_play_files_given_to_it(cli: Cli):
     assert cli.json_lines(done.stdout) == [{"run_id": "w2", "status": "completed"}]
 
 
+def test_the_worker_takes_a_play_as_run_names_it(cli: Cli):
+    """`PLAY.py:function`, as `playline run` takes it (and the docs' Temporal example)."""
+    play = cli.play(WAITING_PLAY, name="approval.py")
+    assert cli("run", play, "-i", "deal=d3", "--run-id", "w3").exit_code == 3
+    cli("event", "send", "approve:d3", "--data", '{"ok": true}')
+
+    done = cli("worker", f"{play}:approval", "--burst", "--json")
+    assert done.exit_code == 0, done.output
+    assert cli.json_lines(done.stdout) == [{"run_id": "w3", "status": "completed"}]
+    assert cli("worker", "playline.demo:enrich_people", "--burst").exit_code == 0
+
+
 def test_a_missing_play_file_for_the_worker_is_a_usage_error(cli: Cli):
     one_error_line(cli("worker", "nowhere.py", "--burst"), 2)
 

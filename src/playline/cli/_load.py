@@ -44,6 +44,7 @@ __all__ = [
     "parse_inputs",
     "parse_json",
     "read_gateway_token",
+    "split_ref",
 ]
 
 
@@ -91,7 +92,8 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def _split(ref: str) -> tuple[str, str | None]:
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """``PLAY.py[:function]`` as (the file or module, the function or None)."""
     path, sep, function = ref.rpartition(":")
     if sep and function.isidentifier() and path:
         return path, function
@@ -200,7 +202,7 @@ def load_module(path: str) -> LoadedModule:
 
 def load_play(ref: str) -> LoadedPlay:
     """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found."""
-    path, function = _split(ref)
+    path, function = split_ref(ref)
     loaded = load_module(path)
     module, plays = loaded.module, loaded.plays
     if function is not None:

@@ -58,6 +58,7 @@ from ._load import (
     load_play,
     parse_inputs,
     read_gateway_token,
+    split_ref,
 )
 from ._outfile import check_out, out_source
 from ._progress import JsonLines, LiveProgress, drive
@@ -701,7 +702,7 @@ def worker(
     plays: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[PLAY.py ...]",
+            metavar="[PLAY.py[:function] ...]",
             help="Play files to import first; runs started by `playline run` find their own.",
         ),
     ] = None,
@@ -738,7 +739,7 @@ def worker(
     db = store_at(store)
     by_name: Plays = {}
     for ref in plays or []:
-        loaded = load_module(ref)
+        loaded = load_module(split_ref(ref)[0])  # PLAY.py[:function]: the file's plays
         by_name.update({p.name: (p, loaded.sources) for p in loaded.plays.values()})
 
     resolve = play_resolver(db, by_name, gw)
