@@ -115,11 +115,11 @@ class Column:
 class DatasetStats:
     """A dataset's rows: seen, executed (started), reused from an earlier attempt, failed,
     duplicates skipped, waiting for an event or a time, and pending: seen but not finished
-    when the run stopped (a budget, a stop), started or not. ``rows_set_aside``: left out for having
-    no key (``on_bad_key="skip"``, not counted in ``rows``). ``rows_seen``: skipped because an
-    earlier run completed them (``mode="net_new"``, not counted in ``rows``); ``cells_kept``
-    and ``cells_recomputed``: cells of columns that say when to recompute, kept as an earlier
-    run stored them, or computed again."""
+    when the run stopped (a budget, a stop), started or not. ``rows_set_aside``: left out for
+    having no key (``on_bad_key="skip"``, not counted in ``rows``). ``rows_seen``: skipped
+    because an earlier run completed them (``mode="net_new"``, not counted in ``rows``);
+    ``cells_kept`` and ``cells_recomputed``: cells of columns that say when to recompute, kept
+    as an earlier run stored them, or computed again."""
 
     rows: int = 0
     rows_executed: int = 0
@@ -344,7 +344,7 @@ class DatasetRun:
                 group, todo = todo[:room], todo[room:]
                 self._start(group)
                 self._check_fatal()
-        finally:  # rows admitted and not started (the budget, a stop, an error): a resume's
+        finally:  # rows admitted, not started (the budget, a stop, an error): a resume runs them
             self._pending += len(todo)
 
     async def _look_back(
