@@ -838,4 +838,23 @@ MUTANTS: list[Mutant] = [
         "    except httpx.UnsupportedProtocol as exc:\n",
         ("tests/httptools/test_http_urls.py", "-k", "cannot_be_built"),
     ),
+    Mutant(
+        "stopped-rows-not-pending",
+        "rows read and not started when a run stops are counted nowhere: the run page shows "
+        "rows that were never stored",
+        "playline/_engine/datasets.py",
+        "            self._pending += len(todo)\n",
+        "            pass\n",
+        ("tests/engine/test_stops.py", "-k", "pending"),
+    ),
+    Mutant(
+        "pool-timeout-ends-the-run",
+        "no connection within the pool's timeout ends the run instead of being made again",
+        "playline/store/sql/_postgres.py",
+        "        except PoolTimeout as exc:  # before anything was written: made again (StoreIO)\n"
+        "            raise ConnectionLost(\n",
+        "        except PoolTimeout as exc:  # before anything was written: made again (StoreIO)\n"
+        "            raise StoreError(\n",
+        ("tests/durability/test_store_reconnect.py", "-k", "outage"),
+    ),
 ]
