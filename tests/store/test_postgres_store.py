@@ -102,6 +102,10 @@ def test_pool_size_sets_the_io_threads(postgres_url: str) -> None:
         ("?pool_size=0", "pool_size='0' .* must be a whole number >= 1"),
         ("?pool_timeout=soon", "pool_timeout='soon' .* must be a number of seconds > 0"),
         ("?sslmodes=require", "Invalid PostgreSQL store URL"),
+        # an option libpq takes, with a value it does not: not "start the server"
+        ("?sslmode=bogus", "has an option PostgreSQL cannot take .*sslmode"),
+        # a schema that is not there: create it, or fix the search_path
+        ("?options=-csearch_path%3Dnosuch", "does not exist: create it .*CREATE SCHEMA"),
     ],
 )
 def test_bad_options_in_the_url(postgres_url: str, suffix: str, message: str) -> None:

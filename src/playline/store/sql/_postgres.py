@@ -50,6 +50,7 @@ __all__ = ["PostgresStore"]
 # SQLSTATE classes and codes that say what to do next.
 _DEADLOCK, _SERIALIZATION = "40P01", "40001"
 _PRIVILEGE = "42501"
+_NO_SCHEMA = "3F000"  # invalid_schema_name: the search_path names no schema that exists
 IDLE_CHECK_S = 2.0  # a connection idle longer is checked before use
 # whether the index of a name (in the current schema) is valid; no row: there is none
 _INDEX_VALID = (
@@ -397,6 +398,12 @@ class PostgresStore(SQLStore):
                 f"{where}: {reason}. Grant the store's user the privileges it needs on the "
                 "database (CREATE on its schema when the store is new; SELECT, INSERT, UPDATE "
                 "and DELETE on Playline's tables), or connect as another user."
+            )
+        if exc.sqlstate == _NO_SCHEMA:
+            return StoreError(
+                f"{where}: {reason}. The schema the store URL's search_path names does not "
+                "exist: create it (CREATE SCHEMA name, as a user who may), or fix "
+                "options=-csearch_path%3Dname in the URL."
             )
         if isinstance(exc, psycopg.DataError) and "NUL" in reason:
             return StoreError(

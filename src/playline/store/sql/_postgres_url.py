@@ -124,6 +124,11 @@ def connect_error(target: Target, exc: BaseException) -> StoreError:
             f"The database of the store {target.display} does not exist ({reason}). Create it "
             "(createdb NAME, or CREATE DATABASE NAME), or fix the database in the store URL."
         )
+    if re.search(r"invalid \S+ value|invalid connection option", reason):  # libpq's words
+        return StoreError(
+            f"The store URL {target.display} has an option PostgreSQL cannot take ({reason}): "
+            "fix it (sslmode=disable|allow|prefer|require|verify-ca|verify-full, ...)."
+        )
     return StoreError(
         f"Cannot reach the PostgreSQL server of the store {target.display} ({reason}). Start "
         "the server, or fix the host and port in the store URL (PLAYLINE_STORE or store=...)."
