@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from playline.store import RunStatus, open_store
-from services import TemporalServer
+from services import TemporalBinaries, TemporalServer, run_temporal_dev_server
 
 from clihelp import Cli, one_error_line
 
@@ -155,6 +155,30 @@ def test_an_unreachable_server_is_named(cli: Cli, local_play: str) -> None:
     ran = cli("run", local_play, "--temporal", "127.0.0.1:1")
     assert "Cannot reach the Temporal server at 127.0.0.1:1" in one_error_line(ran, 1)
     assert not open_store(cli.store).list_runs()
+
+
+def test_a_follower_that_loses_its_server_says_the_run_goes_on(
+    cli: Cli, temporal_bin: TemporalBinaries
+) -> None:
+    """Following is not the run: a follower whose Temporal server goes away exits 4, saying
+    the run goes on and how to see its end, without the SDK's retry lines."""
+    play = cli.play(WAITING_PLAY)
+    exe = str(Path(sys.executable).with_name("playline"))
+    with run_temporal_dev_server(temporal_bin) as server:
+        follower = subprocess.Popen(
+            [exe, "run", play, "--temporal", server.target, "--task-queue", "nobody",
+             "--store", cli.store, "--run-id", "lost-1", "-i", "key=k"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # submitted: following now
+        assert "run lost-1 on Temporal" in first, first
+        os.killpg(server.process.pid, signal.SIGKILL)
+        out, err = follower.communicate(timeout=120)
+
+    assert follower.returncode == 4, out + err
+    assert "lost track of run lost-1" in err and "playline show lost-1" in err
+    assert "WARN" not in err and "retried" not in err
 
 
 @pytest.mark.parametrize(

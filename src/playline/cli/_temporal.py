@@ -8,8 +8,10 @@ line works without the ``temporal`` extra.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
+import shlex
 import signal
 import threading
 from collections.abc import Callable, Mapping
@@ -74,7 +76,22 @@ def _backend() -> Any:
         from ..backends import temporal
     except ImportError as exc:
         raise CliError(str(exc), code=1) from None
+    _quiet_sdk_core()
     return temporal
+
+
+@functools.cache
+def _quiet_sdk_core() -> None:
+    """The SDK's core logs each retry of a server it cannot reach (a coloured WARN line a
+    second): the command says once what that means (``follow_run``); its errors still show.
+    Set before the command's first client, as the process's default runtime."""
+    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    # (a client made before keeps the runtime it was made with)
+    Runtime.set_default(
+        Runtime(telemetry=TelemetryConfig(logging=quiet)), error_if_already_set=False
+    )
 
 
 def _check_store(db: Store) -> None:
@@ -166,9 +183,26 @@ def follow_run(
             f"{run_id}`.",
             code=130,
         ) from None
+    except (pl.PlaylineError, _rpc_error()) as exc:  # following failed (the run is submitted)
+        reason = " ".join(str(exc).split())[:300]
+        raise CliError(
+            f"lost track of run {run_id} ({type(exc).__name__}: {reason}); the run goes on "
+            f"on Temporal, its workers record it: `playline show {shlex.quote(run_id)}` says "
+            "how it ends.",
+            code=LOST_TRACK,
+        ) from None
     finally:
         gc.collect()
     return result, jsonl
+
+
+LOST_TRACK = 4  # the exit code of a follower that lost Temporal or the store, not the run
+
+
+def _rpc_error() -> type[Exception]:
+    from temporalio.service import RPCError
+
+    return RPCError
 
 
 def serve(
