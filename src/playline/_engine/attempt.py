@@ -589,7 +589,9 @@ def _supervise(attempt: Attempt) -> asyncio.Task[None]:
         run_id=attempt.run_id,
         drain=attempt.drain,
         events=attempt.events,
-        progress=lambda: attempt.executor.progress + attempt.dispatcher.passes,
+        progress=lambda: (
+            attempt.executor.progress + attempt.dispatcher.passes + attempt.dispatcher.rows_ended
+        ),
         describe=attempt.describe,
         stall_after=options.stall_after,
         lease=options.lease,

@@ -41,6 +41,7 @@ class Dispatcher:
         self.active_rows = 0
         self.blocked_rows = 0
         self.passes = 0  # flushes that sent work
+        self.rows_ended = 0  # rows that left (progress too, for rows that make no call)
 
     # rows tell the dispatcher when they start and end
     def enter_row(self) -> None:
@@ -54,6 +55,7 @@ class Dispatcher:
 
     def exit_rows(self, count: int) -> None:
         self.active_rows -= count
+        self.rows_ended += count
         self._check()
 
     def hold_rows(self, count: int) -> None:
