@@ -39,7 +39,8 @@ def test_a_run_that_stops_moving_says_what_it_waits_for(tmp_path) -> None:
 
     assert result.status == "completed", result.error
     (said,) = _stalls(seen)
-    assert said == "No progress for 1 s. 1 rows active, 0 waiting on calls, 0 calls in flight."
+    assert said.startswith("No progress for ")  # 1 s or so: the check runs every second
+    assert said.endswith(" s. 1 rows active, 0 waiting on calls, 0 calls in flight.")
 
 
 def test_rows_that_keep_ending_without_calls_are_progress(tmp_path) -> None:
