@@ -337,3 +337,11 @@ def test_the_installed_command_reports_errors_without_traceback(tmp_path: Path) 
     bad = subprocess.run([str(exe), "run"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "Missing argument" in bad.stderr
     json.dumps(proc.stderr)
+
+
+def test_counts_of_one_are_singular() -> None:
+    from playline import RunStats
+    from playline.cli._app import stats_line
+
+    assert "· 1 provider request ·" in stats_line(RunStats(tool_requests=1))
+    assert "· 2 provider requests ·" in stats_line(RunStats(tool_requests=2))

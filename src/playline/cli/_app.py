@@ -217,6 +217,11 @@ def store_at(url: str | None, *, read_only: bool = False) -> Store:
     return db
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 provider request``, ``2 provider requests``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def ran(rows: int, reused: int, pending: int) -> int:
     """The rows an attempt ran to their end (failed, or stored waiting, included): those it
     saw less those an earlier attempt had done and those a stop left pending, started or
@@ -257,7 +262,7 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
         f"{stats.rows_reused} reused, "
         f"{stats.rows_failed} failed{pending}\n  tool calls: {stats.tool_calls_live} live (sent), "
         f"{stats.tool_calls_cached} from receipts (free), {stats.tool_calls_in_flight} shared · "
-        f"{stats.tool_requests} provider requests · {credits}"
+        f"{counted(stats.tool_requests, 'provider request')} · {credits}"
     )
 
 

@@ -43,6 +43,7 @@ from ._app import (
     app,
     command,
     console,
+    counted,
     export_dataset,
     ran,
     store_at,
@@ -275,8 +276,8 @@ def _show_header(
     if trace.run_usd:
         credits += f" · ${trace.run_usd:.4f} (LLM calls)"
     console.print(
-        f"  totals over {over}: {trace.calls} live calls (sent) · {trace.requests} provider "
-        f"requests · {credits}",
+        f"  totals over {over}: {trace.calls} live calls (sent) · "
+        f"{counted(trace.requests, 'provider request')} · {credits}",
         highlight=False,
     )
     if doubt["calls"]:
