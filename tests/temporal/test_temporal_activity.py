@@ -300,9 +300,15 @@ async def test_a_store_lost_past_its_reconnects_is_retried_and_resumed(
         assert "connection was lost" in str(raised.value)
 
         store.lost = False
-        again = await attempt(environment(), activity, "t0-lost", 2)
+        again = await attempt(environment(), activity, "t0-lost")  # Temporal's retry
         assert again.status == "completed"
-        assert store.get_run("t0-lost").output == 3  # type: ignore[union-attr]
+        done = store.get_run("t0-lost")
+        assert done is not None and done.output == 3 and done.attempts == 2
+        # numbered as `playline show` numbers them, the workflow's count beside
+        logs = [e.preview or "" for e in store.read_events("t0-lost", kinds=["log"])]
+        said = [line.split(" on ")[0] for line in logs if "on Temporal worker" in line]
+        assert said == ["Attempt 1", "Attempt 2"]
+        assert all("(workflow attempt 1, try " in line for line in logs if "Temporal" in line)
     finally:
         store.close()
 

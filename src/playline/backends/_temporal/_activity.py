@@ -201,6 +201,8 @@ class AttemptActivity:
             await self._io(self._fail_unrunnable, inp.run_id, why)
             raise ApplicationError(why, type=UNRUNNABLE, non_retryable=True) from None
         heartbeats = Heartbeats(inp.run_id, inp.attempt)
+        # as the store counts it (`playline show`): a retried activity is an attempt too
+        number = record.attempts + 1
         # The later of the two: a retried activity is scheduled after the workflow's ``now``.
         scheduled = info.current_attempt_scheduled_time.timestamp()
         clock = TemporalClock(max(inp.now, scheduled))
@@ -226,9 +228,9 @@ class AttemptActivity:
                     kind="log",
                     run_id=inp.run_id,
                     at=clock.now(),
-                    preview=f"Attempt {inp.attempt} on Temporal worker {self._identity} "
-                    f"(activity attempt {info.attempt}).",
-                    data={"temporal": {"worker": self._identity, "attempt": inp.attempt}},
+                    preview=f"Attempt {number} on Temporal worker {self._identity} "
+                    f"(workflow attempt {inp.attempt}, try {info.attempt}).",
+                    data={"temporal": {"worker": self._identity, "attempt": number}},
                 )
             ],
         )
@@ -258,7 +260,7 @@ class AttemptActivity:
             self._on_end(
                 Ended(
                     run_id=inp.run_id,
-                    attempt=inp.attempt,
+                    attempt=number,
                     status=outcome.status,
                     seconds=time.monotonic() - started,
                     rows=outcome.stats.rows,
