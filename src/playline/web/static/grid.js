@@ -53,7 +53,27 @@ const probe = (window.playlineGrid = {
 const fieldsOf = new Map(Object.entries(JSON.parse(page.dataset.fields)));
 const FONT_PX = 14; // the grid's text size: the theme's, and the one widths are measured in
 const widths = new ColumnWidths(gridNode, FONT_PX);
-const userSized = new Set(); // columns the user resized: their width is theirs
+const userSized = new Set(); // columns the user resized (their ids): their width is theirs
+
+// AG Grid's column id is the name when that is safe, else generated ("_c0", "_c1", ...): a
+// field named "" (AG Grid would call it "0"), "__proto__" or "toString" (Object properties)
+// or "_index" (the grid's own) must still be a column. The name is the header and the key of
+// a row's values (read by valueGetter, never by AG Grid's `field` path).
+const colIds = new Map(); // name -> id
+const namesById = new Map(); // id -> name
+// A row's value or cell state for a column: its own key only ("toString" is no inherited one).
+function own(obj, name) {
+  return Object.hasOwn(obj, name) ? obj[name] : undefined;
+}
+function colIdOf(name) {
+  if (!colIds.has(name)) {
+    const safe = /^[^_\d.]/.test(name) && !(name in Object.prototype);
+    const id = safe ? name : `_c${colIds.size}`;
+    colIds.set(name, id);
+    namesById.set(id, name);
+  }
+  return colIds.get(name);
+}
 
 function chosenFields(rows) {
   for (const name of columns) {
@@ -71,10 +91,10 @@ function chosenFields(rows) {
 function renderCell(p) {
   const row = p.data;
   if (!row) return el("span", { class: "loading" }, "…");
-  const name = p.colDef.field;
+  const name = namesById.get(p.colDef.colId);
   // a row not stored yet: its computed cells are pending, its input fields not known here
-  const status = row.cells[name] || (row.pending && computed.has(name) ? "pending" : undefined);
-  return cellContent(row.values[name], status, fieldsOf.get(name));
+  const status = own(row.cells, name) || (row.pending && computed.has(name) ? "pending" : undefined);
+  return cellContent(own(row.values, name), status, fieldsOf.get(name));
 }
 
 function renderRowState(p) {
@@ -91,7 +111,7 @@ function renderCost(p) {
 // column's) a button that opens its state filter; its click does not sort: it stops there.
 class ColumnHead {
   init(p) {
-    const name = p.column.getColId();
+    const name = namesById.get(p.column.getColId());
     this.gui = el("span", { class: "col-head", "data-column": name },
       el("span", { class: "col-name" }, p.displayName),
       el("span", { class: "col-hint" }, (fieldsOf.get(name) || []).join(" · ")));
@@ -135,15 +155,16 @@ function headerKey(event, name) {
 function valueColumn(name) {
   widths.noteHeader(name, `${name} ${(fieldsOf.get(name) || []).join(" · ")}`, computed.has(name));
   return {
-    headerName: name, field: name, colId: name, sortable: true,
+    // sorting by "" cannot be said in the URL (`sort=` means unsorted)
+    headerName: name, colId: colIdOf(name), sortable: name !== "",
     width: widths.wanted.get(name),
     headerComponentParams: { innerHeaderComponent: ColumnHead },
     suppressHeaderKeyboardEvent: (p) => headerKey(p.event, name),
     initialSort: view.sort === name ? (view.desc ? "desc" : "asc") : null,
-    valueGetter: (p) => (p.data ? p.data.values[name] : undefined),
+    valueGetter: (p) => (p.data ? own(p.data.values, name) : undefined),
     cellRenderer: renderCell,
-    cellClass: (p) => `state-${(p.data && p.data.cells[name]) || "none"}`,
-    tooltipValueGetter: (p) => (p.data ? cellTooltip(p.data.values[name], p.data.cells[name]) : undefined),
+    cellClass: (p) => `state-${(p.data && own(p.data.cells, name)) || "none"}`,
+    tooltipValueGetter: (p) => (p.data ? cellTooltip(own(p.data.values, name), own(p.data.cells, name)) : undefined),
   };
 }
 
@@ -158,7 +179,7 @@ function mergeColumns(names) {
 function noteRows(rows) {
   for (const name of columns) {
     const fields = fieldsOf.get(name);
-    const texts = rows.map((r) => summary(r.values[name], fields) || stateWord(r.cells[name] || ""));
+    const texts = rows.map((r) => summary(own(r.values, name), fields) || stateWord(own(r.cells, name) || ""));
     widths.noteTexts(name, texts, computed.has(name));
   }
 }
@@ -187,8 +208,8 @@ let columnDefs = [
 // come with the first stored rows (a window at offset 0 names the columns).
 function addColumns(names) {
   if (!mergeColumns(names)) return;
-  const fixed = columnDefs.filter((def) => def.colId.startsWith("_"));
-  const byName = new Map(columnDefs.map((def) => [def.colId, def]));
+  const fixed = columnDefs.filter((def) => !namesById.has(def.colId));
+  const byName = new Map(columnDefs.map((def) => [namesById.get(def.colId), def]));
   columnDefs = [...fixed, ...columns.map((name) => byName.get(name) || valueColumn(name))];
   grid.setGridOption("columnDefs", columnDefs);
 }
@@ -210,7 +231,7 @@ async function fetchWindow(offset, limit) {
 }
 
 function followSort(sortModel) {
-  const wanted = sortModel ? sortModel.colId : "";
+  const wanted = sortModel ? namesById.get(sortModel.colId) || "" : "";
   const wantedDesc = sortModel ? sortModel.sort === "desc" : false;
   if (wanted !== view.sort || wantedDesc !== view.desc) {
     view.sort = wanted; view.desc = wantedDesc;
@@ -282,7 +303,8 @@ function fitColumns(rows) {
 
 function applyWidths() {
   const state = [];
-  for (const [colId, width] of widths.wanted) {
+  for (const [name, width] of widths.wanted) {
+    const colId = colIdOf(name);
     const column = grid.getColumn(colId);
     if (column && !userSized.has(colId) && width > column.getActualWidth()) state.push({ colId, width });
   }
