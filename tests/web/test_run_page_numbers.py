@@ -180,3 +180,41 @@ def test_credits_are_rounded_for_reading(ui: tuple[str, str], chromium_path: Pat
         row.wait_for(timeout=WAIT_MS)
         assert row.locator("td").nth(6).inner_text() == "5.67"
         assert "5.6667" not in page.locator("#run").inner_text()
+
+
+@pl.play(name="waits-for-approval")
+async def _waits(ctx: pl.Context, input: Any) -> Any:
+    await ctx.tool("t.each", {"n": 0})  # one request carrying one input
+    return await ctx.wait_for_event("approve:1")
+
+
+def test_a_run_page_says_why_its_buttons_cannot_act_and_what_it_waits_for(
+    ui: tuple[str, str], chromium_path: Path
+) -> None:
+    """On a phone's width: a disabled Stop or Resume says why, a waiting run says what it
+    waits for in words (not its JSON), counts of one are singular, and wide tables scroll in
+    their sections instead of the page."""
+    base, url = ui
+    done = pl.run(_rare, store=url, tools=[registry])
+    waiting = pl.run(_waits, store=url, tools=[registry])
+    assert waiting.status == "suspended", waiting.error
+    with chromium_context(chromium_path) as browser:
+        page = browser.new_page()
+        page.set_viewport_size({"width": 375, "height": 800})
+        page.goto(f"{base}/run/{done.run_id}")
+        page.locator("#status", has_text="completed").wait_for(timeout=WAIT_MS)
+        page.locator("#tools tbody tr", has_text="t.rare").wait_for(timeout=WAIT_MS)
+        assert page.locator("#stop").is_disabled() and page.locator("#resume").is_disabled()
+        why = page.locator("#why-not").inner_text()
+        assert why == "The run completed: nothing to stop or resume."
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+
+        page.goto(f"{base}/run/{waiting.run_id}")
+        page.locator("#status", has_text="suspended").wait_for(timeout=WAIT_MS)
+        trace = page.locator("#trace")
+        trace.locator("li", has_text="waits for").wait_for(timeout=WAIT_MS)
+        said = trace.inner_text()
+        assert "waits for the event approve:1" in said and "{" not in said
+        assert "t.each: 1 request carrying 1 input" in said
+        assert page.locator("#resume").is_enabled() and page.locator("#stop").is_disabled()
+        assert "Nothing to stop" in (page.locator("#stop").get_attribute("title") or "")

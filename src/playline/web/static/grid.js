@@ -186,7 +186,8 @@ function noteRows(rows) {
 
 let columnDefs = [
   {
-    headerName: "#", colId: "_index", width: 60, sortable: false,
+    // room for 7 digits: a row number of a million-row dataset is not cut ("9…")
+    headerName: "#", colId: "_index", width: 88, sortable: false,
     valueGetter: (p) => (p.data && p.data.index !== null ? p.data.index + 1 : ""),
     cellClass: "index",
   },

@@ -1,7 +1,7 @@
 // A run: summary, progress, stats, datasets, ledger by tool and column, waterfalls, trace, log,
 // actions. Every line and number is defined in docs/guide/reading-a-run.md.
 import {
-  api, badge, credits, duration, el, follow, getJSON, idPath, num, post, resumeCommand, text,
+  api, badge, credits, duration, el, follow, getJSON, idPath, num, post, resumeCommand,
   toast, when,
 } from "./common.js";
 
@@ -36,6 +36,14 @@ function datasetRan(d) {
     : s.rows - (s.rows_reused || 0) - (s.rows_pending || 0);
 }
 
+// why neither Stop nor Resume can act on a run in this status
+function whyNot(status) {
+  if (status === "completed") return "The run completed: nothing to stop or resume.";
+  if (status === "queued") return "Queued on Temporal: its workers start it.";
+  if (status === "running") return "";
+  return `The run is ${status}: it cannot be resumed now.`;
+}
+
 function render(doc) {
   badge(document.getElementById("status"), doc.status);
   document.getElementById("sub").textContent =
@@ -45,16 +53,24 @@ function render(doc) {
   const error = document.getElementById("error");
   error.hidden = !doc.error;
   error.textContent = doc.error || "";
-  document.getElementById("stop").disabled = doc.status !== "running";
-  document.getElementById("resume").disabled =
+  const stop = document.getElementById("stop");
+  const resume = document.getElementById("resume");
+  stop.disabled = doc.status !== "running";
+  resume.disabled =
     !["failed", "suspended", "interrupted", "completed_with_errors"].includes(doc.status);
+  // a button that cannot act says why (ui.md): beside it, and as its title
+  const why = stop.disabled && resume.disabled ? whyNot(doc.status) : "";
+  stop.title = stop.disabled ? `Nothing to stop: the run is ${doc.status}.` : "";
+  resume.title = resume.disabled ? whyNot(doc.status) : "";
+  document.getElementById("why-not").textContent = why;
 
   const waits = document.getElementById("waits");
   waits.hidden = !(doc.status === "suspended" && doc.waiting);
   if (!waits.hidden) {
     const w = doc.waiting;
     document.getElementById("waits-text").textContent = w.stop
-      ? `Stopped (${w.stop}): nothing paid is lost; Resume continues it.`
+      ? `${w.stop === "stopped" ? "Stopped" : `Stopped (${w.stop})`}: nothing paid is lost; ` +
+        "Resume continues it."
       : [w.wake_at ? `a time: ${when(w.wake_at)}` : null,
          doc.awaited_events.length ? `events: ${doc.awaited_events.join(", ")}` : null,
          w.child ? `child play ${w.child}` : null].filter(Boolean).join(" · ");
@@ -121,12 +137,21 @@ function render(doc) {
   const trace = [];
   for (const d of doc.trace.datasets) trace.push(`dataset ${d.name}: ${d.status}`);
   for (const [tool, t] of Object.entries(doc.trace.tools))
-    trace.push(`${tool}: ${num(t.requests)} requests carrying ${num(t.inputs)} inputs`);
+    trace.push(`${tool}: ${num(t.requests)} request${t.requests === 1 ? "" : "s"} carrying ` +
+      `${num(t.inputs)} input${t.inputs === 1 ? "" : "s"}`);
   for (const c of doc.children) trace.push(el("span", {}, "child play ",
     el("a", { href: `/run/${idPath(c.run_id)}` }, `${c.play} (${c.run_id})`),
     `: ${c.status} · ${num(c.rows)} rows · ${credits(c.credits)} credits`));
   for (const [kind, n] of Object.entries(doc.trace.steps)) trace.push(`${n} ${kind} event(s)`);
-  if (doc.waiting && !doc.waiting.stop && doc.status === "suspended") trace.push(`waits: ${text(doc.waiting)}`);
+  if (doc.waiting && !doc.waiting.stop && doc.status === "suspended") {
+    const w = doc.waiting;
+    const events = w.events || [];
+    const what = [
+      events.length ? `the event${events.length === 1 ? "" : "s"} ${events.join(", ")}` : null,
+      w.wake_at ? `its timer, due ${when(w.wake_at)}` : null,
+    ].filter(Boolean).join(" or ");
+    trace.push(`waits for ${what || "a resume"}`);
+  }
   document.getElementById("trace").replaceChildren(...trace.map((t) => el("li", {}, t)));
 
   if (doc.status !== lastStatus) {
