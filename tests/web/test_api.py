@@ -199,6 +199,14 @@ def test_the_drawer_shows_a_waterfalls_attempts_and_charges(demo_ui: UI) -> None
     assert all(len(e["receipt"]) == 64 for e in doc["ledger"])
 
 
+def test_the_grid_of_a_dataset_an_ended_run_does_not_have_says_so(demo_ui: UI) -> None:
+    """Not an empty grid of "nope rows" and a 404 in the console: which datasets there are."""
+    base, run_id, _ = demo_ui
+    page = httpx.get(f"{base}/grid/{run_id}?dataset=nope", timeout=30)
+    assert page.status_code == 404
+    assert f"Run {run_id} has no dataset &#39;nope&#39; (its datasets: people)" in page.text
+
+
 def test_pages_carry_a_csrf_token_and_a_strict_csp(demo_ui: UI) -> None:
     base, run_id, config = demo_ui
     for path in ("/", f"/run/{run_id}", f"/grid/{run_id}?dataset=people"):

@@ -44,6 +44,7 @@ from .._trace import (
     row_detail,
     row_doc,
     run_detail,
+    run_status,
     run_summary,
 )
 from ..errors import StoreError
@@ -122,6 +123,11 @@ def _dataset(cfg: UIConfig, request: Request, run_id: str) -> str:
     return names[0]
 
 
+def _started(store: Store, run_id: str, dataset: str) -> bool:
+    """Whether the run started ``dataset`` (an empty one stores no row)."""
+    return any(e.dataset == dataset for e in store.read_events(run_id, kinds=["dataset"]))
+
+
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     cfg: UIConfig = request.app.state.cfg
     nonce = new_nonce()
@@ -152,8 +158,18 @@ async def grid_page(request: Request) -> Response:
     run_id = request.path_params["run_id"]
 
     def load() -> tuple[str, list[str], list[str], dict[str, Any]]:
-        _run_or_404(cfg, run_id)
+        run = _run_or_404(cfg, run_id)
         dataset = _dataset(cfg, request, run_id)
+        names = cfg.store.datasets(run_id)  # those with rows; an empty one has its events
+        ended = run_status(run) in ("completed", "completed_with_errors")
+        if ended and dataset not in names and not _started(cfg.store, run_id, dataset):
+            # a run that may go on (running, stopped, failed) may not have written a dataset's
+            # first rows yet; a completed one has written all it ever will
+            raise HTTPException(
+                404,
+                f"Run {run_id} has no dataset {dataset!r} (its datasets: "
+                f"{', '.join(names) or 'none'}); its run page links each.",
+            )
         columns = dataset_columns(cfg.store, run_id, dataset)
         computed, fields = declared_columns(cfg.store, run_id, dataset)
         return dataset, columns, [c for c in columns if c in computed], fields
