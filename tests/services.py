@@ -19,7 +19,8 @@ The fixtures are registered in tests/conftest.py:
   ``WorkflowEnvironment.start_time_skipping(test_server_existing_path=...)``.
 - ``chromium_path``: Debian's ``/usr/bin/chromium``; launch it with :func:`chromium_context`.
 
-Helpers: :func:`serve_asgi` runs an ASGI app on a free port in a thread;
+Helpers: :func:`serve_asgi` runs an ASGI app on a free port in a thread; :func:`as_another_user`
+runs a function as a user who cannot write this one's files;
 :func:`collect_native_garbage` (called at session end from conftest) frees Temporal's native
 objects while the interpreter is still whole.
 """
@@ -41,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -55,6 +56,28 @@ if TYPE_CHECKING:
 # How long a service may take to become ready before the fixture gives up. Generous: CI runs on
 # 2 busy cores. Readiness is polled (an observable condition), never waited for blindly.
 READY_TIMEOUT_S = 60.0
+
+
+def as_another_user(work: Callable[[], str]) -> str:
+    """``work()`` in a forked child, as ``nobody`` when this process is root (root writes any
+    file), else as this user; the text it returns. What it needs must be imported already: the
+    child may not be able to read this checkout (a private clone folder)."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            os.write(write, work().encode())
+        finally:
+            os._exit(0)  # an error leaves the text empty: the test's assertion says so
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(child, 0)
+    return said
 
 
 def _fail(message: str) -> NoReturn:

@@ -14,7 +14,7 @@ import playline as pl
 from playline.cli._ui import _opened
 from playline.store import open_store
 from playline.web import UIConfig, create_app
-from services import serve_asgi
+from services import as_another_user, serve_asgi
 
 
 @pl.play(name="read-only-ui")
@@ -59,24 +59,12 @@ def test_the_ui_opens_a_store_its_user_cannot_write_read_only() -> None:
         url = f"sqlite:///{shared}/s.db"
         pl.run(_play, store=url, run_id="seen")
         (shared / "s.db").chmod(0o644 if os.geteuid() == 0 else 0o444)
-        read, write = os.pipe()
-        child = os.fork()
-        if child == 0:  # the UI's user, who cannot write the store
-            os.close(read)
-            try:
-                if os.geteuid() == 0:
-                    os.setgid(65534)
-                    os.setuid(65534)
-                with _opened(url) as db:
-                    said = f"{getattr(db, 'read_only', False)} {db.list_runs()[0].run_id}"
-                os.write(write, said.encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            said = pipe.read().decode()
-        os.waitpid(child, 0)
-        assert said == "True seen"
+
+        def open_as_the_ui() -> str:
+            with _opened(url) as db:
+                return f"{getattr(db, 'read_only', False)} {db.list_runs()[0].run_id}"
+
+        assert as_another_user(open_as_the_ui) == "True seen"
         assert sorted(p.name for p in shared.iterdir()) == ["s.db"]
     finally:
         shutil.rmtree(shared)
