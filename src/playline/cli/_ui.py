@@ -63,10 +63,9 @@ def ui(
 
     It reads the store, so it shows runs of any process that writes there (a store this user
     cannot write, read-only). Its actions (stop, resume, export, send an event) need the
-    page's token; resume starts `playline resume`
-    on the same store, which calls the gateway the run called (or --gateway, if given) with
-    this command's --gateway-token (else $PLAYLINE_GATEWAY_TOKEN), passed in its
-    environment.
+    page's token; resume starts `playline resume` on the same store, which calls the gateway
+    the run called (or --gateway, if given) with this command's --gateway-token (else
+    $PLAYLINE_GATEWAY_TOKEN), passed in its environment.
     """
     from ..web import UIConfig, serve
 
