@@ -69,6 +69,7 @@ class Trial:
     duplicates: dict[str, int] = field(default_factory=dict)
     in_doubt: dict[str, int] = field(default_factory=dict)  # per provider, before retrying
     playline_credits: float = 0.0
+    ledger: dict[str, float] = field(default_factory=dict)  # per provider, Playline's ledger
     rows: int = 0
     rows_completed: int = 0
     emails: int = 0
@@ -163,7 +164,10 @@ def run_trial(name: str, sim: SimProcess, folder: Path, env: dict[str, str], ori
         trial.duplicates[provider] = counted["duplicates"]
     store = open_store(run[0])
     try:
-        trial.playline_credits = round(sum(e.credits for e in store.read_ledger(run[1])), 6)
+        for entry in store.read_ledger(run[1]):
+            provider = entry.tool.split(".", 1)[0]
+            trial.ledger[provider] = round(trial.ledger.get(provider, 0.0) + entry.credits, 6)
+        trial.playline_credits = round(sum(trial.ledger.values()), 6)
         rows = list(store.iter_rows(run[1], "people"))
     finally:
         store.close()

@@ -552,7 +552,7 @@ MUTANTS: list[Mutant] = [
         "free-status-charged",
         "an answer a rule says is free (a catch-all email) is charged the declared cost",
         "playline/_engine/calls.py",
-        "        if said is not None and said.credits is not None:",
+        "        if said is not None and said.credits is not None and not (said.repeat and again):",
         "        if False:",
         ("tests/httptools/test_http_tools.py", "-k", "free"),
     ),
@@ -856,5 +856,13 @@ MUTANTS: list[Mutant] = [
         "        except PoolTimeout as exc:  # before anything was written: made again (StoreIO)\n"
         "            raise StoreError(\n",
         ("tests/durability/test_store_reconnect.py", "-k", "outage"),
+    ),
+    Mutant(
+        "repeat-after-a-lost-answer-free",
+        "an answer free as a repeat is recorded free after a request whose answer was lost",
+        "playline/_engine/calls.py",
+        " and not (said.repeat and again):\n",
+        ":\n",
+        ("tests/providers/test_prospeo.py", "-k", "cut_short"),
     ),
 ]

@@ -746,6 +746,8 @@ def test_a_wait_is_read_from_the_answer_else_the_rule_else_the_default(
         (lambda: pl.HttpBulk(max_size=0), "max_size"),
         (lambda: pl.Outcome("fatal", status=402, credits=1), "found or"),
         (lambda: pl.Outcome("found", credits=-1), "found or"),
+        (lambda: pl.Outcome("pending", repeat=True), "answered the input before"),
+        (lambda: pl.Outcome("found", repeat="yes"), "answered the input before"),
         (lambda: pl.Auth.header("", "KEY"), "header name"),
         (lambda: pl.Auth.bearer(""), "environment variable"),
     ],

@@ -267,6 +267,9 @@ class Contract:
             assert cut.status == "completed", cut.output and cut.output.errors
             case.check(next(iter(cut.output))["out"], asked[0])
             assert double.duplicates == 0
+            # the cut answer was charged, the repeat free (Prospeo says so): the ledger holds
+            # the one charge the provider made
+            assert double.charged > 0 and cut.stats.credits == pytest.approx(double.charged)
             return
         assert cut.output is not None and [e.code for e in cut.output.errors] == ["in_doubt"]
         assert "not JSON (cut short?)" in cut.output.errors[0].message

@@ -50,8 +50,10 @@ def test_killed_runs_over_real_providers_complete_and_never_pay_twice_unasked() 
         assert trial["attempts"][-1]["status"] == "completed", summary
     assert clean["credit_mismatch"] == 0 and not any(clean["duplicates"].values()), summary
     # the repeat-free providers: nothing in doubt, nothing charged twice
+    # (and their ledger is the provider's: an answer lost in a kill was charged, its repeat free)
     for provider in ("hunter", "prospeo"):
         assert killed["duplicates"][provider] == 0 and provider not in killed["in_doubt"]
+        assert killed["ledger"][provider] == killed["charged"][provider], summary
     # the others: charged twice at most what was in doubt, and only once the user asked
     for provider, count in killed["duplicates"].items():
         assert count <= killed["in_doubt"].get(provider, 0), summary

@@ -965,7 +965,8 @@ class CallExecutor:
                         self._ledger.exhaust(spec, raw)
                     record.refused(call, raw)
                     continue
-                result, charged = record.result(call, raw)
+                again = call.resent or request.maybe_charged
+                result, charged = record.result(call, raw, again=again)
                 entry = (
                     self._entry(spec, call, result, charged)
                     if ledgered or charged is not None
@@ -1187,9 +1188,13 @@ class _Record:
         self.charged: list[LedgerEntry] = []
         self.outcomes: list[tuple[ToolCall, ToolResult | ToolError]] = []
 
-    def result(self, call: ToolCall, raw: Any) -> tuple[ToolResult, Charged | None]:
+    def result(
+        self, call: ToolCall, raw: Any, *, again: bool = False
+    ) -> tuple[ToolResult, Charged | None]:
         """The call's result from its answer, and, when the provider reported what it
-        charged, the declared and reported figures: the result costs the higher."""
+        charged, the declared and reported figures: the result costs the higher. Asked
+        ``again`` (an earlier request may have reached the provider), an answer free as a
+        repeat costs the declared price: the earlier request was the one charged."""
         spec = self._spec
         said = None
         if type(raw) is Charged:  # the answer says what it cost
@@ -1198,8 +1203,8 @@ class _Record:
             tool=spec.id, data=raw, execution=_LIVE, outputs=spec.outputs, lists=spec.lists
         )
         declared = spec.cost.charged(result.found)
-        if said is not None and said.credits is not None:  # the rule's price, not the tool's
-            declared = said.credits
+        if said is not None and said.credits is not None and not (said.repeat and again):
+            declared = said.credits  # the rule's price, not the tool's
         result.cost = declared
         if said is None or said.reported is None:
             return result, None

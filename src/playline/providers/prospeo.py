@@ -158,7 +158,8 @@ def _charged(answer: Answer) -> float | None:
 # Prospeo's answers, in the order tried (a bulk answer's ``matched`` records each go through
 # them too, with the request's status), by ``error_code`` whatever the status
 _OUTCOMES = [
-    Outcome("found", status=200, body={"free_enrichment": True}, credits=0),  # re-enriched
+    # re-enriched: free, unless our earlier request (its answer lost) was the one charged
+    Outcome("found", status=200, body={"free_enrichment": True}, credits=0, repeat=True),
     Outcome("not_found", status=200, body=_without_email, credits=1),  # a match, paid
     Outcome("not_found", body={"error": True, "error_code": "NO_MATCH"}),
     Outcome("rate_limited", body={"error_code": "RATE_LIMITED"}, wait=1),

@@ -63,9 +63,9 @@ class Reading:
         rule = match(rules, answer, result)
         if rule is not None and rule.outcome in ("found", "not_found"):
             data = self.result(answer, result) if rule.outcome == "found" else None
-            if rule.credits is not None or reported is not None:
+            if rule.credits is not None or reported is not None or rule.repeat:
                 declared = None if rule.credits is None else float(rule.credits)
-                data = Charged(data, declared, reported)
+                data = Charged(data, declared, reported, rule.repeat)
             return JobState(done=True, result=data)
         if rule is not None and rule.outcome == "pending" and not item:
             job = dotted(answer.body, rule.job) if rule.job else polled

@@ -88,6 +88,10 @@ class Outcome:
     ``message``: a body path with the provider's words, for the cell's error.
     ``credits``: what a ``found`` or ``not_found`` answer matching it costs, instead of the
     tool's declared cost (Prospeo's catch-all emails and ZeroBounce's ``unknown`` are free).
+    ``repeat``: the answer says the provider answered this input before and charges nothing
+    now (Prospeo's ``free_enrichment``). Sent again after a request that may have reached the
+    provider (no answer, a crash), the call then costs the tool's declared cost: the earlier
+    request is the one the provider charged.
     """
 
     outcome: OutcomeName
@@ -99,6 +103,7 @@ class Outcome:
     job: str | None = None
     message: str | None = None
     credits: float | None = None
+    repeat: bool = False
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -118,6 +123,13 @@ class Outcome:
             raise PlayDefinitionError(
                 f"pl.Outcome({self.outcome!r}, credits={self.credits!r}): what a found or "
                 "not_found answer costs, a number >= 0 (credits=0 for a free status)."
+            )
+        if self.repeat is not False and (
+            self.repeat is not True or self.outcome not in ("found", "not_found")
+        ):
+            raise PlayDefinitionError(
+                f"pl.Outcome({self.outcome!r}, repeat={self.repeat!r}): True marks a found or "
+                "not_found answer the provider gives free because it answered the input before."
             )
         if self.wait is not None and not (
             isinstance(self.wait, int | float) and math.isfinite(self.wait) and self.wait >= 0

@@ -17,11 +17,13 @@ class Charged:
     the tool's declared cost: ``credits``, what a matching outcome rule declares instead
     (Prospeo's catch-all emails are free); ``reported``, what the provider says it charged
     (a header such as ``x-call-credits-spent``, a body field, a per-item ``DEBITED``). The
-    ledger keeps both figures and counts the higher."""
+    ledger keeps both figures and counts the higher. ``repeat``: the rule says the answer is
+    free because the provider answered the input before (``pl.Outcome(repeat=True)``)."""
 
     data: Any
     credits: float | None = None
     reported: float | None = None
+    repeat: bool = False
 
 
 @dataclass(frozen=True, slots=True)
