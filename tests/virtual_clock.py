@@ -6,9 +6,9 @@ wall clock) would see one. Questions like "does a run with random 429s take more
 time of one without them" need time that passes for everyone at once: here a sleeper is
 parked until virtual time reaches its deadline, and time jumps to the earliest deadline only
 when the event loop has nothing else to do: no callback ran for a few loop turns and no call
-is inside a tool's gate (an HTTP request or its recording in flight, which takes no virtual
-time). So the time a run takes is what its waits add up to along the way, with concurrent
-waits overlapping, whatever the machine's speed.
+is inside a tool's gate or polling a job (an HTTP request or its recording in flight, which
+takes no virtual time). So the time a run takes is what its waits add up to along the way,
+with concurrent waits overlapping, whatever the machine's speed.
 
 Only for tests whose I/O is tool calls through the gates (a memory store: store calls run
 inline).
@@ -89,4 +89,4 @@ class VirtualClock:
 
 
 def _calls_in_flight() -> bool:
-    return any(stats["in_flight"] for stats in gate_statistics().values())
+    return any(stats["in_flight"] or stats.get("polling") for stats in gate_statistics().values())

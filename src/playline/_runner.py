@@ -395,8 +395,9 @@ def run(play: Play | PlayFn | str, input: Any = None, **options: Any) -> RunResu
 
 
 def gate_statistics() -> dict[str, dict[str, int]]:
-    """Per tool, the calls in flight and those waiting on its rate limit, summed over the runs
-    on the running event loop: what a progress display shows (``ToolGates.statistics()``).
+    """Per tool, the calls in flight, those waiting on its rate limit and its jobs' polls on
+    the wire (``polling``, once it polled), summed over the runs on the running event loop:
+    what a progress display shows (``ToolGates.statistics()``).
     Call it from that loop, e.g. from a task beside ``pl.arun``."""
     merged: dict[str, dict[str, int]] = {}
     for gates in _gates_by_loop.get(asyncio.get_running_loop(), {}).values():

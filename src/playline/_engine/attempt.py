@@ -467,6 +467,8 @@ class Attempt:
                     f"{tool}: {stats['in_flight']} sent, {stats['waiting']} waiting for its "
                     "rate limit or concurrency cap"
                 )
+            if stats.get("polling"):
+                parts.append(f"{tool}: {stats['polling']} polls of its jobs sent")
         return "; ".join(parts) + "."
 
 

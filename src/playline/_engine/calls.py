@@ -821,7 +821,8 @@ class CallExecutor:
                     for job, items in list(waiting.items()):
                         asked = {item: calls[i].input for item, i in items.items()}
                         try:
-                            state = await jobs.poll_bulk(lane.target, loads(job), asked)
+                            with self._gates.polling(lane.target):
+                                state = await jobs.poll_bulk(lane.target, loads(job), asked)
                         except ToolError as exc:
                             failures[job] = failures.get(job, 0) + 1
                             error = self._poll_failed(spec, exc, failures[job])
@@ -867,7 +868,8 @@ class CallExecutor:
                 while not state.done:
                     await self._poll_wait(next(interval) if state.wait is None else state.wait)
                     try:
-                        state = await jobs.poll(lane.target, state.job, request.calls[0].input)
+                        with self._gates.polling(lane.target):
+                            state = await jobs.poll(lane.target, state.job, request.calls[0].input)
                     except ToolError as exc:
                         failures += 1
                         error = self._poll_failed(spec, exc, failures)

@@ -354,6 +354,7 @@ class ToolGates:
         self._local = local
         self._gates: dict[str, RateGate] = {}
         self._blocked: dict[str, float] = {}  # provider account -> blocked until (monotonic)
+        self._polling: dict[str, int] = {}  # tool id -> its jobs' polls on the wire
         self.holder = owner_id(f"gates-{secrets.token_hex(4)}")
         if store is not None:  # its calls in flight count while this object lives
             weakref.finalize(self, keep_alive(self.holder))
@@ -411,8 +412,19 @@ class ToolGates:
         assert store is not None
         return store
 
+    @contextmanager
+    def polling(self, spec: ToolSpec) -> Iterator[None]:
+        """A poll of one of ``spec``'s jobs on the wire (polls take no slot or rate token:
+        counted for ``statistics`` alone)."""
+        self._polling[spec.id] = self._polling.get(spec.id, 0) + 1
+        try:
+            yield
+        finally:
+            self._polling[spec.id] -= 1
+
     def statistics(self) -> dict[str, dict[str, int]]:
-        """Per tool, the calls in flight and waiting of this object's gates (not ``local``'s)."""
+        """Per tool, the calls in flight and waiting of this object's gates (not ``local``'s),
+        and its jobs' polls on the wire."""
         stats: dict[str, dict[str, int]] = {}
         for key, gate in self._gates.items():
             into = stats.setdefault(key.rpartition("@")[0], {"in_flight": 0, "waiting": 0})
@@ -420,4 +432,6 @@ class ToolGates:
             tokens = gate.tokens.waiting if gate.tokens is not None else 0
             into["in_flight"] += gate.in_flight - tokens
             into["waiting"] += gate.waiting + tokens
+        for tool, polls in self._polling.items():
+            stats.setdefault(tool, {"in_flight": 0, "waiting": 0})["polling"] = polls
         return stats
