@@ -693,6 +693,7 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
                 "unlogged": t.unlogged,
             }
         )
+    awaited = run.awaited_events if run.status is RunStatus.SUSPENDED else []
     doc = run_summary(store, run)
     doc.update(
         input=run.input,
@@ -709,7 +710,8 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
         children=child_summaries(store, run.run_id),
         in_doubt=in_doubt(store, run.run_id),
         jobs=jobs_in_progress(store, run.run_id),
-        awaited_events=run.awaited_events if run.status is RunStatus.SUSPENDED else [],
+        awaited_events=awaited,
+        events_sent=sorted(store.waiting_events(awaited)) if awaited else [],
     )
     return doc
 

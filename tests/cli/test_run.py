@@ -320,6 +320,8 @@ def test_suspended_run_exits_3_and_an_event_resumes_it(cli: Cli) -> None:
     assert "waiting for: the event approve-1" in cli("show", "rs").stdout
     sent = cli("event", "send", "approve-1", "--data", '{"ok": 1}')
     assert sent.exit_code == 0, sent.output
+    shown = cli("show", "rs").stdout  # the event is there, for a worker or a resume to take
+    assert "waiting for: the event approve-1 (sent: a worker or a resume goes on)" in shown
     resumed = cli("resume", "rs", "--json")
     assert resumed.exit_code == 0, resumed.output
     assert cli.json_lines(resumed.stdout)[-1]["output"] == {"ok": 1}

@@ -425,6 +425,11 @@ def test_every_action_clicked_in_chromium_acts_on_a_run_whose_id_needs_encoding(
             page.fill("#send-payload", '{"ok": true}')
             page.click("#send button[type=submit]")
             page.locator("#toast", has_text="Sent 'acts:go'").wait_for(timeout=WAIT_MS)
+            # the page says the event is there, and offers no event left to send
+            page.locator(
+                "#waits-text", has_text="acts:go (sent: a worker or Resume goes on)"
+            ).wait_for(timeout=WAIT_MS)
+            page.locator("#send[hidden]").wait_for(state="attached", timeout=WAIT_MS)
 
             page.click("#resume")
             page.locator("#toast", has_text=RESUMED).wait_for(timeout=WAIT_MS)

@@ -6,7 +6,7 @@ import difflib
 import enum
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -169,6 +169,7 @@ def _show(
         children = child_summaries(db, run_id)
         doubt = in_doubt(db, run_id)
         jobs = jobs_in_progress(db, run_id)
+        sent = db.waiting_events(run.awaited_events) if run.awaited_events else set()
     except StoreError:
         if not (isinstance(db, SQLStore) and db.damage is not None):
             raise
@@ -177,7 +178,7 @@ def _show(
             "store: showing the run's record only.",
             err=True,
         )
-        trace, children, doubt = Trace(), [], {"calls": 0, "tools": {}}
+        trace, children, doubt, sent = Trace(), [], {"calls": 0, "tools": {}}, set()
         jobs = {"calls": 0, "jobs": [], "more": 0}
     advice = waterfall_advice(db, trace.waterfalls)
     if json_mode:
@@ -200,11 +201,12 @@ def _show(
             "child_runs": children,
             "in_doubt": doubt,
             "jobs": jobs,
+            "events_sent": sorted(sent),
         }
         typer.echo(json.dumps(doc, default=str))
         return
     counts = {name: db.row_counts(run_id, name) for name in db.datasets(run_id)}
-    _show_header(run, trace, counts, doubt)
+    _show_header(run, trace, counts, doubt, sent)
     _show_jobs(run, trace, jobs)
     _show_attempts(trace)
     _show_datasets(trace, counts)
@@ -224,8 +226,13 @@ def _show(
 
 
 def _show_header(
-    run: RunRecord, trace: Trace, counts: dict[str, RowCounts], doubt: dict[str, Any]
+    run: RunRecord,
+    trace: Trace,
+    counts: dict[str, RowCounts],
+    doubt: dict[str, Any],
+    sent: Collection[str],
 ) -> None:
+    """The run's lines: its status, error, what it waits for (``sent``: its events there)."""
     status = run_status(run)
     style = STATUS_STYLE.get(status, "red")
     console.print(
@@ -261,7 +268,7 @@ def _show_header(
     if run.error:
         console.print(f"  [red]error:[/red] {run.error}", highlight=False)
     if run.waiting:
-        console.print(f"  waiting for: {waiting_for(run.waiting)}", highlight=False)
+        console.print(f"  waiting for: {waiting_for(run.waiting, sent)}", highlight=False)
         if trace.skipped:  # and no worker will go on with it as it is
             console.print(  # with the path it names: never broken over lines
                 f"  {trace.skipped}", style="yellow", markup=False, highlight=False, soft_wrap=True

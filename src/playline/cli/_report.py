@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +47,15 @@ _STOPS = {
 }
 
 
-def waiting_for(waiting: dict[str, Any]) -> str:
-    """What a suspended run waits for, in words: a stop, its events, its timer."""
+def waiting_for(waiting: dict[str, Any], sent: Collection[str] = ()) -> str:
+    """What a suspended run waits for, in words: a stop, its events (those ``sent`` marked:
+    they wait for a worker or a resume to take them), its timer."""
     if waiting.get("stop"):
         why = _STOPS.get(waiting["stop"], f"it was stopped ({waiting['stop']})")
         return f"a resume: {why}; the calls already sent were recorded"
     parts = []
-    events = waiting.get("events") or []
+    events = [f"{key} (sent: a worker or a resume goes on)" if key in sent else key
+              for key in waiting.get("events") or []]  # fmt: skip
     if events:
         parts.append(("the event " if len(events) == 1 else "the events ") + ", ".join(events))
     if waiting.get("wake_at") is not None:

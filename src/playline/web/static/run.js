@@ -68,16 +68,21 @@ function render(doc) {
   waits.hidden = !(doc.status === "suspended" && doc.waiting);
   if (!waits.hidden) {
     const w = doc.waiting;
+    // an event sent is the run's until a worker or Resume takes it: only the others to send
+    const sent = new Set(doc.events_sent);
+    const eventText = (k) => (sent.has(k) ? `${k} (sent: a worker or Resume goes on)` : k);
+    const unsent = doc.awaited_events.filter((k) => !sent.has(k));
     document.getElementById("waits-text").textContent = w.stop
       ? `${w.stop === "stopped" ? "Stopped" : `Stopped (${w.stop})`}: nothing paid is lost; ` +
         "Resume continues it."
       : [w.wake_at ? `a time: ${when(w.wake_at)}` : null,
-         doc.awaited_events.length ? `events: ${doc.awaited_events.join(", ")}` : null,
+         doc.awaited_events.length ? `events: ${doc.awaited_events.map(eventText).join(", ")}`
+           : null,
          w.child ? `child play ${w.child}` : null].filter(Boolean).join(" · ");
     const form = document.getElementById("send");
-    form.hidden = doc.awaited_events.length === 0;
+    form.hidden = unsent.length === 0;
     const select = document.getElementById("send-key");
-    select.replaceChildren(...doc.awaited_events.map((k) => el("option", { value: k }, k)));
+    select.replaceChildren(...unsent.map((k) => el("option", { value: k }, k)));
   }
 
   const doubt = doc.in_doubt;
@@ -379,6 +384,7 @@ document.getElementById("send").addEventListener("submit", async (event) => {
   const form = new FormData(event.target);
   try {
     toast((await post(api("event"), { key: form.get("key"), payload: form.get("payload") })).message);
+    refreshSoon();
   } catch (e) { toast(e.message, "error"); }
 });
 
