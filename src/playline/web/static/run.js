@@ -329,6 +329,15 @@ setInterval(() => {  // no summary comes while no row finishes: the rate falls a
   drawProgress();
 }, 2000);
 
+// What no event announces follows a running run all the same: its duration, the rows of its
+// datasets, the ledger by column (read from the ledger, not from the stream).
+const LIVE_EVERY = 5000;
+setInterval(() => {
+  if (lastStatus !== "running") return;
+  refreshSoon();
+  loadColumns();
+}, LIVE_EVERY);
+
 async function refresh() {
   render(await getJSON(api(`run/${idPath(runId)}`)));
 }
