@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
 import playline as pl
@@ -251,11 +251,17 @@ async def test_a_run_held_by_a_live_attempt_is_retried_after_its_lease(store: St
     assert "another-host" in str(raised.value)
 
 
-async def test_a_run_this_worker_cannot_run_fails_its_workflow_saying_why(store: Store) -> None:
+async def test_a_run_this_worker_cannot_run_fails_its_workflow_saying_why(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     with pytest.raises(ApplicationError) as missing:
         await attempt(environment(), activity_for(store, [], []), "t0-nowhere")
     assert missing.value.type == UNRUNNABLE and missing.value.non_retryable
     assert "--store" in str(missing.value)
+    # the worker says it in one line; the SDK keeps its traceback to its debug level
+    assert missing.value.category is ApplicationErrorCategory.BENIGN
+    said = [r for r in caplog.records if r.name == "playline.worker"]
+    assert [r.getMessage() for r in said] == [missing.value.message] and not said[0].exc_info
 
     await submitted(store, sleeper, "t0-unknown-play")
     with pytest.raises(ApplicationError) as unknown:

@@ -60,12 +60,11 @@ from ._messages import (
     ACTIVITY,
     RUN_HELD,
     STORE_LOST,
-    UNRUNNABLE,
     AttemptInput,
     AttemptResult,
 )
 from ._messages import LEASE_LOST as LEASE_LOST_ERROR
-from ._schedules import record_new_run
+from ._schedules import record_new_run, unrunnable
 
 __all__ = ["AttemptActivity", "AttemptSettings", "Ended", "Resolve"]
 
@@ -183,12 +182,10 @@ class AttemptActivity:
             if settled is not None:
                 return settled
         if record is None:
-            raise ApplicationError(
+            raise unrunnable(
                 f"Run {inp.run_id} is not in this worker's store "
                 f"({display_url(self._store.url)}). Start the workers with the store the run "
-                "was submitted to (--store).",
-                type=UNRUNNABLE,
-                non_retryable=True,
+                "was submitted to (--store)."
             )
         try:
             play, sources = await asyncio.to_thread(self._resolve, record)
@@ -199,7 +196,7 @@ class AttemptActivity:
                 f"{' '.join(str(exc).split())}"
             )
             await self._io(self._fail_unrunnable, inp.run_id, why)
-            raise ApplicationError(why, type=UNRUNNABLE, non_retryable=True) from None
+            raise unrunnable(why) from None
         heartbeats = Heartbeats(inp.run_id, inp.attempt)
         # as the store counts it (`playline show`): a retried activity is an attempt too
         number = record.attempts + 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import logging
 import re
 import zoneinfo
 from collections.abc import Awaitable, Callable, Mapping
@@ -52,7 +53,7 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from ..._json import dumps, loads
@@ -73,7 +74,10 @@ __all__ = [
     "pause_schedule",
     "record_new_run",
     "schedule_id",
+    "unrunnable",
 ]
+
+_log = logging.getLogger("playline.worker")
 
 T = TypeVar("T")
 
@@ -371,6 +375,16 @@ def _check_timezone(timezone: str) -> None:
 # The worker's side: the first attempt of a fire records its run
 
 
+def unrunnable(why: str) -> ApplicationError:
+    """The error that ends a run's workflow because no worker can run it (``UNRUNNABLE``, not
+    retried), said as one line on the worker's log: the SDK logs it at debug level only, so
+    its traceback (of the activity, not of the play) does not bury the reason."""
+    _log.warning("%s", why)
+    return ApplicationError(
+        why, type=UNRUNNABLE, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+    )
+
+
 async def record_new_run(
     store: Store, inp: AttemptInput, record: RunRecord | None
 ) -> tuple[RunRecord | None, AttemptResult | None]:
@@ -382,11 +396,9 @@ async def record_new_run(
     assert new is not None
     if record is not None:
         if record.play != new.play:
-            raise ApplicationError(
+            raise unrunnable(
                 f"Run {record.run_id} exists for play {record.play!r}, not {new.play!r}: "
-                "rename the schedule, whose name its run ids start with.",
-                type=UNRUNNABLE,
-                non_retryable=True,
+                "rename the schedule, whose name its run ids start with."
             )
         if record.status in _ENDED:  # this fire ran already: one run per fire
             return record, AttemptResult(status=record.status.value, error=record.error)
