@@ -321,8 +321,9 @@ class Dataset:
         (``postgresql://...``, the postgres extra) database by ``key`` (a column or a list of
         columns); returns how many rows were written. Writing again updates the rows of known
         keys with the newest values. A missing table is created with a unique index on the
-        key, missing columns are added; ``if_exists="replace"`` drops the table first,
-        ``"fail"`` refuses an existing one. Columns with ``fields=`` are written as
+        key, missing columns are added; ``if_exists="replace"`` drops the table first (with no
+        rows, empties it), ``"fail"`` refuses an existing one. A text SQLite would store as
+        another number in an existing column of numbers ('007') is refused, nothing written. Columns with ``fields=`` are written as
         ``<column>.<field>`` columns, as ``to_csv`` writes them; ``flatten=True`` spreads every
         nested dict (other nested values are JSON text). A blocking call: in a play, ``await
         asyncio.to_thread(ds.to_sql, ...)`` keeps the event loop free."""

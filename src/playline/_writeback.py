@@ -17,7 +17,9 @@ transaction.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -140,10 +142,13 @@ class _Column:
     name: str
     kind: str = "null"  # null, boolean, integer, real, text, json
     declared: str = ""
+    numeric_text: str | None = None  # a text a column of numbers would store as another
 
     def see(self, value: Any) -> None:
         if value is None:
             return
+        if self.numeric_text is None and isinstance(value, str) and _changed_as_number(value):
+            self.numeric_text = value
         if isinstance(value, bool):
             found = "boolean"
         elif isinstance(value, int):
@@ -160,6 +165,29 @@ class _Column:
             self.kind = "real"
         else:
             self.kind = "text"  # a column of mixed types is written as text
+
+
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+
+
+def _changed_as_number(text: str) -> bool:
+    """Whether SQLite would store ``text`` in a column of numbers (INTEGER, REAL or NUMERIC
+    affinity) as a number that does not read back as the text: '+336...', '007', '1.50'
+    (https://www.sqlite.org/datatype3.html#type_affinity)."""
+    if not _NUMBER.fullmatch(text):
+        return False
+    number = float(text)
+    if number.is_integer() and abs(number) < 2**63:
+        return str(int(number)) != text
+    return repr(number) != text
+
+
+def _numeric_affinity(declared: str) -> bool:
+    """Whether a SQLite column so declared stores number-like texts as numbers."""
+    kind = declared.upper()
+    if "INT" in kind:
+        return True
+    return bool(kind) and not any(t in kind for t in ("CHAR", "CLOB", "TEXT", "BLOB"))
 
 
 @dataclass
@@ -216,11 +244,15 @@ def write_sql(
         )
     target = _target(url, what)
     columns = _learn(rows, keys, what)
-    if not columns:  # no rows: nothing to write, and no columns to create a table with
+    if not columns:  # no rows: no columns to create a table with
+        _check_name(target, table, what)
+        with _connected(target, what) as conn:
+            _prepare_empty(target, conn, table, if_exists, what)
         return 0
     for name in columns:
         _check_name(target, name, what)
     _check_name(target, table, what)
+    _check_distinct(target, columns, what)
     with _connected(target, what) as conn:
         _prepare(target, conn, table, columns, keys, if_exists, what)
         return _upsert(target, conn, table, columns, keys, rows)
@@ -278,6 +310,21 @@ def _check_name(target: _Target, name: str, what: str) -> None:
         )
 
 
+def _check_distinct(target: _Target, columns: dict[str, _Column], what: str) -> None:
+    """SQLite reads names without case: 'Email' and 'email' would be one column."""
+    if target.postgres:
+        return
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise PlayDefinitionError(
+                f"{what}: the rows have the columns {other!r} and {name!r}, which SQLite takes "
+                "for one (its names ignore case); rename one (e.g. with a column of the play) "
+                "before writing; nothing was written."
+            )
+
+
 def _learn(rows: Iterable[dict[str, Any]], keys: list[str], what: str) -> dict[str, _Column]:
     """Every column (in the order first seen) and its kind; a row without a key refused."""
     columns: dict[str, _Column] = {}
@@ -322,11 +369,7 @@ def _prepare(
     """The table ready to take the rows: created, or checked and given the missing columns."""
     q = target.quote
     existing = _table_columns(target, conn, table)
-    if existing and if_exists == "fail":
-        raise PlayDefinitionError(
-            f"{what}: table {table!r} exists and if_exists='fail'; use if_exists='upsert' to "
-            "update it by key, or 'replace' to write it anew."
-        )
+    _refuse_existing(existing, table, if_exists, what)
     statements = []
     if existing and if_exists == "replace":
         statements.append(f"DROP TABLE {q(table)}")
@@ -340,7 +383,7 @@ def _prepare(
     if not existing:
         defs = ", ".join(f"{q(c.name)} {target.type_of(c.kind)}" for c in columns.values())
         statements.append(f"CREATE TABLE {q(table)} ({defs})")
-        index = q(f"{table}_{'_'.join(keys)}_key"[:_PG_NAME_BYTES])
+        index = q(_index_name(table, keys))
         statements.append(
             f"CREATE UNIQUE INDEX {index} ON {q(table)} ({', '.join(q(k) for k in keys)})"
         )
@@ -363,7 +406,50 @@ def _prepare(
                 )
             else:
                 column.name, column.declared = found, existing[found]
-    _in_transaction(target, conn, statements, [])
+                _refuse_numeric_text(target, table, column, what)
+    _in_transaction(target, conn, statements, [], prepare=table)
+
+
+def _refuse_numeric_text(target: _Target, table: str, column: _Column, what: str) -> None:
+    """A text a SQLite column of numbers would store as a number that reads back otherwise
+    ('+33...' as 33..., '007' as 7) is refused before anything is written: never lost."""
+    if target.postgres or column.numeric_text is None:
+        return  # (PostgreSQL refuses text in a column of numbers by itself)
+    if _numeric_affinity(column.declared):
+        raise PlayDefinitionError(
+            f"{what}: column {column.name!r} of table {table!r} holds numbers "
+            f"({column.declared.upper()}), and SQLite would store the text "
+            f"{column.numeric_text!r} as a number, losing its form (a '+', leading zeros). "
+            "Write to a new table (its column is created as TEXT), use if_exists='replace', "
+            "or write numbers; nothing was written."
+        )
+
+
+def _index_name(table: str, keys: list[str]) -> str:
+    """The key's unique index: named after the table and keys, with a digest of both, so
+    that table 'a' keyed by 'b_c' and table 'a_b' keyed by 'c' never want one name."""
+    digest = hashlib.sha256(canonical([table, keys]).encode()).hexdigest()[:8]
+    readable = f"{table}_{'_'.join(keys)}"[: _PG_NAME_BYTES - 14]
+    while len(readable.encode()) > _PG_NAME_BYTES - 14:  # a name cut inside a character
+        readable = readable[:-1]
+    return f"{readable}_key_{digest}"
+
+
+def _refuse_existing(existing: dict[str, str], table: str, if_exists: IfExists, what: str) -> None:
+    if existing and if_exists == "fail":
+        raise PlayDefinitionError(
+            f"{what}: table {table!r} exists and if_exists='fail'; use if_exists='upsert' to "
+            "update it by key, or 'replace' to write it anew."
+        )
+
+
+def _prepare_empty(target: _Target, conn: Any, table: str, if_exists: IfExists, what: str) -> None:
+    """No rows to write: 'replace' leaves the table empty (its columns as they were: no row
+    says what new ones would be), 'fail' refuses an existing one, 'upsert' changes nothing."""
+    existing = _table_columns(target, conn, table)
+    _refuse_existing(existing, table, if_exists, what)
+    if existing and if_exists == "replace":
+        _in_transaction(target, conn, [f"DELETE FROM {target.quote(table)}"], [], prepare=table)
 
 
 def _find(existing: dict[str, str], name: str, target: _Target) -> str | None:
@@ -467,9 +553,17 @@ def _converter(target: _Target, column: _Column) -> Any:
     return lambda v: v
 
 
-def _in_transaction(target: _Target, conn: Any, statements: list[str], params: list[Any]) -> None:
+def _in_transaction(
+    target: _Target,
+    conn: Any,
+    statements: list[str],
+    params: list[Any],
+    *,
+    prepare: str | None = None,
+) -> None:
     """Run ``statements`` (the last one once per item of ``params``, if any) as one
-    transaction; a database error names the statement's table and says nothing was kept."""
+    transaction; a database error says what was kept: a batch of rows rolled back, or, while
+    the table ``prepare`` was made ready, nothing written."""
     try:
         if target.postgres:
             with conn.transaction(), conn.cursor() as cur:
@@ -479,6 +573,11 @@ def _in_transaction(target: _Target, conn: Any, statements: list[str], params: l
                 _execute(conn, statements, params)
     except (sqlite3.Error, _pg_error()) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if prepare is not None:
+            raise PlaylineError(
+                f"Making table {prepare!r} ready in {target.url} failed: {reason}. Nothing "
+                "was written."
+            ) from None
         raise PlaylineError(
             f"Writing to {target.url} failed: {reason}. This batch was rolled back; the "
             "batches before it are kept, and writing again upserts them by key."

@@ -4,6 +4,7 @@ per key with the newest values; new columns added; composite keys; bad inputs re
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,3 +209,48 @@ def test_a_postgres_server_that_is_not_there_says_so(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     with pytest.raises(pl.PlaylineError, match=r"could not connect to postgresql://u@127\.0\.0\.1"):
         _dataset(tmp_path).to_sql(f"postgresql://u:pw@127.0.0.1:{port}/db", "t", key="email")
+
+
+def test_text_a_column_of_numbers_would_change_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """SQLite stores '+33612345678' in an INTEGER column as 33612345678 and '0612345678' as
+    612345678: such a write is refused whole, the table as it was."""
+    url = f"sqlite:///{tmp_path}/out.db"
+    _dataset(tmp_path, extra={"phone": 33612345678}).to_sql(url, "leads", key="email")
+    for text in ("+33612345678", "0612345678", "1.50"):
+        with pytest.raises(pl.PlayDefinitionError, match=f"the text '{re.escape(text)}'"):
+            _dataset(tmp_path, extra={"phone": text}).to_sql(url, "leads", key="email")
+    with sqlite3.connect(tmp_path / "out.db") as conn:
+        assert {p for (p,) in conn.execute("SELECT phone FROM leads")} == {33612345678}
+    # text a number column keeps as it is goes in, as does one a new table holds as TEXT
+    assert _dataset(tmp_path, extra={"phone": "unknown"}).to_sql(url, "leads", key="email") == 5
+    _dataset(tmp_path, extra={"phone": "007"}).to_sql(url, "fresh", key="email")
+    with sqlite3.connect(tmp_path / "out.db") as conn:
+        assert {p for (p,) in conn.execute("SELECT phone FROM fresh")} == {"007"}
+
+
+def test_replace_with_no_rows_empties_the_table_and_fail_refuses_it(tmp_path: Path, db: Db) -> None:
+    _dataset(tmp_path).to_sql(db.url, "leads", key="email")
+    empty = _dataset(tmp_path, rows=0)
+    with pytest.raises(pl.PlayDefinitionError, match="exists and if_exists='fail'"):
+        empty.to_sql(db.url, "leads", key="email", if_exists="fail")
+    assert empty.to_sql(db.url, "leads", key="email") == 0  # upsert: nothing changes
+    assert db.rows("SELECT count(*) FROM leads") == [(5,)]
+    assert empty.to_sql(db.url, "leads", key="email", if_exists="replace") == 0
+    assert db.rows("SELECT count(*) FROM leads") == [(0,)]
+
+
+def test_tables_whose_names_and_keys_join_alike_get_indexes_of_their_own(
+    tmp_path: Path, db: Db
+) -> None:
+    """Table 't_email' keyed by 'n' and table 't' keyed by ('email', 'n'): 't_email_n'."""
+    assert _dataset(tmp_path).to_sql(db.url, "t_email", key="n") == 5
+    assert _dataset(tmp_path).to_sql(db.url, "t", key=["email", "n"]) == 5
+    assert db.rows("SELECT count(*) FROM t") == db.rows("SELECT count(*) FROM t_email") == [(5,)]
+
+
+def test_columns_sqlite_takes_for_one_are_refused(tmp_path: Path) -> None:
+    ds = _dataset(tmp_path, extra={"Email": "X@x.com"})
+    with pytest.raises(pl.PlayDefinitionError, match=r"'email' and 'Email'.*ignore case"):
+        ds.to_sql(f"sqlite:///{tmp_path}/out.db", "leads", key="email")
