@@ -323,10 +323,11 @@ class Dataset:
         keys with the newest values. A missing table is created with a unique index on the
         key, missing columns are added; ``if_exists="replace"`` drops the table first (with no
         rows, empties it), ``"fail"`` refuses an existing one. A text SQLite would store as
-        another number in an existing column of numbers ('007') is refused, nothing written. Columns with ``fields=`` are written as
-        ``<column>.<field>`` columns, as ``to_csv`` writes them; ``flatten=True`` spreads every
-        nested dict (other nested values are JSON text). A blocking call: in a play, ``await
-        asyncio.to_thread(ds.to_sql, ...)`` keeps the event loop free."""
+        another number in an existing column of numbers ('007') is refused, nothing written.
+        Columns with ``fields=`` are written as ``<column>.<field>`` columns, as ``to_csv``
+        writes them; ``flatten=True`` spreads every nested dict (other nested values are JSON
+        text). A blocking call: in a play, ``await asyncio.to_thread(ds.to_sql, ...)`` keeps
+        the event loop free."""
         from ._writeback import write_sql
 
         fields, flatten = self._fields(), self._flatten(flatten)
