@@ -64,7 +64,8 @@ def _ordered(group: Any, ctx: Any) -> list[str]:
 
 
 def _sections(command: Any, ctx: Any, depth: int) -> list[str]:
-    sections = [f"{'#' * depth} `{ctx.command_path}`\n\n```text\n{command.get_help(ctx)}\n```\n"]
+    text = command.get_help(ctx).replace("\\[", "[")  # Rich's escape of a literal "["
+    sections = [f"{'#' * depth} `{ctx.command_path}`\n\n```text\n{text}\n```\n"]
     if hasattr(command, "list_commands"):  # a group
         for name in _ordered(command, ctx):
             sub = command.get_command(ctx, name)

@@ -94,3 +94,12 @@ def test_a_stopped_run_waits_for_a_resume_and_says_why() -> None:
     assert said.startswith("a resume: it was stopped (Ctrl-C, a signal, the UI's stop);")
     assert waiting_for({"stop": "lease lost"}).startswith("a resume: another process took")
     assert waiting_for({"stop": "drained"}).startswith("a resume: it was stopped (drained)")
+
+
+def test_dollars_read_to_three_significant_digits_below_a_dollar() -> None:
+    from playline.cli._report import dollars_text
+
+    assert dollars_text(0) == "$0"
+    assert dollars_text(4.474e-05) == "$0.0000447"  # an LLM call: not "$0.0000"
+    assert dollars_text(0.5) == "$0.5" and dollars_text(0.0123) == "$0.0123"
+    assert dollars_text(1234.5) == "$1,234.50"

@@ -174,7 +174,8 @@ def test_the_summary_counts_the_calls_the_budget_refused_as_calls_not_sent(cli: 
     out = " ".join(first.stdout.split())
     # run: to their end (2), not started (5): the 3 pending are not counted twice
     assert "5 rows: 2 run, 0 reused, 0 failed, 3 pending (a resume runs them)" in out
-    assert "calls not sent: 3 x BudgetExceeded: raise --max-credits and resume" in out
+    said = "calls not sent: 3 x BudgetExceeded: raise the budget the run's error names"
+    assert said in out and "--max-usd for the dollars of LLM calls" in out
     assert "failed: 3 x" not in out
     shown = " ".join(cli("show", "cap").stdout.split())
     assert "2 rows run, 0 reused, 0 failed" in shown  # each attempt's line says so too

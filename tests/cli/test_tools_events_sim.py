@@ -33,6 +33,12 @@ def test_every_command_has_help(command: list[str]) -> None:
     assert "Usage:" in result.stdout
 
 
+def test_help_keeps_an_extra_in_brackets() -> None:
+    """Rich reads '[parquet]' as markup: the install command lost its extra."""
+    result = CliRunner().invoke(app, ["export", "--help"], env={"COLUMNS": "200"})
+    assert "pip install 'playline[parquet]'" in result.stdout, result.stdout
+
+
 def test_version() -> None:
     import playline as pl
 

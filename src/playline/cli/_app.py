@@ -28,6 +28,7 @@ from ..store.sql import SQLStore
 from ._load import (
     CliError,
 )
+from ._report import dollars_text
 from ._report import (
     export_dataset as export_dataset,  # the commands' export (run --out, export)
 )
@@ -242,9 +243,9 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
     if stats.credits_in_doubt:
         credits += f", {stats.credits_in_doubt:g} more in doubt (may have been charged)"
     if stats.usd or stats.usd_in_doubt:
-        credits += f" · ${stats.usd:.4f}"
+        credits += f" · {dollars_text(stats.usd)}"
         if stats.usd_in_doubt:
-            credits += f", ${stats.usd_in_doubt:.4f} more in doubt"
+            credits += f", {dollars_text(stats.usd_in_doubt)} more in doubt"
     pending = f", {stats.rows_pending} pending (a resume runs them)" if stats.rows_pending else ""
     if stats.rows_seen:
         pending += f"; {stats.rows_seen} left out as seen by earlier runs (net_new)"
@@ -280,7 +281,11 @@ _HINTS = (
     (("circuit_open", "503", "500", "502", "504"), "the provider is failing; resume later"),
     (("timeout", "connection_error"), "the provider did not answer; check it, then resume"),
     (("retry_budget", "429"), "the provider kept rate-limiting; resume later or raise limits"),
-    (("BudgetExceeded",), "raise --max-credits and resume"),
+    (
+        ("BudgetExceeded",),
+        "raise the budget the run's error names (--max-credits, or --max-usd for the dollars "
+        "of LLM calls) and resume",
+    ),
 )
 
 

@@ -24,6 +24,7 @@ from ..sim import Simulator, serve
 from ..store import Store, display_url, open_store
 from ..tools import Gateway
 from ._progress import LiveProgress, drive
+from ._report import dollars_text
 from ._tables import print_table
 
 __all__ = ["run_demo"]
@@ -108,12 +109,12 @@ def _costs(db: Store, run_id: str) -> Table:
         table.add_column(column, justify="left" if column == "tool" else "right")
     trace = trace_of(db, run_id)
     for tool, t in sorted(trace.tools.items()):
-        cost = f"${t.credits:.4f}" if t.unit == "usd" else f"{t.credits:g}"
+        cost = dollars_text(t.credits) if t.unit == "usd" else f"{t.credits:g}"
         table.add_row(tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), cost)
     total = f"{sum(t.credits for t in trace.tools.values() if t.unit != 'usd'):g}"
     usd = sum(t.credits for t in trace.tools.values() if t.unit == "usd")
     if usd:
-        total += f" + ${usd:.4f}"
+        total += f" + {dollars_text(usd)}"
     table.add_row("[bold]total[/bold]", "", "", "", "", f"[bold]{total}[/bold]")
     return table
 
@@ -123,7 +124,7 @@ def _line(result: pl.RunResult) -> str:
     return (
         f"[bold]{result.status}[/bold]: {s.rows} rows, {s.tool_calls_live} live calls, "
         f"{s.tool_calls_cached} from receipts, {s.tool_requests} provider requests, "
-        f"[bold]{s.credits:g} credits · ${s.usd:.4f} for the AI column[/bold]"
+        f"[bold]{s.credits:g} credits · {dollars_text(s.usd)} for the AI column[/bold]"
     )
 
 
@@ -175,7 +176,8 @@ def run_demo(console: Console, *, store: str | None = None) -> int:
         else:
             console.print(
                 f"[yellow]The second run paid {second.stats.credits:g} credits and "
-                f"${second.stats.usd:.4f} ({second.stats.tool_calls_live} live calls)[/yellow]."
+                f"{dollars_text(second.stats.usd)} ({second.stats.tool_calls_live} live "
+                "calls)[/yellow]."
             )
         if store:
             shown = display_url(store)

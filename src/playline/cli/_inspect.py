@@ -52,7 +52,7 @@ from ._load import (
     CliError,
 )
 from ._outfile import STDOUT, check_out
-from ._report import credits_text, require_run, waiting_for, when
+from ._report import credits_text, dollars_text, require_run, waiting_for, when
 from ._tables import TsvOpt, is_terminal, print_table, table_output, tsv_active
 from ._temporal import recorded_endpoint
 
@@ -111,7 +111,7 @@ def _runs(limit: int, store: str | None, *, json_mode: bool) -> None:
             str(summary["rows"]),
             str(summary["rows_failed"]),
             credits_text(summary["credits"])
-            + (f" + ${summary['usd']:.4f}" if summary["usd"] else ""),
+            + (f" + {dollars_text(summary['usd'])}" if summary["usd"] else ""),
         )
     print_table(table)  # piped: as wide as the table needs, for grep and friends
 
@@ -281,7 +281,7 @@ def _show_header(
             f" ({credits_text(trace.child_credits)} of them paid by its child plays, listed below)"
         )
     if trace.run_usd:
-        credits += f" · ${trace.run_usd:.4f} (LLM calls)"
+        credits += f" · {dollars_text(trace.run_usd)} (LLM calls)"
     console.print(
         f"  totals over {over}: {trace.calls} live calls (sent) · "
         f"{counted(trace.requests, 'provider request')} · {credits}",
@@ -371,7 +371,8 @@ def _show_attempts(trace: Trace) -> None:
             counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
         console.print(
             f"  {a.number}.{started} [bold]{a.status}[/bold]: {counts} · {a.requests} "
-            f"requests · {credits_text(a.credits)} credits" + (f" · ${a.usd:.4f}" if a.usd else ""),
+            f"requests · {credits_text(a.credits)} credits"
+            + (f" · {dollars_text(a.usd)}" if a.usd else ""),
             highlight=False,
         )
     console.print(
@@ -417,7 +418,7 @@ def _show_tools(trace: Trace) -> None:
     for column in ("tool", "requests", "inputs sent", "live calls", "found", "cost"):
         tools.add_column(column, justify="left" if column == "tool" else "right")
     for tool, t in sorted(trace.tools.items()):
-        cost = f"${t.credits:.4f}" if t.unit == "usd" else credits_text(t.credits)
+        cost = dollars_text(t.credits) if t.unit == "usd" else credits_text(t.credits)
         tools.add_row(tool, str(t.requests), str(t.inputs), str(t.calls), str(t.found), cost)
     tools.add_row(
         "[bold]total[/bold]",
@@ -426,7 +427,7 @@ def _show_tools(trace: Trace) -> None:
         f"[bold]{trace.calls}[/bold]",
         f"[bold]{sum(t.found for t in trace.tools.values())}[/bold]",
         f"[bold]{credits_text(trace.credits)}"
-        + (f" + ${trace.usd:.4f}" if trace.usd else "")
+        + (f" + {dollars_text(trace.usd)}" if trace.usd else "")
         + "[/bold]",
     )
     print_table(tools)
@@ -665,8 +666,8 @@ def export(
         ExportFormat | None,
         typer.Option(
             "--format",
-            help="csv, jsonl or parquet (parquet needs pyarrow: pip install 'playline[parquet]'); "
-            "default: by the --out suffix.",
+            help="csv, jsonl or parquet (parquet needs pyarrow: pip install "
+            "'playline\\[parquet]'); default: by the --out suffix.",
         ),
     ] = None,
     with_status: Annotated[

@@ -27,6 +27,7 @@ from ._app import (
     console,
 )
 from ._load import gateway_from, load_play, parse_inputs
+from ._report import dollars_text
 from ._tables import TsvOpt, print_table, table_output
 
 
@@ -106,8 +107,8 @@ def _print_plan(estimate: pl.Plan) -> None:
                 str(t.requests),
                 str(t.from_receipts),
                 f"{t.hit_rate:.0%} ({t.hit_rate_from})" if t.calls else "-",
-                f"${t.credits_expected:.4f}" if usd else f"{t.credits_expected:.1f}",
-                f"${t.credits_max:.4f}" if usd else f"{t.credits_max:g}",
+                dollars_text(t.credits_expected) if usd else f"{t.credits_expected:.1f}",
+                dollars_text(t.credits_max) if usd else f"{t.credits_max:g}",
                 f"{t.seconds:.1f} s" if t.seconds else "-",
             )
         print_table(tools)
@@ -129,8 +130,9 @@ def _print_plan(estimate: pl.Plan) -> None:
     )
     if estimate.usd_max:
         console.print(
-            f"[bold]dollars (LLM calls): about ${estimate.usd_expected:.4f} expected, at most "
-            f"${estimate.usd_max:.4f}[/bold] · ~{estimate.tokens:,} prompt tokens (estimated)",
+            f"[bold]dollars (LLM calls): about {dollars_text(estimate.usd_expected)} expected, "
+            f"at most {dollars_text(estimate.usd_max)}[/bold] · ~{estimate.tokens:,} prompt "
+            "tokens (estimated)",
             highlight=False,
         )
     for note in estimate.notes:

@@ -33,7 +33,7 @@ from rich.text import Text
 from .. import RunResult
 from .._trace import gate_statistics
 from ..store import Event, Store
-from ._report import credits_text
+from ._report import credits_text, dollars_text
 
 __all__ = ["JsonLines", "LiveProgress", "drive", "event_dict"]
 
@@ -278,7 +278,7 @@ class LiveProgress:
         credits, usd = self._spent
         footer = Text.assemble(("credits ", "dim"), (credits_text(credits), "bold"))
         if usd:
-            footer.append_text(Text.assemble((" · ", "dim"), (f"${usd:.4f}", "bold")))
+            footer.append_text(Text.assemble((" · ", "dim"), (dollars_text(usd), "bold")))
         if self._stalled:
             return Group(self._bars, tools, footer, Text(self._stalled, style="yellow"))
         return Group(self._bars, tools, footer)
