@@ -94,12 +94,18 @@ class WebhookSink:
                 "last": last,
                 "rows": rows,
             }
-            await self._deliver(ctx, dataset.name, number, payload, key)
+            await self._deliver(ctx, dataset.name, number, len(rows), payload, key)
             sent += len(rows)
         return sent
 
     async def _deliver(
-        self, ctx: Context, dataset: str, number: int, payload: dict[str, Any], key: str | None
+        self,
+        ctx: Context,
+        dataset: str,
+        number: int,
+        size: int,
+        payload: dict[str, Any],
+        key: str | None,
     ) -> None:
         """One chunk, as one durable fetch (again under a new key after a failed answer that
         an earlier attempt recorded)."""
@@ -124,7 +130,7 @@ class WebhookSink:
                     name, self.url, method="POST", headers=headers, json=payload
                 )
             except ToolError as exc:  # no answer: nothing recorded, a resume sends it again
-                raise self._error(dataset, number, exc.provider_message, None) from None
+                raise self._error(dataset, number, size, exc.provider_message, None) from None
             if response.ok:
                 return
             # The answer is recorded: replayed by every later attempt. The first attempt to
@@ -134,12 +140,16 @@ class WebhookSink:
                 text = response.text.strip()
                 if text:
                     answer += f": {text[:200]}"
-                raise self._error(dataset, number, answer, response.status)
+                raise self._error(dataset, number, size, answer, response.status)
 
-    def _error(self, dataset: str, number: int, why: str, status: int | None) -> SinkError:
+    def _error(
+        self, dataset: str, number: int, size: int, why: str, status: int | None
+    ) -> SinkError:
+        """The chunk ``number`` (of ``size`` rows) not delivered: which rows, and what next."""
+        first = number * self.chunk + 1
         return SinkError(
             f"pl.sinks.webhook could not deliver chunk {number} of dataset {dataset!r} "
-            f"(rows {number * self.chunk + 1}-{(number + 1) * self.chunk}) to {self.url}: "
+            f"(rows {first}-{first + size - 1}) to {self.url}: "
             f"{why}. The chunks before it were delivered; fix the receiver, then resume the "
             "run: it goes on from this chunk, with the same Idempotency-Key.",
             url=self.url,
