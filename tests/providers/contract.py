@@ -150,7 +150,7 @@ class Contract:
             self.case, self.tools(), asked, "memory://", double=double, clock=VirtualClock()
         )
 
-        assert result.status == "completed", result.error
+        assert result.status == "completed", (result.error, result.output and result.output.errors)
         assert double.throttled == 0
         assert sum(double.calls.values()) >= 1
 
