@@ -265,6 +265,7 @@ def trace_of(
     *,
     attempts: int | None = None,
     interrupted: bool = False,
+    running: bool = False,
 ) -> Trace:
     """A run's step trace from its events and ledger. ``attempts``: how many attempts the run
     record counts; attempts whose start event was never written (their process was killed
@@ -272,7 +273,8 @@ def trace_of(
     before the first attempt on record. ``interrupted`` (the run is shown ``interrupted``:
     its last attempt's process is gone, so it never reported its end): the datasets that
     attempt left ``running`` are ``interrupted`` too, and its waterfalls are counted from its
-    stored rows."""
+    stored rows. ``running`` (its holder is alive): its last attempt, without an end on
+    record, is ``running``, not interrupted."""
     trace = Trace()
     for event in store.read_events(run_id, kinds=TRACE_KINDS):
         kind = event.kind
@@ -324,6 +326,8 @@ def trace_of(
     if interrupted:  # no later attempt says so: the run's own status does
         _left_running(trace, INTERRUPTED)
         _recount_waterfalls(trace.waterfalls, store, run_id)
+    elif running and trace.attempt_list and not trace.attempt_list[-1].stats:
+        trace.attempt_list[-1].status = "running"  # no end yet: its process goes on
     lost = (attempts or 0) - len(trace.attempt_list)
     if lost > 0:
         trace.attempt_list[:0] = [AttemptTrace(number=0, started_at=0.0) for _ in range(lost)]
@@ -675,8 +679,10 @@ def run_detail(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run page: summary, input and output, stats, step trace, ledger by tool and column,
     waterfalls with credits per hit, child plays, the calls in doubt, the jobs in progress,
     and what a suspended run waits for."""
-    killed = run_status(run) == INTERRUPTED
-    trace = trace_of(store, run.run_id, interrupted=killed)
+    status = run_status(run)
+    trace = trace_of(
+        store, run.run_id, interrupted=status == INTERRUPTED, running=status == "running"
+    )
     tools = []
     for tool, t in sorted(trace.tools.items()):
         tools.append(

@@ -53,6 +53,16 @@ async def holding(ctx, input):
 def _killed_mid_call(cli: Cli, run_id: str) -> None:
     """`playline run` of HELD_PLAY, SIGKILLed while its call is out and after its dataset's
     start is in the store (so `show` knows the dataset the kill left running)."""
+    proc = _held_mid_call(cli, run_id)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    (cli.tmp / "hold").unlink()
+
+
+def _held_mid_call(cli: Cli, run_id: str) -> subprocess.Popen[str]:
+    """`playline run` of HELD_PLAY, its call out and its dataset's start in the store: held
+    there until the file "hold" goes."""
     play = cli.play(HELD_PLAY)
     (cli.tmp / "hold").touch()
     proc = subprocess.Popen(
@@ -75,10 +85,7 @@ def _killed_mid_call(cli: Cli, run_id: str) -> None:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the held call or its dataset never showed up"
         time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-    (cli.tmp / "hold").unlink()
+    return proc
 
 
 def _run_page(cli: Cli, run_id: str) -> dict[str, Any]:
@@ -112,6 +119,23 @@ def test_show_after_a_kill_with_no_later_attempt_says_its_dataset_was_interrupte
     record = store.get_run("k1")
     assert record is not None
     assert [d["status"] for d in run_detail(store, record)["datasets"]] == ["interrupted"]
+
+
+def test_show_of_a_running_run_says_its_attempt_goes_on(cli: Cli) -> None:
+    """Its last attempt has no end on record because it has not ended: not 'interrupted:
+    its process stopped' while the header says it runs."""
+    proc = _held_mid_call(cli, "r1")
+    try:
+        out, doc = _show(cli, "r1")
+        page = _run_page(cli, "r1")
+    finally:
+        (cli.tmp / "hold").unlink()
+        proc.communicate(timeout=60)
+    assert doc["status"] == "running" and proc.returncode == 0
+    assert [a["status"] for a in doc["trace"]["attempt_list"]] == ["running"]
+    assert "1. " in out and "running: going on" in out, out
+    assert "stopped before it recorded" not in out, out
+    assert [a["status"] for a in page["trace"]["attempt_list"]] == ["running"]
 
 
 def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli: Cli) -> None:

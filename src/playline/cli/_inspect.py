@@ -164,8 +164,14 @@ def _show(
     if dataset is not None or columns is not None:
         raise CliError("--dataset and --columns choose what --rows prints; add --rows N.")
     try:
-        killed = run_status(run) == INTERRUPTED
-        trace = trace_of(db, run_id, attempts=run.attempts, interrupted=killed)
+        status = run_status(run)
+        trace = trace_of(
+            db,
+            run_id,
+            attempts=run.attempts,
+            interrupted=status == INTERRUPTED,
+            running=status == "running",
+        )
         children = child_summaries(db, run_id)
         doubt = in_doubt(db, run_id)
         jobs = jobs_in_progress(db, run_id)
@@ -367,6 +373,8 @@ def _show_attempts(trace: Trace) -> None:
                 f"{s.get('rows_failed', 0)} failed · {a.calls} live calls, "
                 f"{s.get('tool_calls_cached', 0)} from receipts"
             )
+        elif a.status == "running":
+            counts = f"going on · {a.calls} live calls so far"
         else:
             counts = f"its process stopped before it recorded its rows · {a.calls} live calls"
         console.print(
