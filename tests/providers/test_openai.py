@@ -223,6 +223,7 @@ def test_a_model_without_a_price_fails_saying_how_to_give_one(double: OpenAIDoub
     assert result.output is not None
     (error,) = result.output.errors
     assert "No price for the model 'my-finetune'" in error.message and "prices=" in error.message
+    assert error.code == "invalid_input" and "request function failed" not in error.message
     assert double.calls["chat"] == 0
     # the run's summary says why, not only "exception from openai.chat"
     assert "No price for the model 'my-finetune'" in str(result.error)

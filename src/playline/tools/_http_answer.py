@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from .._secrets import redact, reveal
-from ..errors import ToolError
+from ..errors import PlaylineError, ToolError
 from ._http_forms import HttpBulk, HttpPoll
 from ._http_request import _PLACE
 from ._outcomes import Answer, Outcome, Reported, match, wait_of
@@ -79,10 +79,15 @@ class Reading:
         return answer.body if path is None else dotted(answer.body, path)
 
     def hook(self, hook: Callable[[Any], Any], value: Any, what: str) -> Any:
-        """A Python hook's answer; its failure is the call's (the cell fails with it)."""
+        """A Python hook's answer; its failure is the call's (the cell fails with it). A
+        request hook refusing its input with Playline's own error (an LLM call's model without
+        a price) says so in its own words: the input cannot be sent, nothing was."""
         try:
             out = hook(value)
         except Exception as exc:
+            if what == "request" and isinstance(exc, PlaylineError):
+                refused = ToolError(self.tool, str(exc), code="invalid_input", outcome="fatal")
+                raise refused from None
             raise ToolError(
                 self.tool,
                 f"its {what} function failed: {type(exc).__name__}: {exc}",
