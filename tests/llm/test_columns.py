@@ -168,6 +168,10 @@ def test_an_answer_that_never_validates_fails_its_cell_with_the_raw_answer(
     assert [c["status"] for c in cells] == ["failed"] * 2
     assert all("after 3 attempts" in c["error"] and '{"industry": 1}' in c["error"] for c in cells)
     assert cells[0]["code"] == "invalid_answer" and cells[0]["provider"] == "openai.chat"
+    # the run's summary says why its rows failed (its calls did not: they were answered)
+    (cause,) = run.stats.cell_errors
+    assert cause.startswith("LlmAnswerError in column 'industry': Tool openai.chat failed: the")
+    assert "see the failed cells" not in (run.error or "")
     again = _run(play, registry, store)  # the same answers, from their receipts: no new call
     assert len(model.calls) == 6
     assert [c["status"] for c in _cells(store, again, "industry")] == ["failed"] * 2

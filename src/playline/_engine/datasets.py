@@ -44,6 +44,7 @@ from .._secrets import leaks, redact
 from ..errors import (
     BudgetExceeded,
     EventTimeout,
+    LlmAnswerError,
     PlayDefinitionError,
     PlaylineError,
     RowFailed,
@@ -820,7 +821,9 @@ class DatasetRun:
             "error": redact(str(error) or type(error).__name__),
             "updated_at": self.rt.clock.now(),
         }
-        if not isinstance(error, ToolError):  # a tool's failures are counted by the calls
+        # a tool's failures are counted by its calls; an LLM answer the calls paid for that
+        # cannot be used (LlmAnswerError) is the cell's
+        if not isinstance(error, ToolError) or isinstance(error, LlmAnswerError):
             self._count_cause(f"{type(error).__name__} in column {column.name!r}", meta["error"])
         if isinstance(error, ToolError):
             meta["tool"] = meta["provider"] = error.tool
