@@ -354,6 +354,37 @@ def test_the_run_counts_the_answers_it_failed_to_record_in_doubt(
     assert result.stats.credits == 0 and result.stats.credits_in_doubt == 2 * 5
 
 
+def test_a_resume_counts_the_dollars_in_doubt_of_calls_priced_by_their_input(
+    registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock
+) -> None:
+    """An LLM call's worst case is a function of its input (its prompt, its max_tokens): a
+    resume that meets such calls in doubt counts them as it meets them (it said $0 in doubt
+    after a kill with LLM calls out, while the run that lost them counted them)."""
+
+    @registry.tool("t.llm", cost=Cost(0, unit="usd", worst=lambda input: input["x"] / 1000))
+    def llm(input: dict[str, Any]) -> dict[str, Any]:
+        return {"x": input["x"]}
+
+    write = store.write_receipts
+
+    def full_disk(**parts: Any) -> Any:
+        if parts.get("completions"):
+            raise StoreError("database or disk is full")
+        return write(**parts)
+
+    store.write_receipts = full_disk  # type: ignore[method-assign]
+    play = dataset_play(rows_of(5), {"y": call_tool("t.llm")})
+    first = run_play(play, tools=[registry], store=store, clock=clock)
+    store.write_receipts = write  # type: ignore[method-assign]
+    worst = sum(range(5)) / 1000
+    assert first.stats.usd_in_doubt == pytest.approx(worst)
+
+    again = run_play(play, tools=[registry], store=store, clock=clock, run_id=first.run_id)
+
+    assert len(doubtful(store, again, clock)) == 5  # not bought again unasked
+    assert again.stats.usd_in_doubt == pytest.approx(worst)
+
+
 @pytest.mark.timeout(60)  # the bug this guards against is a hang
 def test_a_retry_holding_the_last_of_the_budget_is_sent_while_others_wait_for_it(
     registry: pl.ToolRegistry, store: Store

@@ -726,6 +726,8 @@ class CallExecutor:
             lost = ToolError(spec.id, receipt.error or "its result was lost", code="result_lost")
             self.settle(call, FAILED, error=lost)
         else:
+            if spec.cost.priced:  # its worst case, known now that its input is (LLM calls')
+                self._ledger.doubt_calls(spec, {call.key: call.input})
             self.settle(call, IN_DOUBT, error=_in_doubt_error(spec, receipt.error))
         return False
 

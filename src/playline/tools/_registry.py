@@ -117,8 +117,8 @@ class ToolRegistry:
         ``in_doubt`` says what happens to a call that was running when its process died:
         ``"resend"`` runs it again (the function receives nothing to tell a repeat), ``"fail"``
         fails it until the user retries it (``--retry-in-doubt``). The default is ``"fail"``
-        for a tool that costs credits (it may have paid its provider: running it again could
-        pay twice) and ``"resend"`` for a free one.
+        for a tool with a price (credits, or a worst case in dollars: it may have paid its
+        provider, and running it again could pay twice) and ``"resend"`` for a free one.
 
         ``normalize`` says how inputs compare (``{"email": "email", "domain": "domain",
         "first_name": "name"}`` or a function): variants of one input share a receipt, and
@@ -154,7 +154,7 @@ class ToolRegistry:
         keys = check_secret_names(id, secrets)
         charged = cost if isinstance(cost, Cost) else Cost()
         if in_doubt is None:
-            in_doubt = "fail" if charged.credits else "resend"
+            in_doubt = "fail" if charged.priced else "resend"
 
         def decorate(fn: F) -> F:
             takes_list = batch is not None and batch.via is None
@@ -162,7 +162,7 @@ class ToolRegistry:
             transport = LocalTransport(fn, takes_list=takes_list, secrets=keys)
             limits = rate or Rate()
             if limits.concurrency is None:
-                rerun = transport.inline and in_doubt == "resend" and not charged.credits
+                rerun = transport.inline and in_doubt == "resend" and not charged.priced
                 limits = Rate(
                     per_second=limits.per_second,
                     burst=limits.burst,
