@@ -13,7 +13,7 @@ from ._limits import is_amount
 from ._play import Play, get_play
 from ._runner import RunResult, arun
 from ._trace import WORKER_SKIPPED
-from .errors import PlayDefinitionError, PlaylineError
+from .errors import PlayDefinitionError, PlaylineError, RunHeld
 from .store import Event, RunRecord, Store, open_store, use_store
 from .store._changes import EVENTS, Watch, watch
 from .triggers._schedules import fire_schedules
@@ -64,7 +64,8 @@ Resolve = Callable[[RunRecord], tuple[Play, Iterable[Any] | None]]
 
 
 class Worker:
-    """Resumes suspended runs whose sleep is over or whose awaited event arrived.
+    """Resumes suspended runs whose sleep is over or whose awaited event arrived, and runs
+    whose process died mid-attempt once their lease has run out (interrupted).
 
     ``await worker.run(burst=True)`` returns once nothing is due (tests, cron); without
     ``burst`` it keeps going, checking every ``interval`` seconds, until ``stop()``; on a
@@ -123,7 +124,8 @@ class Worker:
         self.close()
 
     def due(self) -> list[RunRecord]:
-        """Suspended root runs that can go on now (an indexed query of the store)."""
+        """Root runs that can go on now: suspended and due, or interrupted (an indexed query
+        of the store)."""
         due = self.store.due_runs(now=self._clock.now(), limit=_BATCH + len(self.skipped))
         for run in due:
             temporal = run.options.get("temporal")
@@ -143,26 +145,48 @@ class Worker:
                 self.fire()
                 due = self.due()
                 for record in due:
-                    try:
-                        play, tools = self._resolve(record)
-                    except PlaylineError as exc:
-                        self._skip(record, str(exc))
-                        continue
-                    results.append(
-                        await arun(
-                            play,
-                            store=self.store,
-                            run_id=record.run_id,
-                            tools=tools,
-                            clock=self._clock,
-                            listeners=self._listeners,
-                        )
-                    )
+                    result = await self._resume(record)
+                    if result is not None:
+                        results.append(result)
                 if not due and burst:
                     break
                 if not due:
                     await sent.wait(self._clock, self._pause())
         return results
+
+    async def _resume(self, record: RunRecord) -> RunResult | None:
+        """An attempt of a due run; None when it is not this worker's to make: its play
+        cannot be found (skipped, said in its log), or another worker took the run since the
+        look (it moved on, or holds it now)."""
+        if not self._still_due(record):
+            return None
+        try:
+            play, tools = self._resolve(record)
+        except PlaylineError as exc:
+            self._skip(record, str(exc))
+            return None
+        try:
+            return await arun(
+                play,
+                store=self.store,
+                run_id=record.run_id,
+                tools=tools,
+                clock=self._clock,
+                listeners=self._listeners,
+            )
+        except RunHeld:  # another worker claimed it between our look and our claim
+            return None
+
+    def _still_due(self, record: RunRecord) -> bool:
+        """Whether the run is as the look found it: no attempt since (another worker's
+        would have run it, maybe to its end), nor one holding it now."""
+        now = self.store.get_run(record.run_id)
+        return (
+            now is not None
+            and now.attempts == record.attempts
+            and now.status is record.status
+            and now.holder == record.holder
+        )
 
     def _skip(self, record: RunRecord, why: str) -> None:
         """A run this worker cannot resume (its play cannot be found): skipped, the others go

@@ -229,17 +229,17 @@ class MemoryStore(ReceiptWrites):
 
     def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
         with self._lock:
-            due = [
-                r
-                for r in self._runs.values()
-                if r.status is RunStatus.SUSPENDED
-                and r.parent_run_id is None
-                and (
-                    (r.wake_at is not None and r.wake_at <= now)
-                    or any(self._inbox.get(e, (b"", "x"))[1] is None for e in r.awaited_events)
-                )
-            ]
+            due = [r for r in self._runs.values() if r.parent_run_id is None and self._due(r, now)]
         return sorted(due, key=lambda r: r.updated_at)[:limit]
+
+    def _due(self, run: RunRecord, now: float) -> bool:
+        if run.status is RunStatus.RUNNING:  # interrupted: its holder's lease ran out
+            return run.lease_until is not None and run.lease_until <= now
+        if run.status is not RunStatus.SUSPENDED:
+            return False
+        if run.wake_at is not None and run.wake_at <= now:
+            return True
+        return any(self._inbox.get(e, (b"", "x"))[1] is None for e in run.awaited_events)
 
     # receipts
     def find_receipts(self, keys: Sequence[str]) -> dict[str, Receipt]:

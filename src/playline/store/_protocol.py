@@ -119,8 +119,9 @@ class RunStore(Protocol):
         ...
 
     def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
-        """Suspended root runs that can go on: their wake time passed or an event they
-        await was sent. Oldest first."""
+        """Root runs that can go on: suspended ones whose wake time passed or an event they
+        await was sent, and running ones whose holder's lease ran out (its process died or
+        was killed: interrupted). Oldest first."""
         ...
 
 

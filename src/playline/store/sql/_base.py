@@ -259,12 +259,13 @@ class SQLStore(ReceiptWrites, GateRows, RowTables, ScheduleRows):
     def due_runs(self, *, now: float, limit: int = 100) -> list[RunRecord]:
         with self._transaction("find the runs that are due", write=False) as cur:
             rows = cur.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.status = 'suspended' "
-                "AND r.parent_run_id IS NULL AND ((r.wake_at IS NOT NULL AND r.wake_at <= ?) "
+                f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.parent_run_id IS NULL AND ("
+                "(r.status = 'suspended' AND ((r.wake_at IS NOT NULL AND r.wake_at <= ?) "
                 "OR EXISTS (SELECT 1 FROM run_waits w JOIN inbox i ON i.key = w.event_key "
-                "WHERE w.run_id = r.run_id AND i.delivered_to IS NULL)) "
+                "WHERE w.run_id = r.run_id AND i.delivered_to IS NULL))) "
+                "OR (r.status = 'running' AND r.lease_until IS NOT NULL AND r.lease_until <= ?)) "
                 "ORDER BY r.updated_at LIMIT ?",
-                (now, limit),
+                (now, now, limit),
             ).fetchall()
         return [run_from(row) for row in rows]
 
