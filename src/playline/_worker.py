@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -135,26 +136,46 @@ class Worker:
                 )
         return [run for run in due if run.run_id not in self.skipped][:_BATCH]
 
-    async def run(self, *, burst: bool = False) -> list[RunResult]:
-        """Resume due runs; the results of every attempt made, in order."""
+    async def run(
+        self,
+        *,
+        burst: bool = False,
+        stop: asyncio.Event | None = None,
+        report: Callable[[RunResult], None] | None = None,
+    ) -> list[RunResult]:
+        """Resume due runs; the results of every attempt made, in order, each also given to
+        ``report`` as its attempt ends. Setting ``stop`` stops the attempt under way cleanly
+        (the calls sent finish and are recorded; the run ends suspended, for the next
+        worker) and returns."""
         results: list[RunResult] = []
+        stopped = None if stop is None else asyncio.ensure_future(stop.wait())
+        if stopped is not None:
+            stopped.add_done_callback(lambda _: self.stop())
         # Watched from before the first look: an event sent after it is never missed.
-        with watch(None if burst else self.store.changes(), EVENTS) as sent:
-            self._watching = sent
-            while not self._stopping:
-                self.fire()
-                due = self.due()
-                for record in due:
-                    result = await self._resume(record)
-                    if result is not None:
-                        results.append(result)
-                if not due and burst:
-                    break
-                if not due:
-                    await sent.wait(self._clock, self._pause())
+        try:
+            with watch(None if burst else self.store.changes(), EVENTS) as sent:
+                self._watching = sent
+                while not self._stopping:
+                    self.fire()
+                    due = self.due()
+                    for record in due:
+                        if stop is not None and stop.is_set():
+                            break
+                        result = await self._resume(record, stop)
+                        if result is not None:
+                            results.append(result)
+                            if report is not None:
+                                report(result)
+                    if not due and burst:
+                        break
+                    if not due:
+                        await sent.wait(self._clock, self._pause())
+        finally:
+            if stopped is not None:
+                stopped.cancel()
         return results
 
-    async def _resume(self, record: RunRecord) -> RunResult | None:
+    async def _resume(self, record: RunRecord, stop: asyncio.Event | None) -> RunResult | None:
         """An attempt of a due run; None when it is not this worker's to make: its play
         cannot be found (skipped, said in its log), or another worker took the run since the
         look (it moved on, or holds it now)."""
@@ -173,6 +194,7 @@ class Worker:
                 tools=tools,
                 clock=self._clock,
                 listeners=self._listeners,
+                stop=stop,
             )
         except RunHeld:  # another worker claimed it between our look and our claim
             return None

@@ -83,3 +83,65 @@ def test_a_run_whose_play_file_is_gone_is_skipped_and_the_others_run(cli: Cli, t
     assert [
         line["message"].startswith("the worker cannot") for line in cli.json_lines(logs.stdout)
     ] == [True]
+
+
+# After its event, one paid call, held while the file "hold" exists.
+HELD_AFTER_EVENT = """
+import asyncio
+from pathlib import Path
+import playline as pl
+
+HERE = Path(__file__).parent
+
+@pl.tool("wk.held", cost=pl.Cost(1))
+async def held(input):
+    (HERE / "called").touch()
+    while (HERE / "hold").exists():
+        await asyncio.sleep(0.01)
+    return {"ok": True}
+
+@pl.play
+async def gated(ctx, input):
+    await ctx.wait_for_event("go:t1")
+    return (await ctx.tool("wk.held", {"n": 1})).data
+"""
+
+
+def test_sigterm_stops_the_worker_cleanly_and_it_said_each_run_as_it_ended(cli: Cli) -> None:
+    """`docker stop` or systemd: the attempt under way ends (not 'interrupted' for the next
+    worker to wait out its lease), the worker exits 0, and its line for the run is out."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    play = cli.play(HELD_AFTER_EVENT, name="gated.py")
+    assert cli("run", play, "--run-id", "t1").exit_code == 3
+    assert cli("event", "send", "go:t1").exit_code == 0
+    (cli.tmp / "hold").touch()
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).with_name("playline")), "worker", play, "--json",
+         "--store", cli.store],
+        cwd=cli.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60  # only bounds a broken test
+    while not (cli.tmp / "called").exists():
+        assert worker.poll() is None, worker.communicate()
+        assert time.monotonic() < deadline, "the worker never made the run's call"
+        time.sleep(0.01)
+    worker.send_signal(signal.SIGTERM)
+    (cli.tmp / "hold").unlink()  # the call in flight finishes, and is recorded
+    out, err = worker.communicate(timeout=60)
+
+    assert worker.returncode == 0, err
+    assert "SIGTERM: stopping" in err
+    (line,) = cli.json_lines(out)
+    assert line["run_id"] == "t1" and line["status"] in ("completed", "suspended"), (
+        line,
+        cli("show", "t1").stdout,
+    )
+    shown = cli("show", "t1", "--json")
+    assert '"status": "interrupted"' not in shown.stdout and '"running"' not in shown.stdout

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -322,12 +322,15 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
+_T = TypeVar("_T")
+
+
 async def drive(
-    start: Callable[[asyncio.Event], Coroutine[Any, Any, RunResult]],
+    start: Callable[[asyncio.Event], Coroutine[Any, Any, _T]],
     progress: LiveProgress | None,
-) -> RunResult:
-    """Run ``start(stop)`` (a ``pl.arun`` given ``stop=``); with a display, sample the gates
-    beside it.
+) -> _T:
+    """Run ``start(stop)`` (a ``pl.arun``, or a worker's ``run``, given ``stop=``); with a
+    display, sample the gates beside it.
 
     SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run cleanly: no new paid call starts, the calls
     in flight finish and are recorded, and the run ends suspended, to be resumed. A second

@@ -724,7 +724,9 @@ def worker(
     task_queue: TaskQueueOpt = None,
     concurrency: ConcurrencyOpt = None,
 ) -> None:
-    """Resume suspended runs when they are due: sleeps that ended, events that arrived.
+    """Resume suspended runs when they are due: sleeps that ended, events that arrived; and
+    runs whose process died, once their lease has run out. Each run is printed as its attempt
+    ends; SIGTERM or Ctrl-C stops the attempt under way cleanly (it ends suspended).
 
     With --temporal: serve runs submitted with `playline run --temporal` (their attempts,
     timers and events) until SIGTERM or Ctrl-C, which hand the runs in progress to the other
@@ -755,17 +757,26 @@ def worker(
         )
         return
     runner = pl.Worker(store=db, interval=interval, resolve=resolve)
-    try:
-        results = asyncio.run(runner.run(burst=burst))
-    except KeyboardInterrupt:
-        runner.stop()
-        results = []
-    for result in results:
+    said: set[str] = set()
+
+    def skipped() -> None:  # once each
+        for run_id, why in list(runner.skipped.items()):
+            if run_id not in said:
+                said.add(run_id)
+                typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
+
+    def report(result: pl.RunResult) -> None:  # each attempt as it ends, and what it skipped
         if json_mode:
             typer.echo(json.dumps({"run_id": result.run_id, "status": result.status}))
         else:
             _print_result(result, db)
-    for run_id, why in runner.skipped.items():
-        typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
+        skipped()
+
+    # SIGINT, SIGTERM and SIGHUP stop the attempt under way cleanly (`drive`): it ends
+    # suspended, and the next worker goes on with it
+    results = asyncio.run(
+        drive(lambda stop: runner.run(burst=burst, stop=stop, report=report), None)
+    )
+    skipped()
     if not results and not json_mode:
-        console.print("Nothing is due.")
+        console.print("Nothing is due." if burst else "Stopped; no run was due.")
