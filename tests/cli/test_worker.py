@@ -145,3 +145,19 @@ def test_sigterm_stops_the_worker_cleanly_and_it_said_each_run_as_it_ended(cli: 
     )
     shown = cli("show", "t1", "--json")
     assert '"status": "interrupted"' not in shown.stdout and '"running"' not in shown.stdout
+
+
+def test_event_send_says_which_run_takes_the_event(cli: Cli) -> None:
+    """An event goes to one run, once: the sender is told who waits for it, or that none
+    does yet, or that several do and only the first to go on takes it."""
+    play = cli.play(WAITING_PLAY)
+    early = cli("event", "send", "approve:nobody")
+    assert "No run waits for it yet: the first run to wait for it takes it" in early.stdout
+    for run_id in ("e1", "e2"):
+        assert cli("run", play, "-i", "deal=shared", "--run-id", run_id).exit_code == 3
+    assert cli("run", play, "-i", "deal=own", "--run-id", "e3").exit_code == 3
+
+    one = cli("event", "send", "approve:own", "--data", '{"ok": true}')
+    assert "Run e3 waits for it: a worker (`playline worker`) or `playline resume e3`" in one.stdout
+    two = cli("event", "send", "approve:shared", "--data", '{"ok": true}')
+    assert "2 runs wait for it (e1, e2): the first to go on takes it" in two.stdout

@@ -6,7 +6,7 @@ import contextlib
 import difflib
 import inspect
 import json
-import os
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -297,21 +297,32 @@ def event_send(
     ] = None,
     store: StoreOpt = None,
 ) -> None:
-    """Send an event to the run waiting for KEY (delivered once; the first payload stands)."""
+    """Send an event to the run waiting for KEY (delivered to one run, once; the first payload
+    stands)."""
     payload = None if data is None else parse_json(data, "--data")
-    send = getattr(pl, "send_event", None)
-    if send is None:
-        raise CliError(
-            "`playline event send` is not available yet in this build (no pl.send_event).", code=1
-        )
-    url = store or os.environ.get("PLAYLINE_STORE") or None
-    fresh = send(key, payload, store=url)
-    if fresh is False:
+    db = store_at(store)
+    fresh = pl.send_event(key, payload, store=db)
+    if not fresh:
         console.print(f"Event {key!r} was sent before; the first payload stands.", highlight=False)
-    else:
-        console.print(
-            f"Sent event {key!r}. Runs waiting for it resume with their worker.", highlight=False
+        return
+    waiting = [r.run_id for r in db.due_runs(now=0.0, limit=1000) if key in r.awaited_events]
+    if not waiting:
+        said = (
+            "No run waits for it yet: the first run to wait for it takes it (an event goes to "
+            "one run, once)."
         )
+    elif len(waiting) == 1:
+        said = (
+            f"Run {waiting[0]} waits for it: a worker (`playline worker`) or "
+            f"`playline resume {shlex.quote(waiting[0])}` goes on with it."
+        )
+    else:
+        said = (
+            f"{len(waiting)} runs wait for it ({', '.join(waiting[:3])}"
+            f"{', ...' if len(waiting) > 3 else ''}): the first to go on takes it, the others "
+            "go on waiting (an event goes to one run, once: give each run a key of its own)."
+        )
+    console.print(f"Sent event {key!r}. {said}", highlight=False, soft_wrap=True)
 
 
 # the simulator and the demo
