@@ -402,6 +402,8 @@ def test_a_waiting_worker_wakes_for_the_next_fire_not_its_interval(store: Store)
         ({"cron": "0 0 9 * * MON"}, r"has 6 fields; give five"),
         ({"cron": "61 * * * *"}, r"is not a cron expression.*\"0 9 \* \* MON\""),
         ({"cron": "0 9 31 2 *"}, r"never fires"),
+        ({"cron": "0 9 1-0 * *"}, r"the range 1-0 of its day-of-month field runs backwards"),
+        ({"cron": "0 17-9/2 * * *"}, r"the range 17-9 of its hour field runs backwards"),
         ({"cron": "@every"}, r"give one of @yearly"),
         ({"cron": ""}, r"needs a cron expression"),
         ({"timezone": "Mars/Olympus"}, r"not a known timezone.*Europe/Paris"),

@@ -292,6 +292,7 @@ def check_cron(cron: object) -> str:
             f"cron={cron!r} has {len(text.split())} fields; give five (minute hour "
             f"day-of-month month day-of-week), {example}."
         )
+    _refuse_backward_ranges(cron, text)
     try:
         croniter(text, datetime(2000, 1, 1)).get_next(datetime)
     except CroniterBadDateError:
@@ -303,6 +304,25 @@ def check_cron(cron: object) -> str:
             f"cron={cron!r} is not a cron expression ({exc}); {example}."
         ) from None
     return text
+
+
+_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+
+
+def _refuse_backward_ranges(cron: object, text: str) -> None:
+    """A range whose end comes before its start ("1-0"): croniter reads it as every value
+    of the field, which is not what was written."""
+    if text.startswith("@"):
+        return
+    for name, field in zip(_FIELDS, text.split(), strict=True):
+        for part in field.split(","):
+            low, dash, high = part.split("/", 1)[0].partition("-")
+            if dash and low.isdigit() and high.isdigit() and int(low) > int(high):
+                raise PlayDefinitionError(
+                    f"cron={cron!r}: the range {low}-{high} of its {name} field runs "
+                    f"backwards (cron would read it as every {name.split('-')[0]}); write "
+                    f"the smaller first, e.g. {high}-{low}."
+                )
 
 
 def check_timezone(timezone: object) -> ZoneInfo:
