@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._clock import Clock, SystemClock
+from ._engine.boundaries import check_event_key
 from ._engine.events import Listener
 from ._json import dumps
 from ._limits import is_amount
@@ -31,6 +32,7 @@ def send_event(key: str, payload: Any = None, *, store: str | Store | None = Non
     delivered once, and the first payload stands."""
     if not isinstance(key, str) or not key:
         raise PlayDefinitionError("send_event needs a non-empty event key.")
+    check_event_key(key, "send_event")
     with use_store(store) as db:
         fresh = db.send_event(key, dumps(payload, what=f"The payload of event {key!r}"), now=_now())
         _ring_temporal(db, key)

@@ -162,3 +162,18 @@ def test_a_timeout_in_a_column_fails_only_that_row(run, worker, clock):
     assert [row["reply"] for row in resumed.output] == ["fine", None, "fine"]
     (error,) = resumed.output.errors
     assert "No event 'never-comes' arrived within 60s" in error.message
+
+
+def test_an_event_key_of_a_document_is_refused_by_sender_and_waiter(run):
+    """A 100 KB key was stored, indexed and echoed back whole."""
+    key = "approve:" + "x" * 2000
+    with pytest.raises(pl.PlayDefinitionError, match="2,008 characters; give one of at most 1000"):
+        pl.send_event(key, 1)
+
+    @pl.play(name=unique("long-key"))
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        await ctx.wait_for_event(key)
+
+    failed = run(play)
+    assert isinstance(failed.exception, pl.PlayDefinitionError), failed.error
+    assert "at most 1000" in (failed.error or "")

@@ -27,7 +27,7 @@ from .receipts import validate_stale_after
 from .scope import current_row
 from .suspension import Suspension
 
-__all__ = ["Boundaries", "FetchResponse"]
+__all__ = ["MAX_EVENT_KEY", "Boundaries", "FetchResponse", "check_event_key"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 TIMED_OUT = "timed_out"
@@ -128,6 +128,7 @@ class Boundaries:
 
     async def wait_for_event(self, name: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API names it
         _check_name("ctx.wait_for_event", name)
+        check_event_key(name, "ctx.wait_for_event")
         if timeout is not None and not is_amount(timeout, positive=True):
             raise PlayDefinitionError(
                 f"ctx.wait_for_event({name!r}, timeout={timeout!r}): give seconds > 0 or None."
@@ -228,6 +229,18 @@ async def _request(
             f"{name}: {method} {url} failed: {type(exc).__name__}: {exc}",
             code="fetch_error",
         ) from None
+
+
+MAX_EVENT_KEY = 1000  # characters: a key is stored, indexed, shown and typed by people
+
+
+def check_event_key(key: str, what: str) -> None:
+    if len(key) > MAX_EVENT_KEY:
+        raise PlayDefinitionError(
+            f"{what}: the event key {key[:40]!r}... is {len(key):,} characters; give one of at "
+            f"most {MAX_EVENT_KEY} (an id such as 'approve:42', not a document: put that in "
+            "the payload)."
+        )
 
 
 def _check_name(what: str, name: Any) -> None:
