@@ -197,11 +197,13 @@ def test_a_refused_event_delivery_sends_no_event(hooks: tuple[str, Store]) -> No
     old = post(base, "hooktest-approve", {"deal": "d9"}, at=time.time() - 600)
     no_key = post(base, "hooktest-approve", {"other": "d9"})
     an_object = post(base, "hooktest-approve", {"deal": {"id": "d9"}})
+    null = post(base, "hooktest-approve", {"deal": None})
 
     assert [bad.status_code, old.status_code, no_key.status_code] == [401, 401, 400]
     assert "no 'deal' field" in no_key.json()["error"]
     # its Python form ("approve:{'id': 'd9'}") was the event key
     assert an_object.status_code == 400 and "'deal' field is an object" in an_object.json()["error"]
+    assert null.status_code == 400 and "'deal' field is null" in null.json()["error"]  # not "no"
     assert db.waiting_events(["approve:d9"]) == set()
     assert pl.send_event("approve:d9", {}, store=db) is True  # the first of that key
 
@@ -541,3 +543,11 @@ def test_playline_serve_answers_a_delivery_and_its_worker_completes_the_run(
     assert "hook crm-signup: delivery evt_9 queued run hook:crm-signup:evt_9" in err
     assert "run hook:crm-signup:evt_9 completed" in err
     assert err.rstrip().endswith("Stopped.")
+
+
+def test_an_event_key_from_a_boolean_field_reads_as_json(hooks: tuple[str, Store]) -> None:
+    """{"deal": true} made the key 'approve:True', Python's spelling."""
+    base, db = hooks
+    sent = post(base, "hooktest-approve", {"deal": True})
+    assert sent.status_code in (200, 202), sent.text
+    assert db.waiting_events(["approve:true", "approve:True"]) == {"approve:true"}

@@ -135,17 +135,22 @@ def _formatted(template: str, payload: Any) -> str:
             f"the event key {template!r} is made from the body's fields, but the body is a "
             f"JSON {type(payload).__name__}, not an object"
         )
+    values: dict[str, Any] = {}
     for name in _fields(template):
-        value = payload.get(name)
-        if value is None:
+        if name not in payload:
             raise BadPayload(f"the body has no {name!r} field for the event key {template!r}")
-        if isinstance(value, dict | list):  # its Python form would be the key: "{'a': 1}"
-            kind = "an object" if isinstance(value, dict) else "an array"
+        value = payload[name]
+        if value is None or isinstance(value, dict | list):  # no key, or its Python form
+            kind = (
+                "null" if value is None else "an object" if isinstance(value, dict) else "an array"
+            )
             raise BadPayload(
                 f"the body's {name!r} field is {kind}, not a text or a number, for the event "
                 f"key {template!r}: make the key with a function (event=lambda body: ...)"
             )
-    return template.format_map(payload)
+        # a boolean as JSON writes it (true, not Python's True)
+        values[name] = ("true" if value else "false") if isinstance(value, bool) else value
+    return template.format_map(values)
 
 
 def _fields(template: str) -> list[str]:
