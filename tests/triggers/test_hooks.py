@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import os
 import re
 import signal
@@ -551,3 +552,15 @@ def test_an_event_key_from_a_boolean_field_reads_as_json(hooks: tuple[str, Store
     sent = post(base, "hooktest-approve", {"deal": True})
     assert sent.status_code in (200, 202), sent.text
     assert db.waiting_events(["approve:true", "approve:True"]) == {"approve:true"}
+
+
+def test_the_log_shows_a_long_delivery_id_cut_short(
+    hooks: tuple[str, Store], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 5,000-character delivery id was logged whole, each time."""
+    base, _ = hooks
+    caplog.set_level(logging.INFO, logger="playline.hooks")
+    sent = post(base, "hooktest-signup", {"email": "a@x.com"}, delivery="d" * 5000)
+    assert sent.status_code == 202, sent.text
+    (line,) = [r.getMessage() for r in caplog.records if "queued run" in r.getMessage()]
+    assert f"delivery {'d' * 77}... queued run hook:hooktest-signup:sha256-" in line

@@ -170,6 +170,16 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     return b"".join(chunks)
 
 
+def _shown(delivery: str) -> str:
+    """A delivery id as the log shows it: as its sender wrote it in UTF-8 (HTTP hands a
+    header over as Latin-1), and at most 80 characters."""
+    try:
+        text = delivery.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        text = delivery
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 async def _queue(config: HooksConfig, served: _Served, payload: Any, delivery: str) -> Response:
     hook = served.hook
     assert hook.play is not None
@@ -189,12 +199,12 @@ async def _queue(config: HooksConfig, served: _Served, payload: Any, delivery: s
     try:
         fresh = await anyio.to_thread.run_sync(queue)
     except PlayDefinitionError as exc:  # a body the store cannot keep
-        log.warning("hook %s: delivery %s not queued: %s", hook.name, delivery, exc)
+        log.warning("hook %s: delivery %s not queued: %s", hook.name, _shown(delivery), exc)
         return _error(400, f"The body cannot be a run's input: {exc}")
     log.info(
         "hook %s: delivery %s %s run %s",
         hook.name,
-        delivery,
+        _shown(delivery),
         "queued" if fresh else "was queued before as",
         run_id,
     )
@@ -206,13 +216,14 @@ async def _send(config: HooksConfig, hook: Hook, payload: Any, delivery: str) ->
         key = hook.event_key(payload)
         return key, pl.send_event(key, payload, store=config.store)
 
+    shown = _shown(delivery or "-")
     try:
         key, fresh = await anyio.to_thread.run_sync(send)
     except BadPayload as exc:
-        log.warning("hook %s: delivery %s sent no event: %s", hook.name, delivery or "-", exc)
+        log.warning("hook %s: delivery %s sent no event: %s", hook.name, shown, exc)
         return _error(400, f"No event key in this body: {exc}.")
     except PlayDefinitionError as exc:
-        log.warning("hook %s: delivery %s sent no event: %s", hook.name, delivery or "-", exc)
+        log.warning("hook %s: delivery %s sent no event: %s", hook.name, shown, exc)
         return _error(400, f"The body cannot be an event's payload: {exc}")
     except PlaylineError as exc:  # recorded, but a Temporal run waiting for it was not told
         log.warning("hook %s: %s", hook.name, exc)
