@@ -81,7 +81,8 @@ class Worker:
     fire time. A schedule that cannot fire is skipped too (``skipped["schedule NAME"]``).
 
     ``resolve(record) -> (play, tools)`` finds a run's play and tools; by default the play
-    registered under the run's play name and the worker's ``tools``.
+    registered under the run's play name and the worker's ``tools``. ``on_skip(name, why)``
+    is told each run or schedule skipped, when it is.
 
     ``with pl.Worker(store=url) as worker:`` (or ``worker.close()``) closes the store the
     worker opened from a URL; a store given open stays open, its opener's.
@@ -98,6 +99,7 @@ class Worker:
         listeners: Sequence[Listener] = (),
         interval: float = 1.0,
         resolve: Resolve | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
     ) -> None:
         if not is_amount(interval, positive=True) or interval < self.MIN_INTERVAL:
             raise PlayDefinitionError(
@@ -114,6 +116,14 @@ class Worker:
         self._stopping = False
         self._watching: Watch | None = None
         self.skipped: dict[str, str] = {}
+        self._on_skip = on_skip
+
+    def _skipped(self, name: str, why: str) -> None:
+        """``name`` (a run, or ``schedule NAME``) is skipped: kept, and told once."""
+        if self.skipped.get(name) != why:
+            self.skipped[name] = why
+            if self._on_skip is not None:
+                self._on_skip(name, why)
 
     def close(self) -> None:
         """Close the store this worker opened from a URL (not one given open)."""
@@ -133,8 +143,9 @@ class Worker:
         for run in due:
             temporal = run.options.get("temporal")
             if temporal and run.run_id not in self.skipped:
-                self.skipped[run.run_id] = (
-                    f"it runs on Temporal ({temporal.get('target')}), whose workflow resumes it"
+                self._skipped(
+                    run.run_id,
+                    f"it runs on Temporal ({temporal.get('target')}), whose workflow resumes it",
                 )
         return [run for run in due if run.run_id not in self.skipped][:_BATCH]
 
@@ -216,7 +227,7 @@ class Worker:
         """A run this worker cannot resume (its play cannot be found): skipped, the others go
         on, and said in the run's log (``playline show`` tells it beside what the run waits
         for), once: not again while its last log line says it already."""
-        self.skipped[record.run_id] = why
+        self._skipped(record.run_id, why)
         said = f"{WORKER_SKIPPED}: {' '.join(why.split())}"
         run_id, last = record.run_id, self.store.last_seq(record.run_id, kinds=["log"])
         before = self.store.read_events(run_id, after_seq=last - 1, kinds=["log"]) if last else []
@@ -227,7 +238,8 @@ class Worker:
     def fire(self) -> list[str]:
         """Fire the schedules due now; the ids of the runs queued."""
         queued, failed = fire_schedules(self.store, clock=self._clock)
-        self.skipped.update({f"schedule {name}": why for name, why in failed.items()})
+        for name, why in failed.items():
+            self._skipped(f"schedule {name}", why)
         return queued
 
     def _pause(self) -> float:

@@ -1,6 +1,7 @@
-"""The worker and runs that other processes hold or held: a run whose process died is taken
-over once its lease has run out; a run another worker took since the worker's look is left
-to it (never run twice, and the worker goes on with the others)."""
+"""The worker and runs other processes hold or held, or that it cannot run: a run whose
+process died is taken over once its lease has run out; a run another worker took since the
+worker's look is left to it (never run twice, and the worker goes on with the others); a run
+it cannot run is told as it is skipped."""
 
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def test_a_run_another_worker_took_since_the_look_is_left_to_it(
     assert done.run_id == one.run_id and done.status == "completed"
     taken = store.get_run(two.run_id)
     assert taken is not None and taken.status is RunStatus.RUNNING and taken.holder == ELSEWHERE
+
+
+def test_a_run_the_worker_cannot_run_is_told_once_as_it_is_skipped(
+    run: Any, store: Store, clock: pl.ManualClock
+) -> None:
+    """A long-running worker said what it skipped only when it exited."""
+    import asyncio
+
+    one = run(_sleeper())
+    clock.advance(DAY)
+    told: list[tuple[str, str]] = []
+
+    def resolve(record: Any) -> Any:
+        raise pl.PlayDefinitionError("its play file is gone")
+
+    worker = pl.Worker(store=store, clock=clock, resolve=resolve, on_skip=lambda *s: told.append(s))
+    for _ in range(2):  # two looks: told once
+        assert asyncio.run(worker.run(burst=True)) == []
+    assert told == [(one.run_id, "its play file is gone")]

@@ -756,27 +756,22 @@ def worker(
             json_mode=json_mode,
         )
         return
-    runner = pl.Worker(store=db, interval=interval, resolve=resolve)
-    said: set[str] = set()
 
-    def skipped() -> None:  # once each
-        for run_id, why in list(runner.skipped.items()):
-            if run_id not in said:
-                said.add(run_id)
-                typer.echo(f"skipped {run_id}: {' '.join(why.split())}", err=True)
+    def skipped(name: str, why: str) -> None:  # as it is skipped
+        typer.echo(f"skipped {name}: {' '.join(why.split())}", err=True)
 
-    def report(result: pl.RunResult) -> None:  # each attempt as it ends, and what it skipped
+    def report(result: pl.RunResult) -> None:  # each attempt as it ends
         if json_mode:
             typer.echo(json.dumps({"run_id": result.run_id, "status": result.status}))
         else:
             _print_result(result, db)
-        skipped()
+
+    runner = pl.Worker(store=db, interval=interval, resolve=resolve, on_skip=skipped)
 
     # SIGINT, SIGTERM and SIGHUP stop the attempt under way cleanly (`drive`): it ends
     # suspended, and the next worker goes on with it
     results = asyncio.run(
         drive(lambda stop: runner.run(burst=burst, stop=stop, report=report), None)
     )
-    skipped()
     if not results and not json_mode:
         console.print("Nothing is due." if burst else "Stopped; no run was due.")
