@@ -143,7 +143,12 @@ def _worker(
             if hook.play is not None:
                 by_name.setdefault(hook.play.name, (hook.play, module.sources))
 
-    return pl.Worker(store=db, resolve=play_resolver(db, by_name, gw), listeners=[_ended])
+    return pl.Worker(
+        store=db,
+        resolve=play_resolver(db, by_name, gw),
+        listeners=[_ended],
+        on_skip=lambda name, why: _say(f"skipped {name}: {' '.join(why.split())}"),
+    )
 
 
 def _ended(event: pl.Event) -> None:
@@ -184,5 +189,3 @@ class _Background:
             with suppress(RuntimeError):  # its loop closed meanwhile: the worker had ended
                 self._loop.call_soon_threadsafe(task.cancel)
         self._thread.join()
-        for run_id, why in self._worker.skipped.items():
-            _say(f"skipped {run_id}: {' '.join(why.split())}")
