@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -202,8 +203,26 @@ def _open(path: Path) -> IO[str]:
 
 
 def _delimiter(sample: str) -> str:
-    if len(sample) >= _SAMPLE and "\n" in sample:
+    """The delimiter of the file ``sample`` begins: the one that splits the header into the
+    most columns and every record after it into as many (as the csv module reads quotes: a
+    quoted '"a"",""b"' in a ';' file misled csv.Sniffer into ',' and one column); else
+    csv.Sniffer's guess, else the one the header holds most."""
+    truncated = len(sample) >= _SAMPLE and "\n" in sample
+    if truncated:
         sample = sample[: sample.rindex("\n")]  # whole lines only
+    best, widest = None, 1
+    for candidate in _DELIMITERS:
+        try:
+            records = [r for r in csv.reader(io.StringIO(sample), delimiter=candidate) if r]
+        except csv.Error:
+            continue
+        if truncated and len(records) > 1:
+            records.pop()  # the sample may end inside a quoted field
+        width = len(records[0]) if records else 0
+        if width > widest and all(len(r) == width for r in records):
+            best, widest = candidate, width
+    if best is not None:
+        return best
     try:
         return csv.Sniffer().sniff(sample, delimiters=_DELIMITERS).delimiter
     except csv.Error:

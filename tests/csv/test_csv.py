@@ -41,6 +41,23 @@ def test_semicolon_delimiter_is_detected(tmp_path: Path) -> None:
     assert next(iter(rows)) == {"name": "Ada", "city": "London", "note": "a, b"}
 
 
+@pytest.mark.parametrize(
+    ("text", "delimiter"),
+    [
+        ('note;city\nAda;Paris\n"He said ""a"",""b""";Nice\n', ";"),
+        ('note,city\nAda,Paris\n"He said ""a"";""b""",Nice\n', ","),
+        ('link;n\n"=HYPERLINK(""http://x"",""y"")";1\n', ";"),
+    ],
+)
+def test_quotes_around_another_delimiter_do_not_mislead_the_guess(
+    tmp_path: Path, text: str, delimiter: str
+) -> None:
+    """csv.Sniffer read these as one column of the other delimiter, silently."""
+    rows = read_csv(write(tmp_path, text))
+    assert rows.delimiter == delimiter
+    assert all(len(row) == 2 for row in rows)
+
+
 def test_tab_delimiter_is_detected(tmp_path: Path) -> None:
     assert list(read_csv(write(tmp_path, "a\tb\n1\t2\n"))) == [{"a": "1", "b": "2"}]
 
