@@ -24,6 +24,7 @@ pass), so progress can show a total.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import io
@@ -95,7 +96,7 @@ class CsvRows:
             # csv's own limit is one for the whole process; ours is per file, checked below
             # while the process-wide one is higher (another file asked for more).
             wider = _allow(limit) > limit
-            with _field_limit(self.path, reader, limit):
+            with _field_limit(self.path, reader, limit), _utf8(self.path, self._shown):
                 yield from self._rows(reader, width, limit, wider, skipped)
         if skipped and self._log is not None:
             lines = ", ".join(map(str, skipped[:100])) + (", ..." if len(skipped) > 100 else "")
@@ -154,15 +155,16 @@ class CsvRows:
             reader = csv.reader(
                 _lines(handle, self.path, self.field_limit), delimiter=self.delimiter
             )
-            next(reader, None)
-            for fields in reader:
-                if any(f.strip() for f in fields):
-                    rows += 1
-                if size > COUNT_BYTES and rows >= _ESTIMATE_ROWS:
-                    raw = getattr(handle, "buffer", None)
-                    read = raw.tell() if raw is not None else 0
-                    if read > 0:  # bytes read so far (ahead by at most a buffer)
-                        return round(rows * size / read), False
+            with _utf8(self.path, self._shown):
+                next(reader, None)
+                for fields in reader:
+                    if any(f.strip() for f in fields):
+                        rows += 1
+                    if size > COUNT_BYTES and rows >= _ESTIMATE_ROWS:
+                        raw = getattr(handle, "buffer", None)
+                        read = raw.tell() if raw is not None else 0
+                        if read > 0:  # bytes read so far (ahead by at most a buffer)
+                            return round(rows * size / read), False
         return rows, True
 
     def to_list(self) -> list[dict[str, str]]:
@@ -195,6 +197,47 @@ def _lines(handle: IO[str], path: Path, field_limit: int) -> Iterator[str]:
                 f"ctx.csv(path, field_limit={field_limit * 4})."
             )
         yield line
+
+
+@contextlib.contextmanager
+def _utf8(path: Path, shown: str) -> Iterator[None]:
+    """A byte that is not UTF-8 past the sample the header was checked in, said with the
+    file and its line (it came as a bare UnicodeDecodeError at a buffer's position)."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        where = f"CSV file {shown!r}"
+        raise _not_utf8(path, where, exc, f"line {_bad_line(path)}") from None
+
+
+def _bad_line(path: Path) -> int:
+    """The line of the file's first byte that is not UTF-8 (read again, on that error only)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with path.open("rb") as raw:
+        for chunk in iter(lambda: raw.read(1 << 20), b""):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:  # its object: the bytes held back, then chunk
+                return line + exc.object.count(b"\n", 0, exc.start)
+            line += chunk.count(b"\n")
+    return line
+
+
+def _not_utf8(path: Path, where: str, exc: UnicodeDecodeError, at: str) -> PlayDefinitionError:
+    """What to do with a file that is not UTF-8: UTF-16 (its byte-order mark says so), or,
+    most often, Windows-1252 (Excel's 'CSV' on Windows; latin1 would turn its quotes and €
+    into control characters)."""
+    with path.open("rb") as raw:
+        head = raw.read(2)
+    if head in (b"\xff\xfe", b"\xfe\xff"):
+        how = "it is UTF-16 text: save it as 'CSV UTF-8', or `iconv -f utf-16 -t utf-8`"
+    else:
+        how = (
+            "save it as 'CSV UTF-8', or convert it: `iconv -f cp1252 -t utf-8` for a file from "
+            "Excel on Windows (its “quotes” and €), `iconv -f latin1 -t utf-8` for older ones"
+        )
+    return PlayDefinitionError(f"{where} is not UTF-8 text ({exc.reason}, {at}): {how}.")
 
 
 def _open(path: Path) -> IO[str]:
@@ -331,10 +374,7 @@ def read_csv(
             if header and max(map(len, header)) > field_limit:
                 raise _too_long(file, 1, field_limit)
     except UnicodeDecodeError as exc:
-        raise PlayDefinitionError(
-            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}). Save it as "
-            "'CSV UTF-8' or convert it, e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
+        raise _not_utf8(file, where, exc, "its first 64 KB") from None
     except OSError as exc:
         raise PlayDefinitionError(f"{where} cannot be read: {exc.strerror or exc}.") from None
     if not header or not any(h.strip() for h in header):

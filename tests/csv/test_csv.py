@@ -152,8 +152,22 @@ def test_missing_file_and_folder_are_clear(tmp_path: Path) -> None:
 
 def test_non_utf8_file_says_how_to_convert(tmp_path: Path) -> None:
     path = write(tmp_path, "name\nJos\xe9\n".encode("latin-1"))
-    with pytest.raises(pl.PlayDefinitionError, match="not UTF-8"):
+    with pytest.raises(pl.PlayDefinitionError, match=r"not UTF-8.*iconv -f cp1252 -t utf-8"):
         read_csv(path)
+    utf16 = write(tmp_path, "name\nJosé\n".encode("utf-16"), "wide.csv")
+    with pytest.raises(pl.PlayDefinitionError, match=r"it is UTF-16 text.*iconv -f utf-16"):
+        read_csv(utf16)
+
+
+def test_a_byte_not_utf8_past_the_first_64_kb_names_the_file_and_line(tmp_path: Path) -> None:
+    """It came as a bare UnicodeDecodeError at a buffer's position, after a partial run."""
+    text = "n,name\n" + "".join(f"{n},Ada Lovelace\n" for n in range(10000))
+    path = write(tmp_path, text.encode() + "10000,Caf\xe9\n".encode("latin-1"))
+    rows = read_csv(path)
+    with pytest.raises(pl.PlayDefinitionError, match=r"in.csv' is not UTF-8.*line 10002\)"):
+        list(rows)
+    with pytest.raises(pl.PlayDefinitionError, match="is not UTF-8"):
+        rows.count()
 
 
 def test_ctx_csv_streams_rows_into_a_dataset(tmp_path: Path) -> None:
