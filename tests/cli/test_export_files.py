@@ -185,3 +185,30 @@ def test_raw_and_jsonl_keep_values_as_they_are(cli: Cli, tmp_path: Path) -> None
     with raw.open(newline="") as handle:
         assert [row["v"] for row in csv.DictReader(handle)] == FORMULAS
     assert [json.loads(line)["v"] for line in jsonl.read_text().splitlines()] == FORMULAS
+
+
+MANY_PLAY = """
+import playline as pl
+
+@pl.play
+async def many(ctx, input):
+    rows = [{"n": n, "text": "x" * 40} for n in range(5000)]
+    return await ctx.dataset("rows", rows, key="n").with_column("y", lambda row: 1).run()
+"""
+
+
+def test_export_to_a_pipe_its_reader_closes_ends_quietly(cli: Cli) -> None:
+    """`playline export RUN --out - | head -1` printed 'error: BrokenPipeError', exit 1."""
+    import subprocess
+    import sys
+
+    assert cli("run", cli.play(MANY_PLAY), "--run-id", "many").exit_code == 0
+    playline = Path(sys.executable).with_name("playline")
+    piped = subprocess.run(
+        f"'{playline}' export many --out - --store '{cli.store}' 2>err.txt | head -1; "
+        "echo ${PIPESTATUS[0]} > code.txt",
+        shell=True, executable="/bin/bash", cwd=cli.tmp, capture_output=True, text=True,
+    )  # fmt: skip
+    assert piped.stdout.splitlines() == ["n,text,y"]
+    assert (cli.tmp / "err.txt").read_text() == ""
+    assert (cli.tmp / "code.txt").read_text().strip() == "0"

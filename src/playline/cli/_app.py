@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
@@ -70,6 +71,18 @@ class _Resumable:
 _resumable = _Resumable()
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: Python flushes it at exit, into the closed pipe again
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's runner): nothing to flush
+        pass
+    finally:
+        os.close(devnull)
+
+
 def resumable(run_id: str | None) -> None:
     """Name the run an interrupted command tells to resume (None: no run to resume)."""
     _resumable.run_id = run_id
@@ -85,6 +98,9 @@ def command(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except BrokenPipeError:  # `playline export ... --out - | head`: the reader has enough
+            _quiet_stdout()
+            raise typer.Exit(0) from None
         except Exception as exc:
             if os.environ.get("PLAYLINE_DEBUG"):
                 raise
