@@ -285,9 +285,10 @@ class Context:
 
         A relative path is read from the folder the run was started in, also when it is
         resumed from elsewhere. ``field_limit`` is the most characters one field may hold
-        (default 8 MiB); a longer one raises ``PlayDefinitionError`` naming the file and line.
+        (default: the run's ``cell_limit``, 5 MB, as a longer value could not be stored in
+        its cell); a longer one raises ``PlayDefinitionError`` naming the file and line.
         """
-        from ._csv import FIELD_LIMIT, read_csv
+        from ._csv import read_csv
 
         return read_csv(
             path,
@@ -297,5 +298,5 @@ class Context:
             on_bad_line=on_bad_line,
             base=self._rt.workdir,
             log=self._rt.events.log,
-            field_limit=FIELD_LIMIT if field_limit is None else field_limit,
+            field_limit=self._rt.options.cell_limit if field_limit is None else field_limit,
         )

@@ -283,6 +283,21 @@ def test_ctx_csv_field_limit_fails_the_run_naming_the_file_and_line(tmp_path: Pa
     assert result.error is not None and str(path) in result.error and "line 3" in result.error
 
 
+def test_ctx_csv_reads_no_field_its_cell_could_not_store(tmp_path: Path) -> None:
+    """By default a field may be as long as the run's cell_limit: a longer one fails the run
+    naming the line, not its row later with "unstorable value" and the cell lost."""
+    path = write(tmp_path, "email,note\nada@x.io,short\nalan@y.io," + "z" * 3000 + "\n")
+
+    @pl.play(name="csv-cell-limit")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.dataset("people", ctx.csv(input["file"])).run()
+
+    result = pl.run(play, {"file": str(path)}, store="memory://", tools=[], cell_limit=2000)
+
+    assert result.status == "failed"
+    assert "line 3" in (result.error or "") and "unstorable" not in (result.error or "")
+
+
 def test_a_bad_line_is_skipped_and_logged_with_on_bad_line_skip(tmp_path: Path) -> None:
     path = write(tmp_path, "name,age\nAda,36\nAlan,41,extra,more\nGrace,45\n")
     with pytest.raises(pl.PlayDefinitionError, match=r'line 3: 4 fields.*on_bad_line="skip"'):
