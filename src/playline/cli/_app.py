@@ -170,8 +170,8 @@ OutOpt = Annotated[
     Path | None,
     typer.Option(
         "--out",
-        help="Write the play's dataset to FILE.csv or FILE.jsonl (checked before the run "
-        "starts; an existing file only with --force).",
+        help="Write the play's dataset to FILE.csv, FILE.jsonl or FILE.parquet (checked "
+        "before the run starts; an existing file only with --force).",
         dir_okay=False,
     ),
 ]
