@@ -549,7 +549,7 @@ def test_out_on_a_stopped_run_says_the_file_lacks_the_pending_rows(cli: Cli) -> 
     )
 
     assert code == 3, stdout + stderr
-    assert "Wrote 1 rows" in stdout and "partial: 1 rows are pending" in said(stdout)
+    assert "Wrote 1 row " in stdout and "partial: 1 row pending" in said(stdout)
     assert len(out.read_text().splitlines()) == 2  # the header and the finished row
 
 

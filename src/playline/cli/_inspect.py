@@ -720,7 +720,7 @@ def export(
         format=kind,
         flatten=flatten,
     )
-    said = f"Wrote {count} rows of dataset {dataset!r} to {out}"
+    said = f"Wrote {counted(count, 'row')} of dataset {dataset!r} to {out}"
     if out == STDOUT:  # the rows are there: the count goes beside them, to stderr
         typer.echo(said.replace(" to -", " to standard output"), err=True)
     else:

@@ -25,6 +25,7 @@ from ._app import (
     app,
     command,
     console,
+    counted,
 )
 from ._load import gateway_from, load_play, parse_inputs
 from ._report import dollars_text
@@ -87,7 +88,7 @@ def _print_refused(refused: list[Refusal]) -> None:
 
 def _print_plan(estimate: pl.Plan) -> None:
     console.print(
-        f"Plan of play [bold]{estimate.play}[/bold]: {estimate.rows} rows · "
+        f"Plan of play [bold]{estimate.play}[/bold]: {counted(estimate.rows, 'row')} · "
         f"{estimate.calls} calls to pay for · {estimate.from_receipts} answered by receipts "
         "(free)",
         highlight=False,

@@ -44,6 +44,7 @@ from ._app import (
     app,
     command,
     console,
+    counted,
     export_dataset,
     failure_lines,
     resumable,
@@ -291,11 +292,13 @@ def _write_output(
 def _print_written(result: pl.RunResult, written: tuple[str, int], out: Path) -> None:
     name, count = written
     console.print(
-        f"Wrote {count} rows of dataset {name!r} to {out}", highlight=False, soft_wrap=True
+        f"Wrote {counted(count, 'row')} of dataset {name!r} to {out}",
+        highlight=False,
+        soft_wrap=True,
     )
     if result.stats.rows_pending:  # a stop left rows unfinished: the file lacks them
         console.print(
-            f"  partial: {result.stats.rows_pending} rows are pending; `playline resume "
+            f"  partial: {counted(result.stats.rows_pending, 'row')} pending; `playline resume "
             f"{result.run_id}` runs them and writes {out} again with all the rows",
             highlight=False,
         )
