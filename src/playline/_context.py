@@ -290,7 +290,7 @@ class Context:
         """
         from ._csv import read_csv
 
-        return read_csv(
+        rows = read_csv(
             path,
             columns=columns,
             rename=rename,
@@ -300,3 +300,22 @@ class Context:
             log=self._rt.events.log,
             field_limit=self._rt.options.cell_limit if field_limit is None else field_limit,
         )
+        self._same_input(rows)
+        return rows
+
+    def _same_input(self, rows: CsvRows) -> None:
+        """A resume reads the file its run read first: a file changed since would mix its
+        new rows with those stored before (and leave rows stored by key as they were)."""
+        from ._csv import INPUT_KIND, file_digest
+
+        where, digest = str(rows.path), file_digest(rows.path)
+        for event in self._rt.store.read_events(self._rt.run_id, kinds=[INPUT_KIND]):
+            read = event.data or {}
+            if read.get("path") == where and read.get("sha256") != digest:
+                raise PlayDefinitionError(
+                    f"CSV file {rows.shown!r} changed since this run first read it. A resume "
+                    "reads the rows it read then: restore the file to resume the run, or start "
+                    "a new run on it (the rows enriched before are answered from receipts, "
+                    "free)."
+                )
+        self._rt.events.emit(INPUT_KIND, data={"path": where, "sha256": digest})

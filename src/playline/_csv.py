@@ -27,6 +27,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import csv
+import hashlib
 import io
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -35,7 +36,7 @@ from typing import IO, Any, Literal
 
 from .errors import PlayDefinitionError
 
-__all__ = ["CsvRows", "read_csv"]
+__all__ = ["INPUT_KIND", "CsvRows", "file_digest", "read_csv"]
 
 _SAMPLE = 64 * 1024
 _DELIMITERS = ",;\t|"
@@ -79,6 +80,11 @@ class CsvRows:
 
     def __repr__(self) -> str:
         return f"CsvRows({str(self.path)!r}, columns={self.columns!r})"
+
+    @property
+    def shown(self) -> str:
+        """The file's path as the play gave it."""
+        return self._shown
 
     def located(self) -> str | None:
         """Where the row last read starts in the file, ``line 18 of 'leads.csv'``: a dataset
@@ -238,6 +244,15 @@ def _not_utf8(path: Path, where: str, exc: UnicodeDecodeError, at: str) -> PlayD
             "Excel on Windows (its “quotes” and €), `iconv -f latin1 -t utf-8` for older ones"
         )
     return PlayDefinitionError(f"{where} is not UTF-8 text ({exc.reason}, {at}): {how}.")
+
+
+INPUT_KIND = "input"  # the event of a file a run read: its path and digest
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of the file's bytes (what a resume compares with what its run read)."""
+    with path.open("rb") as raw:
+        return hashlib.file_digest(raw, "sha256").hexdigest()
 
 
 def _open(path: Path) -> IO[str]:

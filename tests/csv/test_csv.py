@@ -359,3 +359,29 @@ def test_a_line_with_no_end_fails_before_it_is_in_memory(tmp_path: Path, where: 
     assert f"line {1 if where == 'header' else 2}" in str(info.value)
     assert "field limit (1000)" in str(info.value) and "field_limit=4000" in str(info.value)
     assert peak < 1_000_000
+
+
+def test_a_resume_refuses_a_csv_file_changed_since_its_run_read_it(tmp_path: Path) -> None:
+    """Bob edited to Robert between two attempts left both rows (keyless rows), or kept Bob
+    (rows by key), with counts that disagreed; a resume reads what its run read."""
+    path = write(tmp_path, "id,name\n1,Ada\n2,Bob\n")
+    store = f"sqlite:///{tmp_path}/s.db"
+    clock = pl.ManualClock()
+
+    @pl.play(name="csv-resume")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        rows = await ctx.dataset("people", ctx.csv(input["file"])).run()
+        await ctx.sleep(3600)
+        return rows
+
+    first = pl.run(play, {"file": str(path)}, store=store, tools=[], clock=clock)
+    assert first.status == "suspended", first.error
+    path.touch()  # the same bytes: resumes
+    again = pl.run(play, run_id=first.run_id, store=store, tools=[], clock=clock)
+    assert again.status == "suspended", again.error
+
+    write(tmp_path, "id,name\n1,Ada\n2,Robert\n")
+    changed = pl.run(play, run_id=first.run_id, store=store, tools=[], clock=clock)
+    assert changed.status == "failed"
+    assert isinstance(changed.exception, pl.PlayDefinitionError)
+    assert f"CSV file {str(path)!r} changed since this run first read it" in (changed.error or "")
