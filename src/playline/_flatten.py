@@ -114,12 +114,17 @@ def spread(row: Mapping[str, Any], fields: Fields, *, flatten: bool = False) -> 
     out: dict[str, Any] = {}
     for column, name, value in spread_row(row, fields, flatten=flatten):
         if name in out:
-            raise PlaylineError(
-                f"Column {column!r} spreads into {name!r}, which the row already has: export "
-                "it without --flatten or fields=, or rename one of the two columns."
-            )
+            raise _clash(column, name)
         out[name] = value
     return out
+
+
+def _clash(column: str, name: str) -> PlaylineError:
+    return PlaylineError(
+        f"Column {column!r} spreads into {name!r}, which the row already has (a column of "
+        "that name, or --with-status's status of a column): export it without --flatten or "
+        "fields= (or without --with-status), or rename one of the two columns."
+    )
 
 
 def spread_columns(
@@ -129,7 +134,11 @@ def spread_columns(
     order: dict[str, dict[str, None]] = {}  # column -> its spread names, first seen first
     valued: set[str] = set()  # names that held a value other than None somewhere
     for row in rows:
+        seen: set[str] = set()  # a name twice in a row is refused before anything is written
         for column, name, value in spread_row(row, fields, flatten=flatten):
+            if name in seen:
+                raise _clash(column, name)
+            seen.add(name)
             order.setdefault(column, {}).setdefault(name, None)
             if value is not None:
                 valued.add(name)

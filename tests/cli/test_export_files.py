@@ -212,3 +212,29 @@ def test_export_to_a_pipe_its_reader_closes_ends_quietly(cli: Cli) -> None:
     assert piped.stdout.splitlines() == ["n,text,y"]
     assert (cli.tmp / "err.txt").read_text() == ""
     assert (cli.tmp / "code.txt").read_text().strip() == "0"
+
+
+STATUS_PLAY = """
+import playline as pl
+
+@pl.play
+async def verified(ctx, input):
+    rows = [{"email": "ada@x.io"}]
+    return await (
+        ctx.dataset("rows", rows, key="email")
+        .with_column("verification", lambda row: {"status": "valid"})
+        .run()
+    )
+"""
+
+
+def test_a_spread_name_clashing_with_a_status_column_is_refused_before_any_output(
+    cli: Cli,
+) -> None:
+    """`verification.status` (the result's field, spread) beside --with-status's
+    `verification.status`: the header went out with the name twice, then the export failed."""
+    assert cli("run", cli.play(STATUS_PLAY), "--run-id", "st").exit_code == 0
+    out = cli("export", "st", "--out", "-", "--with-status", "--flatten")
+    assert out.exit_code == 1
+    assert out.stdout == ""
+    assert "spreads into 'verification.status'" in out.stderr and "--with-status" in out.stderr
