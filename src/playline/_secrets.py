@@ -259,4 +259,6 @@ class Secrets:
                 f"Secret {name!r} is not set. Export PLAYLINE_SECRET_{name} (or {name}) in the "
                 "environment of the process that runs the play."
             )
-        return Secret(name, value)
+        # without the spaces and line ends a copy or `export K=$(cat file)` leaves around it:
+        # sent as they are, a key with a newline is an illegal header
+        return Secret(name, value.strip())

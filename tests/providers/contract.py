@@ -249,6 +249,18 @@ class Contract:
         stored = Path(f"{tmp_path}/s.db").read_bytes()
         assert wrong.encode() not in stored and KEY.encode() not in stored
 
+    def test_a_key_pasted_with_spaces_and_a_line_end_works(
+        self, double: Double, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`export KEY=$(cat key.txt)` keeps the file's line end: sent as it was, the header
+        was illegal and every row failed, blamed on a secret leaked by the play."""
+        monkeypatch.setenv(named(self.case.provider).key, f" {KEY}\n")
+        asked = [p for p in people(40, offset=6000) if self.case.found(double, p)][:1]
+
+        result = run_tool(self.case, self.tools(), asked, "memory://", double=double)
+
+        assert result.status == "completed", (result.error, result.output and result.output.errors)
+
     def test_an_answer_cut_short_is_in_doubt_never_read_as_not_found(
         self, double: Double, tmp_path: Path
     ) -> None:
