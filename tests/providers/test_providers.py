@@ -159,6 +159,7 @@ def test_the_waterfalls_refuse_what_cannot_work_and_order_by_documented_price(
         no_keys.setenv(PROVIDERS[provider].key, "k")
     with pytest.raises(pl.PlayDefinitionError, match="'fastmail' cannot do it"):
         pl.waterfalls.work_email(["hunter", "fastmail"])
+    assert pl.waterfalls.work_email(["Hunter", " prospeo"])  # names as pl.providers takes them
     with pytest.raises(pl.PlayDefinitionError, match="needs a verifier"):
         pl.waterfalls.work_email(verify=None, catch_all="verify")
     with pytest.raises(pl.PlayDefinitionError, match="'accept'"):
@@ -272,6 +273,16 @@ def test_providers_check_fails_naming_the_refused_key(tmp_path: Path, sim: Simul
     assert "k-wrong-key" not in checked.stdout + checked.stderr
     missing = _cli("providers", "check", "apollo", env={"APOLLO_API_KEY": ""}, cwd=tmp_path)
     assert missing.returncode == 2 and "APOLLO_API_KEY is not set" in missing.stderr
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{free.getsockname()[1]}/hunter"
+    env = {"HUNTER_API_KEY": "k-some-key-fedcba9876543210", "PLAYLINE_HUNTER_URL": gone}
+    nowhere = _cli("providers", "check", "hunter", env=env, cwd=tmp_path)
+    assert nowhere.returncode == 1
+    assert f"hunter: failed, no answer from {gone}" in nowhere.stdout
+    assert "PLAYLINE_HUNTER_URL" in nowhere.stdout
 
 
 def test_a_plan_says_when_the_account_has_too_little_left(hunter: Double) -> None:

@@ -15,6 +15,7 @@ from ..providers._provider import has_key
 from ..tools import ToolSpec
 from ._app import JsonOpt, app, command, console
 from ._load import CliError
+from ._report import credits_text
 from ._tables import TsvOpt, print_table, table_output
 
 providers_app = typer.Typer(help="The real providers Playline has adapters for, and your keys.")
@@ -110,6 +111,14 @@ def _check(tools: ProviderTools) -> dict[str, Any]:
         left = tools.remaining()
     except PermissionError as exc:
         doc.update(ok=False, said=str(exc))
+    except httpx.TransportError as exc:  # no answer: where it asked, and what to check
+        doc.update(
+            ok=False,
+            said=redact(
+                f"no answer from {tools.base_url} ({type(exc).__name__}: {exc}); check the "
+                f"network, or {provider.url_variable} if it points elsewhere"
+            ),
+        )
     except (httpx.HTTPError, ValueError) as exc:
         doc.update(ok=False, said=redact(f"{type(exc).__name__}: {exc}"))
     else:
@@ -150,7 +159,9 @@ def providers_check(
             console.print(f"{doc['provider']}: ? {doc['said']}", highlight=False)
         elif doc["ok"]:
             left = doc["remaining"]
-            said = "the key works" + ("" if left is None else f"; {left:g} {doc['unit']} left")
+            said = "the key works"
+            if left is not None:
+                said += f"; {credits_text(left)} {doc['unit']} left"
             console.print(f"{doc['provider']}: ok, {said}", highlight=False)
         else:
             console.print(f"{doc['provider']}: [red]failed[/red], {doc['said']}", highlight=False)

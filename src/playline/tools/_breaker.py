@@ -47,7 +47,7 @@ class Breaker:
         now = self._monotonic()
         if now < self._open_until or self._probing:
             wait = max(0.0, self._open_until - now)
-            return f"it keeps failing ({self._cause}); its calls are paused" + (
+            return f"keeps failing ({self._cause}); its calls are paused" + (
                 f" for {wait:.0f} s more" if wait >= 1 else ""
             )
         self._probing = True

@@ -121,7 +121,8 @@ def _chosen(
                 "command line."
             )
         return _cheapest(names, table)
-    names = list(providers)
+    # as pl.providers names them, whatever the case ("Hunter", " hunter")
+    names = [n.strip().lower() if isinstance(n, str) else n for n in providers]
     if isinstance(providers, str) or not names:
         raise PlayDefinitionError(
             f"{what}(providers=...): a list of provider names, e.g. {list(default)[:3]}."
