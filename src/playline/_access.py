@@ -46,6 +46,8 @@ def refusals(estimate: Plan, tools: Iterable[Any] | None) -> list[Refusal]:
             continue
         for why in _causes(spec, checked):
             found.setdefault(why, []).append(spec.id)
+    for why, refused in estimate.refused:  # a provider refused the key itself (its balance)
+        found.setdefault(why, []).extend(t for t in refused if t not in found.get(why, ()))
     return [Refusal(why=why, tools=tuple(tools)) for why, tools in found.items()]
 
 

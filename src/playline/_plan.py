@@ -107,6 +107,8 @@ class Plan:
     tools: tuple[ToolPlan, ...] = ()
     columns: tuple[ColumnPlan, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # the providers that refused their key when asked for their balance: (why, tools)
+    refused: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
 
     @property
     def calls(self) -> int:
@@ -281,23 +283,30 @@ async def aplan(
         outcome = await run_attempt(services, run_id, target, holder=f"plan-{secrets.token_hex(4)}")
     estimate = _estimate(target.name, outcome.status, outcome.error, outcome.stats, planner,
                          table, sources)  # fmt: skip
-    balances = await _balances(estimate, table)
-    return replace(estimate, notes=(*estimate.notes, *balances)) if balances else estimate
+    balances, refused = await _balances(estimate, table)
+    return replace(estimate, notes=(*estimate.notes, *balances), refused=tuple(refused))
 
 
-async def _balances(estimate: Plan, table: dict[str, ToolSpec]) -> list[str]:
+async def _balances(
+    estimate: Plan, table: dict[str, ToolSpec]
+) -> tuple[list[str], list[tuple[str, tuple[str, ...]]]]:
     """What each provider account the plan pays says it has left (``playline.providers``):
-    a run stops before it runs out, so a plan that may need more says so."""
+    a run stops before it runs out, so a plan that may need more says so; and the accounts
+    that refused their key when asked (``PermissionError``: the run's calls would be too)."""
     needed: dict[Any, list[ToolPlan]] = {}
     for tool in estimate.tools:
         balance = getattr(table[tool.tool].transport, "balance", None)
         if balance is not None and tool.calls:
             needed.setdefault(balance, []).append(tool)
-    notes = []
+    notes: list[str] = []
+    refused: list[tuple[str, tuple[str, ...]]] = []
     for balance, planned in needed.items():
         names = ", ".join(p.tool for p in planned)
         try:
             left = await balance()
+        except PermissionError as exc:  # the key itself: every call would be refused too
+            refused.append((redact(str(exc)), tuple(p.tool for p in planned)))
+            continue
         except Exception as exc:
             notes.append(redact(f"{names}: the account's balance could not be read ({exc})."))
             continue
@@ -314,7 +323,7 @@ async def _balances(estimate: Plan, table: dict[str, ToolSpec]) -> list[str]:
             f"{names}: the account has {left:g} {balance.unit} left; this plan needs "
             f"{expected:g} expected, {most:g} at most ({verdict})."
         )
-    return notes
+    return notes, refused
 
 
 def _readable(store: str | Store | None) -> AbstractContextManager[Store]:

@@ -299,6 +299,22 @@ def test_a_plan_says_when_the_account_has_too_little_left(hunter: Double) -> Non
     assert sum(hunter.calls.values()) == 1  # the account endpoint; nothing bought
 
 
+def test_a_plan_whose_key_the_provider_refuses_lists_it_refused(
+    hunter: Double, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """planning.md: a key the provider refuses is a refusal (exit 1), not a note: the run
+    would fail every row with 401."""
+    from playline._access import refusals
+
+    monkeypatch.setenv(named("hunter").key, "k-wrong-key-fedcba9876543210")
+    estimate = pl.plan(finder, _rows(people(3)), store="memory://")
+
+    (refused,) = refusals(estimate, None)
+    assert refused.why == "Hunter refused the key (401): check HUNTER_API_KEY."
+    assert refused.tools == ("hunter.email_finder",)
+    assert not any("balance could not be read" in note for note in estimate.notes)
+
+
 def _waterfall_run(
     sim: Simulator, monkeypatch: pytest.MonkeyPatch, provider: str, spec: pl.Waterfall,
     rows: list[dict[str, Any]],
