@@ -17,8 +17,9 @@ the calls it counts in doubt, equals what the provider charged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -294,6 +295,23 @@ def test_requests_that_timed_out_then_found_their_key_in_progress_are_in_doubt(
     assert result.stats.credits_in_doubt == 0.5 * len(in_doubt_now)
 
 
+@contextlib.contextmanager
+def _results_not_written(store: Store) -> Iterator[None]:
+    """A full disk after the provider answered: claims are written, results are not."""
+    write = store.write_receipts
+
+    def full_disk(**parts: Any) -> Any:
+        if parts.get("completions"):
+            raise StoreError("database or disk is full")
+        return write(**parts)
+
+    store.write_receipts = full_disk  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        store.write_receipts = write  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("inline", [True, False])
 def test_answers_the_store_failed_to_record_are_in_doubt(
     registry: pl.ToolRegistry, store: Store, clock: pl.ManualClock, inline: bool
@@ -311,19 +329,11 @@ def test_answers_the_store_failed_to_record_are_in_doubt(
         return work(input)
 
     registry.tool("t.paid", cost=2)(work if inline else work_async)
-    write = store.write_receipts
-
-    def full_disk(**parts: Any) -> Any:  # claims are written; results are not
-        if parts.get("completions"):
-            raise StoreError("database or disk is full")
-        return write(**parts)
-
-    store.write_receipts = full_disk  # type: ignore[method-assign]
     play = dataset_play(rows_of(5), {"y": call_tool("t.paid")})
-    result = run_play(play, tools=[registry], store=store, clock=clock)
+    with _results_not_written(store):
+        result = run_play(play, tools=[registry], store=store, clock=clock)
 
     assert result.status == "failed" and "disk is full" in (result.error or "")
-    store.write_receipts = write  # type: ignore[method-assign]
     in_doubt_now = doubtful(store, result, clock)
     assert charged and len(in_doubt_now) == len(charged)
     assert recorded(store, result) + 2 * len(in_doubt_now) == 2 * len(charged)
@@ -339,16 +349,9 @@ def test_the_run_counts_the_answers_it_failed_to_record_in_doubt(
     def paid(input: dict[str, Any]) -> dict[str, Any]:
         return {"x": input["x"]}
 
-    write = store.write_receipts
-
-    def full_disk(**parts: Any) -> Any:
-        if parts.get("completions"):
-            raise StoreError("database or disk is full")
-        return write(**parts)
-
-    store.write_receipts = full_disk  # type: ignore[method-assign]
     play = dataset_play(rows_of(5), {"y": call_tool("t.paid")})
-    result = run_play(play, tools=[registry], store=store, clock=clock)
+    with _results_not_written(store):
+        result = run_play(play, tools=[registry], store=store, clock=clock)
 
     assert result.status == "failed"
     assert result.stats.credits == 0 and result.stats.credits_in_doubt == 2 * 5
@@ -365,17 +368,9 @@ def test_a_resume_counts_the_dollars_in_doubt_of_calls_priced_by_their_input(
     def llm(input: dict[str, Any]) -> dict[str, Any]:
         return {"x": input["x"]}
 
-    write = store.write_receipts
-
-    def full_disk(**parts: Any) -> Any:
-        if parts.get("completions"):
-            raise StoreError("database or disk is full")
-        return write(**parts)
-
-    store.write_receipts = full_disk  # type: ignore[method-assign]
     play = dataset_play(rows_of(5), {"y": call_tool("t.llm")})
-    first = run_play(play, tools=[registry], store=store, clock=clock)
-    store.write_receipts = write  # type: ignore[method-assign]
+    with _results_not_written(store):
+        first = run_play(play, tools=[registry], store=store, clock=clock)
     worst = sum(range(5)) / 1000
     assert first.stats.usd_in_doubt == pytest.approx(worst)
 
