@@ -71,14 +71,25 @@ class CodeStep:
 
     ``run`` may call ``ctx.tool`` (the calls are batched with other rows' and their cost is
     the step's), and may return a ``ToolResult``, which is read like a tool step's.
+    ``tools`` names the tools ``run`` may call: a run without one of them stops when the
+    waterfall first runs, before any of its steps is paid.
     """
 
     id: str
     run: Callable[..., Any]
+    tools: Sequence[str] = ()
     _takes_ctx: bool = field(init=False, repr=False, compare=False, default=True)
 
     def __post_init__(self) -> None:
         _check_id(self.id, "CodeStep id")
+        if isinstance(self.tools, str | bytes) or not isinstance(self.tools, Iterable):
+            raise PlayDefinitionError(
+                f"CodeStep {self.id!r}: tools must be a list of tool ids, e.g. "
+                f"tools=['hunter.email_finder'], not {self.tools!r}."
+            )
+        object.__setattr__(self, "tools", tuple(self.tools))
+        for tool in self.tools:
+            _check_id(tool, f"CodeStep {self.id!r}: a tool id")
         takes = takes_ctx(
             self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)", unknown=True
         )

@@ -143,6 +143,31 @@ def test_a_catch_all_address_is_kept_dropped_or_verified_as_the_policy_says(
     assert hunter.calls["email-verifier"] == verified  # a valid address is not verified
 
 
+def test_a_waterfall_naming_a_verifier_without_its_key_fails_before_any_provider_is_paid(
+    hunter: Double,
+) -> None:
+    """Hunter finds a catch-all address, which the policy sends to NeverBounce, whose key is
+    not set: the run stops before Hunter is asked, and says which key to export."""
+    asked = [p for p in people(400) if hunter.knows(p) and hunter.catch_all(p.email)][:1]
+    spec = pl.waterfalls.work_email(["hunter"], verify="neverbounce", catch_all="verify")
+
+    @pl.play(name="work-email-unverifiable")
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        return await (
+            ctx.dataset("people", [_ask(p) for p in asked], key=["first_name", "last_name"])
+            .with_column("email", lambda row, ctx: ctx.waterfall(spec, dict(row)))
+            .run()
+        )
+
+    result = pl.run(play, {}, store="memory://", clock=pl.ManualClock())
+
+    assert result.status == "failed"
+    assert "step 'hunter'" in (result.error or "")
+    assert "'neverbounce.verify'" in (result.error or "")
+    assert "export NEVERBOUNCE_API_KEY" in (result.error or "")
+    assert sum(hunter.calls.values()) == 0 and hunter.charged == 0
+
+
 @pytest.fixture
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """No provider's key in the environment (either spelling); the test sets its own."""

@@ -31,6 +31,8 @@ def ok_step(step_id: str = "a") -> pl.ToolStep:
         (lambda: pl.ToolStep("", "t.a"), "ToolStep id"),
         (lambda: pl.CodeStep("c", run=None), "run must be a function"),
         (lambda: pl.CodeStep("c", run=lambda a, b, c: None), "takes 3"),
+        (lambda: pl.CodeStep("c", lambda i: None, tools="t.a"), "list of tool ids"),
+        (lambda: pl.CodeStep("c", lambda i: None, tools=["t.a", ""]), "a tool id"),
     ],
 )
 def test_bad_definitions_raise_at_once(make, message):

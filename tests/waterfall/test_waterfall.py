@@ -426,6 +426,24 @@ def test_an_unknown_waterfall_name_is_a_definition_error(registry):
     assert "Did you mean 'work_email'" in str(result.error)
 
 
+def test_a_step_whose_tool_the_run_lacks_stops_it_before_any_step_is_paid(registry):
+    """A tool step's tool and a code step's declared tools are checked when the waterfall
+    first runs: a later step's missing tool is not found after an earlier step charged."""
+    calls: dict[str, list[list[int]]] = {}
+    three = three_steps(registry, calls)
+    for last in (
+        pl.ToolStep("d", "t.missing"),
+        pl.CodeStep("d", lambda i: None, tools=["t.missing"]),
+    ):
+        spec = pl.Waterfall("four", output="email", steps=[*three.steps, last])
+
+        result = run(waterfall_play(spec, rows(4)), tools=[registry])
+
+        assert result.status == "failed"
+        assert "Waterfall 'four', step 'd': Unknown tool 't.missing'" in str(result.error)
+        assert calls == {"t.a": [], "t.b": [], "t.c": []}
+
+
 def test_errors_other_than_tool_errors_stop_the_run(registry):
     calls: dict[str, list[list[int]]] = {}
     spec = three_steps(registry, calls)

@@ -224,6 +224,7 @@ class Attempt:
             store=self.store,
             run_id=self.run_id,
             events=self.events,
+            tools=services.tools,
             call_tool=self.call_tool,
             ctx=self.ctx,
         )

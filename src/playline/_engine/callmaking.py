@@ -17,6 +17,8 @@ from typing import Any
 from .._clock import Clock
 from .._json import normalise_input, without_numpy
 from ..errors import PlayDefinitionError
+from ..providers import PROVIDERS
+from ..providers._provider import has_key
 from ..tools import ToolSpec
 from .calls import ToolCall
 from .governance import Governor
@@ -142,6 +144,9 @@ def tool_spec(tools: Mapping[str, ToolSpec], tool: str) -> ToolSpec:
     """The tool ``tool`` names; an unknown one is refused with the closest names."""
     spec = tools.get(tool)
     if spec is None:
+        provider = _provider_of(tool)
+        if provider is not None:
+            raise PlayDefinitionError(f"Unknown tool {tool!r}. {provider}")
         close = difflib.get_close_matches(tool, list(tools), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise PlayDefinitionError(
@@ -150,6 +155,27 @@ def tool_spec(tools: Mapping[str, ToolSpec], tool: str) -> ToolSpec:
             "PLAYLINE_GATEWAY_URL)."
         )
     return spec
+
+
+def _provider_of(tool: str) -> str | None:
+    """How to give the run ``tool`` when it is a shipped provider's (a run without
+    ``tools=`` has the providers whose key is set), else None."""
+    provider = PROVIDERS.get(tool.partition(".")[0])
+    if provider is None:
+        return None
+    try:
+        if tool not in {spec.id for spec in provider.tools().specs()}:  # reads no key
+            return None
+    except PlayDefinitionError:  # its PLAYLINE_<NAME>_URL is not a URL: said when used
+        return None
+    given = f"tools=[..., pl.providers.{provider.name}()]"
+    if has_key(provider):
+        return f"It is {provider.title}'s: a run given tools= has those only; add {given}."
+    return (
+        f"It is {provider.title}'s, and {provider.key} is not set: export {provider.key} (a "
+        "run without tools= has every provider whose key is set), or pass "
+        f"tools=[..., pl.providers.{provider.name}(api_key=...)]."
+    )
 
 
 def _force(tool: str, force: object) -> bool:

@@ -27,7 +27,8 @@ from typing import Any
 from .._waterfall import Step, StepStatus, ToolStep, Waterfall, WaterfallStats
 from ..errors import PlayDefinitionError, PlaylineError, ToolError
 from ..store import RowRecord, Store, StoreIO
-from ..tools import ToolResult, dotted, is_value
+from ..tools import ToolResult, ToolSpec, dotted, is_value
+from .callmaking import tool_spec
 from .deferred import Deferred
 from .events import EventLog
 from .history import HISTORY_RUNS, History, StepRecord, advise_order, step_history
@@ -227,15 +228,24 @@ async def _run_step(
 class WaterfallRuns:
     """The waterfalls of one attempt: their step orders, the store's history, their tallies.
 
-    ``call_tool`` is the attempt's; ``ctx`` the play's context (code steps receive it). The
-    history of the store's newest runs is read once, when a waterfall first runs; it decides
-    the order of ``order="cheapest"`` and the order each waterfall's stats suggest.
+    ``tools`` and ``call_tool`` are the attempt's; ``ctx`` the play's context (code steps
+    receive it). The history of the store's newest runs is read once, when a waterfall first
+    runs; it decides the order of ``order="cheapest"`` and the order each waterfall's stats
+    suggest.
     """
 
     def __init__(
-        self, *, store: Store, run_id: str, events: EventLog, call_tool: CallTool, ctx: object
+        self,
+        *,
+        store: Store,
+        run_id: str,
+        events: EventLog,
+        tools: Mapping[str, ToolSpec],
+        call_tool: CallTool,
+        ctx: object,
     ) -> None:
         self._store = store
+        self._tools = tools
         self._run_id = run_id
         self._events = events
         self._call_tool = call_tool
@@ -263,6 +273,7 @@ class WaterfallRuns:
     async def _run(self, spec: Waterfall, input: Mapping[str, Any]) -> Any:
         steps = self._orders.get(spec)
         if steps is None:
+            self._check_tools(spec)
             steps = await self._order(spec)
         return await run_waterfall(
             spec, input, ctx=self._ctx, call_tool=self._call_tool, count=self._count, order=steps
@@ -281,6 +292,18 @@ class WaterfallRuns:
             )
             if not fails:  # a failed hidden cell is stored
                 self.unstored.add(provenance)
+
+    def _check_tools(self, spec: Waterfall) -> None:
+        """Every tool the waterfall's steps call is the run's: else the run stops before any
+        step is paid (a verifier without its key would fail only after a finder charged)."""
+        for step in spec.steps:
+            for tool in (step.tool,) if isinstance(step, ToolStep) else step.tools:
+                try:
+                    tool_spec(self._tools, tool)
+                except PlayDefinitionError as exc:
+                    raise PlayDefinitionError(
+                        f"Waterfall {spec.id!r}, step {step.id!r}: {exc}"
+                    ) from None
 
     async def _order(self, spec: Waterfall) -> tuple[Step, ...]:
         """The first rows of a waterfall wait for the store's history (one read per attempt),

@@ -199,7 +199,8 @@ def _email_step(name: str, finder: Finder, verify: str | None, catch_all: CatchA
             return email if check.get("status") == "valid" else None
         return email
 
-    return CodeStep(name, run)
+    checks = (VERIFIERS[verify],) if catch_all == "verify" and verify is not None else ()
+    return CodeStep(name, run, tools=(finder.tool, *checks))
 
 
 def _email_waterfall(
@@ -274,7 +275,7 @@ def person_to_phone(providers: Sequence[str] | None = None) -> Waterfall:
             phone = found.get("phone")
             return phone if isinstance(phone, str) and phone.strip() else None
 
-        return CodeStep(name, run)
+        return CodeStep(name, run, tools=(finder.tool,))
 
     return Waterfall(
         "person_to_phone",
