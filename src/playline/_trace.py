@@ -475,10 +475,12 @@ def _add_waterfall(into: dict[str, dict[str, Any]], data: dict[str, Any]) -> Non
     tallies so far (each row once, as stored: status ``run``), which replace the earlier ones;
     before, it reported its own, which add up."""
     current = into.setdefault(
-        data["id"], {"id": data["id"], "rows": 0, "satisfied": 0, "credits": 0.0, "steps": {}}
+        data["id"],
+        {"id": data["id"], "rows": 0, "satisfied": 0, "no_input": 0, "credits": 0.0, "steps": {}},
     )
     current["rows"] += int(data.get("rows") or 0)
     current["satisfied"] += int(data.get("satisfied") or 0)
+    current["no_input"] += int(data.get("no_input") or 0)
     current["credits"] = round(current["credits"] + float(data.get("credits") or 0), 6)
     for step in data.get("steps") or ():
         mine = current["steps"].setdefault(

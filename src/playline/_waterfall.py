@@ -72,12 +72,14 @@ class CodeStep:
     ``run`` may call ``ctx.tool`` (the calls are batched with other rows' and their cost is
     the step's), and may return a ``ToolResult``, which is read like a tool step's.
     ``tools`` names the tools ``run`` may call: a run without one of them stops when the
-    waterfall first runs, before any of its steps is paid.
+    waterfall first runs, before any of its steps is paid. ``map_input(input)``, as a tool
+    step's, makes what ``run`` receives (None: skip this row).
     """
 
     id: str
     run: Callable[..., Any]
     tools: Sequence[str] = ()
+    map_input: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None
     _takes_ctx: bool = field(init=False, repr=False, compare=False, default=True)
 
     def __post_init__(self) -> None:
@@ -90,6 +92,8 @@ class CodeStep:
         object.__setattr__(self, "tools", tuple(self.tools))
         for tool in self.tools:
             _check_id(tool, f"CodeStep {self.id!r}: a tool id")
+        if self.map_input is not None:
+            check_args(self.map_input, 1, f"CodeStep {self.id!r}: map_input", "(input) -> dict")
         takes = takes_ctx(
             self.run, f"CodeStep {self.id!r}: run", "(input) or (input, ctx)", unknown=True
         )
@@ -249,6 +253,7 @@ class WaterfallStats:
     id: str
     rows: int = 0
     satisfied: int = 0
+    no_input: int = 0  # rows no step had an input for (every map_input returned None)
     credits: float = 0.0
     steps: tuple[StepStats, ...] = ()
     # the step order with the lowest expected credits per hit, from the store's history and
@@ -269,6 +274,7 @@ class WaterfallStats:
             "id": self.id,
             "rows": self.rows,
             "satisfied": self.satisfied,
+            "no_input": self.no_input,
             "coverage": self.coverage,
             "credits": self.credits,
             "credits_per_hit": self.credits_per_hit,

@@ -168,6 +168,33 @@ def test_a_waterfall_naming_a_verifier_without_its_key_fails_before_any_provider
     assert sum(hunter.calls.values()) == 0 and hunter.charged == 0
 
 
+def test_rows_without_the_fields_a_finder_reads_are_skipped_and_counted_not_sent(
+    hunter: Double,
+) -> None:
+    """Columns named otherwise ("First", "Company Domain") give Hunter no input: nothing is
+    sent, and the run's summary says how many rows the waterfall could not read."""
+    from playline.cli._app import stats_line
+
+    spec = pl.waterfalls.work_email(["hunter"], catch_all="accept")
+
+    @pl.play(name="work-email-other-names")
+    async def play(ctx: pl.Context, input: Any) -> pl.Dataset:
+        rows = [{"First": "Ann", "Last": "Lee", "Company Domain": "acme.com"}] * 2
+        return await (
+            ctx.dataset("people", rows, key=["First", "Last"])
+            .with_column("email", lambda row, ctx: ctx.waterfall(spec, dict(row)))
+            .run()
+        )
+
+    result = pl.run(play, {}, store="memory://", clock=pl.ManualClock())
+
+    assert result.status == "completed", result.error
+    assert sum(hunter.calls.values()) == 0
+    assert result.stats.waterfalls["work_email"]["no_input"] == 1  # one key: one row
+    assert "1 row had none of the fields waterfall 'work_email' reads" in stats_line(result.stats)
+    assert "reads first_name, last_name and domain" in spec.description
+
+
 @pytest.fixture
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """No provider's key in the environment (either spelling); the test sets its own."""
@@ -217,7 +244,7 @@ def test_without_a_list_the_waterfalls_take_the_providers_whose_keys_are_set(
         unverified.value
     )
     accepted = pl.waterfalls.work_email(catch_all="accept")
-    assert accepted.description == "Work email: prospeo; catch-all addresses kept."
+    assert accepted.description.startswith("Work email: prospeo; catch-all addresses kept; ")
 
     no_keys.setenv("HUNTER_API_KEY", "k")
     spec = pl.waterfalls.work_email()
@@ -232,7 +259,7 @@ def test_without_a_list_the_waterfalls_take_the_providers_whose_keys_are_set(
 
 def _verifier_of(spec: pl.Waterfall) -> str:
     """The verifier a waterfall's description names (what a run's description shows)."""
-    return spec.description.rsplit("verified by ", 1)[1].rstrip(".")
+    return spec.description.rsplit("verified by ", 1)[1].split(";")[0]
 
 
 def _cli(*args: str, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -384,6 +384,37 @@ def test_map_input_shapes_the_call_and_none_skips_the_step(registry):
     assert "map_input" in step["reason"]
 
 
+def test_a_code_step_s_map_input_shapes_its_input_and_rows_no_step_can_read_are_counted(
+    registry,
+):
+    """A code step skips a row its map_input gives nothing for, as a tool step does; rows
+    no step had an input for are the waterfall's ``no_input`` and their reason says so."""
+    seen: list[dict[str, Any]] = []
+
+    def guess(input: dict[str, Any]) -> str:
+        seen.append(dict(input))
+        return f"{input['name']}@acme.io"
+
+    step = pl.CodeStep(
+        "guess", guess, map_input=lambda i: {"name": i["first"]} if i["first"] else None
+    )
+    spec = pl.Waterfall("mapped", output="email", steps=[step])
+    store = fresh_store()
+    play = waterfall_play(
+        spec, [{"x": 0, "first": "ada"}, {"x": 1, "first": ""}], make_input=lambda r: dict(r)
+    )
+
+    result = run(play, tools=[registry], store=store)
+
+    assert result.output["values"] == ["ada@acme.io", None]
+    assert seen == [{"name": "ada"}]
+    skipped = cells(result, store)[1]["waterfall"]
+    assert skipped["steps"]["guess"]["status"] == "skipped"
+    assert "had an input for this row" in skipped["reason"]
+    tally = result.stats.waterfalls["mapped"]
+    assert (tally["rows"], tally["satisfied"], tally["no_input"]) == (2, 1, 1)
+
+
 def test_outside_a_column_a_waterfall_runs_directly(registry):
     calls: dict[str, list[list[int]]] = {}
     spec = three_steps(registry, calls)

@@ -51,12 +51,13 @@ class _StepCount:
 class Tally:
     """One waterfall's counts over the provenances added: one per row (or direct call)."""
 
-    __slots__ = ("id", "rows", "satisfied", "steps")
+    __slots__ = ("id", "no_input", "rows", "satisfied", "steps")
 
     def __init__(self, wid: str) -> None:
         self.id = wid
         self.rows = 0
         self.satisfied = 0
+        self.no_input = 0  # rows every step skipped, none satisfied
         self.steps: dict[str, _StepCount] = {}  # in the order first run
 
     def add(self, provenance: Mapping[str, Any]) -> None:
@@ -67,6 +68,10 @@ class Tally:
         steps = provenance.get("steps")
         if not isinstance(steps, Mapping):
             return
+        if provenance.get("winner") is None and all(
+            isinstance(meta, Mapping) and meta.get("status") == "skipped" for meta in steps.values()
+        ):
+            self.no_input += 1
         for step_id, meta in steps.items():
             if not isinstance(step_id, str) or not isinstance(meta, Mapping):
                 continue
@@ -93,6 +98,7 @@ class Tally:
     def merge(self, other: Tally) -> None:
         self.rows += other.rows
         self.satisfied += other.satisfied
+        self.no_input += other.no_input
         for step_id, theirs in other.steps.items():
             mine = self.steps.get(step_id)
             if mine is None:
@@ -123,6 +129,7 @@ class Tally:
             id=self.id,
             rows=self.rows,
             satisfied=self.satisfied,
+            no_input=self.no_input,
             credits=round(sum(s.credits for s in steps), 6),
             steps=steps,
         )
@@ -134,6 +141,7 @@ class Tally:
             "id": snap.id,
             "rows": snap.rows,
             "satisfied": snap.satisfied,
+            "no_input": snap.no_input,
             "credits": snap.credits,
             "steps": [asdict(step) for step in snap.steps],
         }

@@ -168,6 +168,11 @@ def _unsatisfied(spec: Waterfall, failure: _StepOutcome) -> ToolError:
 
 def _reason(spec: Waterfall, held: list[Any], steps: Mapping[str, Mapping[str, Any]]) -> str:
     tried = ", ".join(f"{sid} {meta['status']}" for sid, meta in steps.items())
+    if all(meta["status"] == "skipped" for meta in steps.values()):
+        return (
+            f"No step of waterfall {spec.id!r} had an input for this row ({tried}): it lacks "
+            "the fields they read."
+        )
     if held:
         return (
             f"Waterfall {spec.id!r} found {len(held)} of the {spec.min_results} values it "
@@ -189,18 +194,20 @@ async def _run_step(
     try:
         if isinstance(step, ToolStep):
             outcome.provider = step.tool
-            payload = step.map_input(input) if step.map_input is not None else input
-            if payload is None:
-                outcome.status, outcome.note = "skipped", "map_input gave no input for this row"
-                return outcome
-            if not isinstance(payload, Mapping):
-                raise PlayDefinitionError(
-                    f"Waterfall {spec.id!r}, step {step.id!r}: map_input returned "
-                    f"{type(payload).__name__}; return a dict (or None to skip the row)."
-                )
+        payload = step.map_input(input) if step.map_input is not None else input
+        if payload is None:
+            outcome.status, outcome.note = "skipped", "map_input gave no input for this row"
+            return outcome
+        if not isinstance(payload, Mapping):
+            raise PlayDefinitionError(
+                f"Waterfall {spec.id!r}, step {step.id!r}: map_input returned "
+                f"{type(payload).__name__}; return a dict (or None to skip the row)."
+            )
+        if isinstance(step, ToolStep):
             found: Any = await call_tool(step.tool, payload, label=f"{spec.id}.{step.id}")
         else:
-            found = await _maybe_await(step.run(input, ctx) if step._takes_ctx else step.run(input))
+            run = step.run(payload, ctx) if step._takes_ctx else step.run(payload)
+            found = await _maybe_await(run)
         for value in extract(found, spec.output):
             if len(held) >= spec.min_results:
                 break  # satisfied: the rest need no (possibly paid) acceptance check

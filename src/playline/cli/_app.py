@@ -274,6 +274,12 @@ def stats_line(stats: pl.RunStats, attempt_credits: float | None = None) -> str:
         )
     if stats.cells_kept:
         pending += f"; {stats.cells_kept} cells kept fresh from earlier runs"
+    for tally in stats.waterfalls.values():
+        if tally.get("no_input"):
+            pending += (
+                f"; {counted(tally['no_input'], 'row')} had none of the fields waterfall "
+                f"{tally['id']!r} reads (check the column names)"
+            )
     return (
         f"{stats.rows} rows: {ran(stats.rows, stats.rows_reused, stats.rows_pending)} run, "
         f"{stats.rows_reused} reused, "

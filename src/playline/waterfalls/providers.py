@@ -183,11 +183,8 @@ def _checked_policy(catch_all: str, verify: str | None, what: str) -> str | None
 
 
 def _email_step(name: str, finder: Finder, verify: str | None, catch_all: CatchAll) -> CodeStep:
-    async def run(input: Mapping[str, Any], ctx: Context) -> str | None:
-        asked = finder.input(input)
-        if asked is None:
-            return None
-        found = await ctx.tool(finder.tool, asked, key=f"{name}.find")
+    async def run(asked: Mapping[str, Any], ctx: Context) -> str | None:
+        found = await ctx.tool(finder.tool, dict(asked), key=f"{name}.find")
         email, status = found.get("email"), found.get("status")
         if not isinstance(email, str) or "@" not in email or status == "invalid":
             return None
@@ -200,7 +197,7 @@ def _email_step(name: str, finder: Finder, verify: str | None, catch_all: CatchA
         return email
 
     checks = (VERIFIERS[verify],) if catch_all == "verify" and verify is not None else ()
-    return CodeStep(name, run, tools=(finder.tool, *checks))
+    return CodeStep(name, run, tools=(finder.tool, *checks), map_input=finder.input)
 
 
 def _email_waterfall(
@@ -217,13 +214,24 @@ def _email_waterfall(
         "reject": "catch-all addresses dropped",
         "verify": f"catch-all addresses verified by {verify}",
     }[catch_all]
+    finders = [EMAIL_FINDERS[n] for n in names]
     return Waterfall(
         id,
         output="email",
-        steps=[_email_step(n, EMAIL_FINDERS[n], verify, catch_all) for n in names],
+        steps=[_email_step(n, f, verify, catch_all) for n, f in zip(names, finders, strict=True)],
         order="cheapest",
-        description=f"{description}: {', '.join(names)}; {policy}.",
+        description=f"{description}: {', '.join(names)}; {policy}; {_reads(finders)}.",
     )
+
+
+def _reads(finders: Sequence[Finder]) -> str:
+    """The fields the finders read, for the description: ``reads first_name, last_name and
+    domain, or full_name and domain, or linkedin_url``."""
+    needs = dict.fromkeys(need for finder in finders for need in finder.needs)
+    spelled = [
+        need[0] if len(need) == 1 else f"{', '.join(need[:-1])} and {need[-1]}" for need in needs
+    ]
+    return f"reads {', or '.join(spelled)}"
 
 
 def work_email(
@@ -267,20 +275,19 @@ def person_to_phone(providers: Sequence[str] | None = None) -> Waterfall:
     def step(name: str) -> CodeStep:
         finder = PHONE_FINDERS[name]
 
-        async def run(input: Mapping[str, Any], ctx: Context) -> str | None:
-            asked = finder.input(input)
-            if asked is None:
-                return None
-            found = await ctx.tool(finder.tool, asked, key=f"{name}.phone")
+        async def run(asked: Mapping[str, Any], ctx: Context) -> str | None:
+            found = await ctx.tool(finder.tool, dict(asked), key=f"{name}.phone")
             phone = found.get("phone")
             return phone if isinstance(phone, str) and phone.strip() else None
 
-        return CodeStep(name, run, tools=(finder.tool,))
+        return CodeStep(name, run, tools=(finder.tool,), map_input=finder.input)
 
     return Waterfall(
         "person_to_phone",
         output="phone",
         steps=[step(n) for n in names],
         order="cheapest",
-        description=f"Mobile phone: {', '.join(names)}.",
+        description=(
+            f"Mobile phone: {', '.join(names)}; {_reads([PHONE_FINDERS[n] for n in names])}."
+        ),
     )
