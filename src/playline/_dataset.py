@@ -16,7 +16,7 @@ from ._engine.datasets import Column, DatasetMode, DatasetRun, DatasetStats, OnR
 from ._engine.previous import PreviousCell
 from ._engine.rows import DatasetKey
 from ._engine.scope import current_row
-from ._flatten import check_fields, dataset_fields, spread, spread_columns
+from ._flatten import check_fields, dataset_fields, defused, flat, spread, spread_columns
 from ._frames import FrameRows, frame_kind, rows_to_pandas, rows_to_polars
 from ._secrets import check_stored_name
 from .errors import PlayDefinitionError
@@ -273,26 +273,28 @@ class Dataset:
                     )
         return found
 
-    def to_csv(self, path: str | Path, *, flatten: bool = False) -> Path:
+    def to_csv(self, path: str | Path, *, flatten: bool = False, raw: bool = False) -> Path:
         """Write the rows as CSV (nested values as JSON); returns the path. Columns with
         ``fields=`` are written as ``<column>.<field>`` columns; ``flatten=True`` spreads every
-        dict value into dotted columns (lists stay JSON)."""
-        from ._json import canonical
-
+        dict value into dotted columns (lists stay JSON). A text a spreadsheet would run as a
+        formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return: a
+        provider's answer may) gets a quote in front, as ``playline export`` does, unless
+        ``raw=True``."""
+        if raw is not True and raw is not False:
+            raise PlayDefinitionError(
+                f"Dataset {self.name!r}.to_csv: raw is True (write every text as it is) or "
+                f"False (the default: texts a spreadsheet would run get a quote), not {raw!r}."
+            )
         out = Path(path)
         table = self._table(flatten)
+        cell = flat if raw else (lambda value: defused(flat(value)))
         with out.open("w", newline="", encoding="utf-8") as handle:
             if not table.columns:
                 return out
             writer = csv.DictWriter(handle, fieldnames=table.columns, extrasaction="ignore")
-            writer.writeheader()
+            writer.writerow({name: cell(name) for name in table.columns})
             for row in table:
-                writer.writerow(
-                    {
-                        k: v if v is None or isinstance(v, str | int | float) else canonical(v)
-                        for k, v in row.items()
-                    }
-                )
+                writer.writerow({k: cell(v) for k, v in row.items()})
         return out
 
     def to_parquet(self, path: str | Path) -> Path:

@@ -23,12 +23,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._json import canonical
 from .errors import PlayDefinitionError, PlaylineError
 
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["Fields", "check_fields", "dataset_fields", "spread", "spread_columns", "spread_row"]
+__all__ = [
+    "Fields",
+    "check_fields",
+    "dataset_fields",
+    "defused",
+    "flat",
+    "spread",
+    "spread_columns",
+    "spread_row",
+]
 
 Fields = Mapping[str, Sequence[str]]  # a column's name -> the fields it is shown as
 
@@ -152,3 +162,21 @@ def spread_columns(
             if name in valued or not any(other.startswith(f"{name}.") for other in spread_names)
         ]
     return names
+
+
+def flat(value: Any) -> Any:
+    """A cell value as one CSV field: nested values as canonical JSON."""
+    return value if value is None or isinstance(value, str | int | float) else canonical(value)
+
+
+# OWASP's CSV injection rule: a spreadsheet runs a cell that begins with one of these as a
+# formula (=HYPERLINK(...) from a provider's data), so it is written with a quote in front.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def defused(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text, never runs as a formula (every CSV export:
+    the command line's, the web UI's and ``Dataset.to_csv``)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value

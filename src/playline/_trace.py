@@ -43,10 +43,8 @@ __all__ = [
     "child_summaries",
     "columns_of",
     "dataset_columns",
-    "defused",
     "export_rows",
     "export_table",
-    "flat",
     "gate_statistics",
     "in_doubt",
     "jobs_in_progress",
@@ -379,24 +377,6 @@ def _left_running(trace: Trace, status: str) -> None:
     for ds in trace.datasets.values():
         if ds.status == "running":
             ds.status = status
-
-
-def flat(value: Any) -> Any:
-    """A cell value as one CSV field: nested values as canonical JSON."""
-    return value if value is None or isinstance(value, str | int | float) else canonical(value)
-
-
-# OWASP's CSV injection rule: a spreadsheet runs a cell that begins with one of these as a
-# formula (=HYPERLINK(...) from a provider's data), so it is written with a quote in front.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def defused(value: Any) -> Any:
-    """A CSV cell that a spreadsheet shows as text, never runs as a formula (every CSV export:
-    the command line's and the web UI's)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
 
 
 def export_rows(

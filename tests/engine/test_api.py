@@ -548,6 +548,22 @@ def test_a_dataset_is_sized_iterable_and_exportable(tmp_path):
         ]
 
 
+def test_to_csv_writes_a_text_a_spreadsheet_would_run_with_a_quote_unless_raw(tmp_path):
+    """A provider's answer may hold ``=HYPERLINK(...)``: the CSV a user opens in a
+    spreadsheet shows it as text, as ``playline export`` writes it."""
+    formula = '=HYPERLINK("http://evil.example","x")'
+    result = run_dataset(rows_of(1), {"@note": lambda row: formula}, tools=[])
+
+    def written(**raw: bool) -> list[dict[str, str]]:
+        with result.output.to_csv(tmp_path / "out.csv", **raw).open(newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    assert written() == [{"x": "0", "'@note": "'" + formula}]
+    assert written(raw=True) == [{"x": "0", "@note": formula}]
+    with pytest.raises(pl.PlayDefinitionError, match="raw is True"):
+        written(raw="yes")  # type: ignore[arg-type]
+
+
 def _spy_on_opened_stores(monkeypatch: pytest.MonkeyPatch) -> list[Store]:
     opened: list[Store] = []
 

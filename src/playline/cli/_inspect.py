@@ -14,14 +14,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .._flatten import dataset_fields, spread
+from .._flatten import dataset_fields, flat, spread
 from .._trace import (
     INTERRUPTED,
     OrderAdvice,
     Trace,
     child_summaries,
     dataset_columns,
-    flat,
     in_doubt,
     jobs_in_progress,
     run_status,

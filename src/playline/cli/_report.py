@@ -13,7 +13,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._trace import defused, export_table, flat
+from .._flatten import defused, flat
+from .._trace import export_table
 from ..errors import PlaylineError
 from ..store import RunRecord, Store, display_url
 from ..store.sql import SQLStore

@@ -36,8 +36,9 @@ from starlette.routing import Route
 
 import playline as pl
 
+from .._flatten import defused, flat
 from .._secrets import Secret
-from .._trace import SOURCE_KIND, defused, export_table, flat, run_status
+from .._trace import SOURCE_KIND, export_table, run_status
 from ..errors import PlaylineError
 from ..store import RunRecord, display_url
 from .security import check_csrf, form_fields
