@@ -444,3 +444,38 @@ def test_a_schedule_that_cannot_fire_is_skipped_and_the_others_fire(store: Store
     with pl.Worker(store=store, clock=clock) as worker:
         assert [r.run_id for r in burst(worker)] == ["sched-good-20260101T010000Z"]
     assert "Nowhere/Land" in worker.skipped["schedule bad"]
+
+
+def test_a_schedule_whose_run_has_not_started_queues_no_other_until_it_does(
+    store: Store,
+) -> None:
+    """A worker that cannot load the play (its file gone) leaves the run queued: the next
+    fires queue nothing (one run waits, not one per fire) and say why; once a worker runs
+    it, the schedule fires as before. ``catch_up="all"`` queues every fire."""
+    clock = pl.ManualClock(ts("2026-01-01T00:30:00Z"))
+    pl.schedule("hourly", echo, cron="0 * * * *", store=store, clock=clock)
+    pl.schedule("every", echo, cron="0 * * * *", catch_up="all", store=store, clock=clock)
+
+    def gone(record: Any) -> Any:
+        raise pl.PlayDefinitionError("No play file weekly.py")
+
+    with pl.Worker(store=store, clock=clock, resolve=gone) as lost:
+        for _ in range(3):
+            clock.advance(HOUR)
+            assert burst(lost) == []
+    assert fired(store) == [
+        ("2026-01-01T01:00:00Z", "suspended"),  # hourly's first fire, and every's three
+        ("2026-01-01T01:00:00Z", "suspended"),
+        ("2026-01-01T02:00:00Z", "suspended"),
+        ("2026-01-01T03:00:00Z", "suspended"),
+    ]
+    assert "sched-hourly-20260101T010000Z has not started" in lost.skipped["schedule hourly"]
+    assert "schedule every" not in lost.skipped
+
+    with pl.Worker(store=store, clock=clock) as worker:
+        assert len(burst(worker)) == 4
+        clock.advance(HOUR)
+        assert sorted(r.run_id for r in burst(worker)) == [
+            "sched-every-20260101T040000Z",
+            "sched-hourly-20260101T040000Z",
+        ]

@@ -44,7 +44,7 @@ from .._play import Play, get_play
 from .._play import play as make_play
 from .._run_id import SCHEDULE_PREFIX
 from ..errors import PlayDefinitionError
-from ..store import ScheduleRecord, Store, use_store
+from ..store import RunStatus, ScheduleRecord, Store, use_store
 from ._queue import queue_run
 
 __all__ = [
@@ -207,18 +207,44 @@ def fire_schedules(store: Store, *, clock: Clock) -> tuple[list[str], dict[str, 
     queued: list[str] = []
     failed: dict[str, str] = {}
     for due in store.due_schedules(now=now, limit=_LOOK):
+        unstarted = _unstarted(store, due)
         try:
-            queued += _fire(store, due, now, clock)
+            queued += _fire(store, due, now, clock, queue=unstarted is None)
         except PlayDefinitionError as exc:  # its stored definition (a store error is raised)
             failed[due.name] = str(exc)
+        else:
+            if unstarted is not None:
+                failed[due.name] = (
+                    f"its run {unstarted} has not started yet, so its fires until then queue "
+                    "no other (is its play found? `playline show` says); catch_up='all' "
+                    "queues every fire"
+                )
     return queued, failed
 
 
-def _fire(store: Store, s: ScheduleRecord, now: float, clock: Clock) -> list[str]:
+def _unstarted(store: Store, s: ScheduleRecord) -> str | None:
+    """The schedule's last run when no worker has started it yet, unless it catches up all
+    fires: its next fires queue nothing then (one run waits, not one per fire of a play
+    that cannot be loaded), as a Temporal schedule skips a fire while its last run is open."""
+    if s.catch_up == "all" or s.last_run_id is None:
+        return None
+    run = store.get_run(s.last_run_id)
+    if run is None or run.attempts or run.status is not RunStatus.SUSPENDED:
+        return None
+    return s.last_run_id
+
+
+def _fire(
+    store: Store, s: ScheduleRecord, now: float, clock: Clock, *, queue: bool = True
+) -> list[str]:
+    """Queue the runs of the fires of ``s`` due at ``now`` and move it on; with ``queue``
+    False, only move it on past them."""
     zone = check_timezone(s.timezone)
     expected, queued = s.next_fire, []
     while expected <= now:
-        if s.catch_up == "all":
+        if not queue:
+            times, upcoming = [], _next(s.cron, zone, now)
+        elif s.catch_up == "all":
             times, upcoming = [expected], _next(s.cron, zone, expected)
             while upcoming <= now and len(times) < _BATCH:
                 times.append(upcoming)
