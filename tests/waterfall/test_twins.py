@@ -121,3 +121,29 @@ def test_every_tool_of_the_simulated_work_email_says_how_its_inputs_compare(sim:
     specs = {s.id: s for s in pl.tools.Gateway(sim.url, token=sim.token).specs()}
     for tool in ("sim.email.beta", "sim.email.alpha", "sim.email.gamma", "sim.email.verify"):
         assert specs[tool].normalize is not None, tool
+
+
+def test_a_row_answered_by_its_own_purchase_of_an_earlier_attempt_is_no_twin():
+    """A row that bought " Maya " and then waited is run again by the next attempt: its call
+    is answered by its own receipt (from receipts), not by a twin's purchase."""
+    registry, sent = pl.ToolRegistry(), []
+    finder(registry, sent, normalize={"first_name": "name"})
+    store, clock = fresh_store(), pl.ManualClock()
+
+    async def find(row: Any, ctx: pl.Context) -> Any:
+        found = await ctx.tool("t.find", {"first_name": row["first_name"]})
+        await ctx.sleep(3600)
+        return found
+
+    @pl.play(name="twins-across-attempts")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        rows = [{"i": 0, "first_name": " Maya "}]
+        return await ctx.dataset("people", rows, key="i").with_column("found", find).run()
+
+    first = run(play, tools=[registry], store=store, clock=clock)
+    clock.advance(3600)
+    again = run(play, tools=[registry], store=store, clock=clock, run_id=first.run_id)
+
+    assert (first.status, again.status) == ("suspended", "completed"), again.error
+    assert sent == ["maya"]
+    assert (again.stats.tool_calls_cached, again.stats.tool_calls_twins) == (1, 0)

@@ -241,6 +241,7 @@ class CallExecutor:
         self._options = options  # its lease is renewed by the attempt's supervisor
         self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, options.lease)
+        self._started = clock.now()  # receipts completed before were bought by another attempt
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._unsettled = _Unsettled()  # what a stop waits for: requests sent, jobs polled
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
@@ -345,13 +346,14 @@ class CallExecutor:
                 call.force = True  # refreshed: bought again (its followers share it)
                 move(call, LOOKED_UP)
             else:
-                self._bought_by(call, answer.run_id)
+                self._bought_by(call, answer.run_id, answer.updated_at)
                 self.settle(call, ANSWERED, _cached(call.spec, answer.result))
 
-    def _bought_by(self, call: ToolCall, run_id: str) -> None:
-        """A receipt bought by ``run_id`` answers ``call``: one another run bought is no twin
-        of this run's (it may be the call's own earlier purchase), so it is not counted."""
-        if call.respelled and run_id != self._events.run_id:
+    def _bought_by(self, call: ToolCall, run_id: str, at: float) -> None:
+        """A receipt ``run_id`` completed ``at`` answers ``call``: one another run or an
+        earlier attempt bought is no twin of this attempt's (it may be the call's own earlier
+        purchase), so it is not counted."""
+        if call.respelled and (run_id != self._events.run_id or at < self._started):
             call.respelled = False
 
     # the lanes: one per tool, its requests sent in waves
@@ -717,7 +719,7 @@ class CallExecutor:
         if outcome is ClaimOutcome.COMPLETED:
             assert receipt.result is not None
             self._answers_likely = True  # a receipt the lookups did not find
-            self._bought_by(call, receipt.run_id)
+            self._bought_by(call, receipt.run_id, receipt.updated_at)
             self.settle(call, ANSWERED, _cached(spec, receipt.result))
         elif outcome is ClaimOutcome.HELD:
             move(call, HELD)
@@ -747,7 +749,7 @@ class CallExecutor:
                     )
                     if receipt is not None and receipt.status is ReceiptStatus.COMPLETED:
                         assert receipt.result is not None
-                        self._bought_by(call, receipt.run_id)
+                        self._bought_by(call, receipt.run_id, receipt.updated_at)
                         self.settle(call, ANSWERED, _cached(spec, receipt.result))
                         return
                     if not _held(receipt, self._clock.now()):
