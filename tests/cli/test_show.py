@@ -213,3 +213,39 @@ def test_show_totals_a_parent_runs_credits_as_its_stats_do_with_its_child_plays(
         "requests": 10, "calls": 10, "credits": 10, "child_credits": 0, "usd": 0,
         "child_usd": 0,
     }  # fmt: skip
+
+
+UNREAD_PLAY = """
+import playline as pl
+
+@pl.tool("unread.find", batch=pl.Batch(max_size=10), cost=pl.Cost(1))
+def find(inputs):
+    return [{"email": f"{i['first_name']}@acme.io"} for i in inputs]
+
+FIND = pl.Waterfall("find", output="email", steps=[pl.ToolStep(
+    "one", "unread.find",
+    map_input=lambda i: {"first_name": i["first_name"]} if i.get("first_name") else None)])
+
+@pl.play
+async def unread(ctx, input):
+    rows = [{"n": 1, "first_name": "ada"}, {"n": 2, "First": "alan"}, {"n": 3, "First": "bo"}]
+    return await (
+        ctx.dataset("people", rows, key="n")
+        .with_column("email", lambda row, ctx: ctx.waterfall(FIND, dict(row)))
+        .run()
+    )
+"""
+
+
+def test_run_and_show_say_how_many_rows_had_none_of_the_fields_a_waterfall_reads(
+    cli: Cli,
+) -> None:
+    ran = cli("run", f"{cli.play(UNREAD_PLAY)}:unread")
+
+    assert ran.exit_code == 0, ran.output
+    said = " ".join(ran.output.split())  # as wrapped to the terminal's width
+    assert "2 rows had none of the fields waterfall 'find' reads" in said
+    run_id = open_store(cli.store).list_runs(limit=1)[0].run_id
+    shown = " ".join(cli("show", run_id).output.split())
+    assert "3 rows, 1 found (33%)" in shown
+    assert "2 with none of the fields it reads" in shown

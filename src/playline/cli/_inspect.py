@@ -488,9 +488,11 @@ def _show_waterfall(tally: dict[str, Any], advice: OrderAdvice) -> None:
     rows, satisfied = tally["rows"], tally["satisfied"]
     coverage = f"{satisfied / rows:.0%}" if rows else "-"
     per_hit = _ratio(tally["credits"] / satisfied if satisfied else None)
+    unread = tally.get("no_input") or 0
     table = Table(
         title=f"Waterfall {tally['id']}: {rows} rows, {satisfied} found ({coverage}), "
-        f"{credits_text(tally['credits'])} credits, {per_hit} credits per hit",
+        f"{credits_text(tally['credits'])} credits, {per_hit} credits per hit"
+        + (f"; {unread} with none of the fields it reads" if unread else ""),
         title_justify="left",
         caption_justify="left",
     )
