@@ -19,7 +19,8 @@ LeadMagic, ZeroBounce and Dropcontact's batch submit would charge a repeat: thos
 in doubt (a resume does not buy them again), and the last resume buys them again with
 ``--retry-in-doubt``, as a user decides to. Checked: every row completed; no double charged
 anything twice except those calls (``duplicates`` <= ``in_doubt``, per provider, and 0 for
-Hunter and Prospeo); Playline's ledger equals the doubles' charges less those repeats.
+Hunter and Prospeo); Playline's ledger equals the doubles' charges less those repeats; the
+waterfall's credits as ``playline show`` counts them equal the ledger's for its column.
 ``ratio``: the final resume's wall time against the clean run's.
 
 The documented rates are kept, on a clock ``BENCH_PROVIDERS_CRASH_SCALE`` (25) times faster
@@ -43,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from playline._engine.tallies import stored_tallies
 from playline.sim import SimProcess, spawn
 from playline.store import open_store
 
@@ -73,6 +75,9 @@ class Trial:
     rows: int = 0
     rows_completed: int = 0
     emails: int = 0
+    # the waterfall's credits as `playline show` counts them, and the ledger's for its column
+    waterfall_credits: float = 0.0
+    waterfall_ledger: float = 0.0
 
     @property
     def credit_mismatch(self) -> float:
@@ -167,6 +172,10 @@ def run_trial(name: str, sim: SimProcess, folder: Path, env: dict[str, str], ori
         for entry in store.read_ledger(run[1]):
             provider = entry.tool.split(".", 1)[0]
             trial.ledger[provider] = round(trial.ledger.get(provider, 0.0) + entry.credits, 6)
+            if entry.column == "email":
+                trial.waterfall_ledger = round(trial.waterfall_ledger + entry.credits, 6)
+        tally = stored_tallies(store, run[1]).records().get("work_email", {})
+        trial.waterfall_credits = float(tally.get("credits") or 0.0)
         trial.playline_credits = round(sum(trial.ledger.values()), 6)
         rows = list(store.iter_rows(run[1], "people"))
     finally:
@@ -205,6 +214,10 @@ def main() -> dict[str, Any]:
         "in_doubt": sum(sum(t.in_doubt.values()) for t in trials),
         "credit_mismatch": round(sum(t.credit_mismatch for t in trials), 6),
         "rows_incomplete": sum(PEOPLE - t.rows_completed for t in trials),
+        # `playline show`'s waterfall credits less the ledger's for its column (0)
+        "waterfall_mismatch": round(
+            sum(t.waterfall_credits - t.waterfall_ledger for t in trials), 6
+        ),
         "clean_wall_s": clean.attempts[-1]["wall_s"],
         "details": [{**asdict(t), "credit_mismatch": t.credit_mismatch} for t in trials],
     }

@@ -59,3 +59,7 @@ def test_killed_runs_over_real_providers_complete_and_never_pay_twice_unasked() 
         assert count <= killed["in_doubt"].get(provider, 0), summary
     assert 0 <= killed["credit_mismatch"] <= sum(killed["in_doubt"].values()), summary
     assert killed["emails"] == clean["emails"]  # the same people found
+    # the waterfall's credits (`playline show`) are what the ledger charged its column, also
+    # for steps a resume answered from the receipts an earlier attempt bought
+    for trial in (clean, killed):
+        assert trial["waterfall_credits"] == trial["waterfall_ledger"] > 0, summary

@@ -89,6 +89,49 @@ def test_a_run_whose_rows_failed_after_the_waterfall_and_resumed_counts_each_row
     assert {s["id"]: s["attempts"] for s in inside["steps"]} == {"a": 12, "b": 6, "c": 4}
 
 
+def test_a_code_step_s_calls_of_two_tools_bought_before_a_resume_count_at_what_they_cost(
+    registry,
+):
+    """A code step finds, then checks what it found (two tools, as the shipped waterfalls
+    verify a catch-all address). Rows a later column failed run again on resume, both calls
+    answered by the receipts the first attempt bought: the step counts both charges."""
+
+    @registry.tool("t.find", cost=pl.Cost(1))
+    def find(input: dict[str, Any]) -> Any:
+        return {"email": f"e{input['x']}"}
+
+    @registry.tool("t.check", cost=pl.Cost(1))
+    def check(input: dict[str, Any]) -> Any:
+        return {"status": "valid"}
+
+    async def found_and_checked(input: Any, ctx: pl.Context) -> Any:
+        email = (await ctx.tool("t.find", dict(input))).get("email")
+        return email if (await ctx.tool("t.check", {"email": email})).get("status") else None
+
+    spec = pl.Waterfall(
+        "three",
+        output="email",
+        steps=[pl.CodeStep("checked", found_and_checked, tools=["t.find", "t.check"])],
+    )
+    ready: list[bool] = []
+
+    def later(row: Any) -> int:
+        if row["x"] % 4 == 0 and not ready:
+            raise RuntimeError("not yet")
+        return int(row["x"])
+
+    store, clock = fresh_store(), pl.ManualClock()
+    first = run(_play(spec, later), tools=[registry], store=store, clock=clock)
+    ready.append(True)
+    clock.advance(1.0)
+    again = run(_play(spec, later), tools=[registry], store=store, clock=clock, run_id=first.run_id)
+
+    assert again.status == "completed", again.error
+    assert again.stats.rows_executed == 3 and again.stats.tool_calls_live == 0
+    assert again.stats.credits == 24
+    _assert_once_per_row(store, again.run_id, again.stats, {"checked": (12, 12, 24.0)})
+
+
 def test_a_run_stopped_by_its_budget_and_resumed_counts_each_row_once(registry):
     """A budget stops the run with rows part way through their waterfall (its first step
     paid, the next refused): those rows are left pending, and the resume runs them again."""

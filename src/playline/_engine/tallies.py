@@ -233,8 +233,30 @@ def stored_tallies(store: Store, run_id: str) -> Tallies:
 def _answered_from_receipts(provenance: Mapping[str, Any]) -> bool:
     steps = provenance.get("steps")
     return isinstance(steps, Mapping) and any(
-        isinstance(meta, Mapping) and meta.get("cached") for meta in steps.values()
+        cached for meta in steps.values() for _, _, cached in _calls(meta)
     )
+
+
+def _calls(meta: Any) -> list[tuple[str, float, bool]]:
+    """A step's calls as (tool, cost, answered by receipts): each tool's when the step
+    called several (``by_tool``), else its provider's."""
+    if not isinstance(meta, Mapping):
+        return []
+    by_tool = meta.get("by_tool")
+    if isinstance(by_tool, Mapping):
+        return [
+            (tool, _number(part.get("cost")), bool(part.get("cached")))
+            for tool, part in by_tool.items()
+            if isinstance(part, Mapping)
+        ]
+    provider = meta.get("provider")
+    if not isinstance(provider, str):
+        return []
+    return [(provider, _number(meta.get("cost")), bool(meta.get("cached")))]
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _paid_by_cell(store: Store, run_id: str) -> dict[tuple[str, str, str], dict[str, float]]:
@@ -252,29 +274,26 @@ def _paid_by_cell(store: Store, run_id: str) -> dict[tuple[str, str, str], dict[
 def _bought_here(
     provenances: list[Mapping[str, Any]], charged: Mapping[str, float]
 ) -> list[Mapping[str, Any]]:
-    """A cell's ``provenances`` with their steps that receipts answered but this run paid for
-    (its ledger charged the cell for the step's tool beyond what the cell's paid steps cost)
-    counted as paid, at that charge: each charge once, whichever of them it goes to."""
+    """A cell's ``provenances`` with the calls of their steps that receipts answered but this
+    run paid for (its ledger charged the cell for the tool beyond what the cell's paid calls
+    cost) counted as paid, at that charge: each charge once, whichever step it goes to."""
     left = dict(charged)
     for provenance in provenances:
         for meta in provenance["steps"].values():
-            if isinstance(meta, Mapping) and not meta.get("cached") and meta.get("provider"):
-                cost = meta.get("cost")
-                if isinstance(cost, int | float):
-                    left[meta["provider"]] = left.get(meta["provider"], 0.0) - cost
+            for tool, cost, cached in _calls(meta):
+                if not cached:
+                    left[tool] = left.get(tool, 0.0) - cost
     mended_all: list[Mapping[str, Any]] = []
     for provenance in provenances:
         mended: dict[str, Any] = {}
         for step_id, meta in provenance["steps"].items():
-            provider = meta.get("provider") if isinstance(meta, Mapping) else None
-            if (
-                isinstance(meta, Mapping)
-                and meta.get("cached")
-                and left.get(provider or "", 0) > 1e-9
-            ):
-                assert provider is not None
-                meta = {**meta, "cached": False, "cost": left[provider]}
-                left[provider] = 0.0
+            paid = 0.0
+            for tool, _, cached in _calls(meta):
+                if cached and left.get(tool, 0.0) > 1e-9:
+                    paid += left[tool]
+                    left[tool] = 0.0
+            if paid:
+                meta = {**meta, "cached": False, "cost": _number(meta.get("cost")) + paid}
             mended[step_id] = meta
         mended_all.append({**provenance, "steps": mended})
     return mended_all

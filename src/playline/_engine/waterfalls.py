@@ -95,6 +95,8 @@ class _StepOutcome:
             meta["provider"] = self.provider
         if self.results:
             meta["cached"] = all(r.execution.cached for r in self.results)
+            if any(r.tool != self.results[0].tool for r in self.results):
+                meta["by_tool"] = self._by_tool()
         if self.values:
             meta["values"] = len(self.values)
         if self.rejected:
@@ -102,6 +104,17 @@ class _StepOutcome:
         if self.note is not None:
             meta["error" if self.status == "failed" else "reason"] = self.note
         return meta
+
+    def _by_tool(self) -> dict[str, dict[str, Any]]:
+        """A step that called several tools (a code step's finder and verifier): each one's
+        cost and whether receipts answered it, so what a resume answers from the receipts of
+        an earlier attempt is counted at what that attempt paid (``tallies.py``)."""
+        parts: dict[str, dict[str, Any]] = {}
+        for r in self.results:
+            part = parts.setdefault(r.tool, {"cost": 0.0, "cached": True})
+            part["cost"] += r.cost
+            part["cached"] = part["cached"] and r.execution.cached
+        return parts
 
 
 async def run_waterfall(
