@@ -9,6 +9,8 @@ import os
 import pytest
 from hypothesis import settings
 
+from playline import _secrets
+
 from services import (
     chromium_path,
     collect_native_garbage,
@@ -38,6 +40,17 @@ __all__ = [
     "temporal_server",
     "temporal_time_skipping_path",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _secrets_of_other_tests_forgotten() -> None:
+    """Each test starts knowing no secret: the registry of secrets read is the process's, so
+    a short one another test read in this worker ("short") would be found in this test's data
+    (an LLM's answer) and refused as a leak."""
+    registry = _secrets._registry
+    with registry._lock:
+        registry._names.clear()
+        registry._needles, registry._small, registry._text = (), None, None
 
 
 @pytest.hookimpl(trylast=True)
