@@ -10,7 +10,6 @@ import pytest
 from hypothesis import settings
 
 from playline import _secrets
-
 from services import (
     chromium_path,
     collect_native_garbage,
