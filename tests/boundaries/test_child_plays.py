@@ -162,6 +162,32 @@ def test_the_children_per_parent_limit(run):
     assert result.exception.counter == "children_per_parent"
 
 
+def test_a_child_replayed_by_each_attempt_counts_once_against_the_limits(run, clock):
+    """Every attempt runs the parent from its start: its children, done, are replayed from
+    their boundaries. They count when they first run, not again per attempt (a parent that
+    slept after its one child failed at its 17th wake with "Child plays per parent")."""
+
+    @pl.play(name=unique("kid"))
+    async def kid(ctx: pl.Context, input: Any) -> Any:
+        return {"ok": True}
+
+    @pl.play(name=unique("waking-parent"), limits={"children_per_parent": 2, "child_plays": 2})
+    async def parent(ctx: pl.Context, input: Any) -> Any:
+        got = await ctx.run_play("k", kid, {})
+        for nap in range(5):
+            await ctx.sleep(60)
+        return got
+
+    result = run(parent)
+    for _ in range(5):
+        assert result.status == "suspended", result.error
+        clock.advance(60)
+        result = run(parent, run_id=result.run_id)
+
+    assert result.status == "completed", result.error
+    assert result.output == {"ok": True}
+
+
 def test_a_parent_budget_stops_its_children_spending(store, clock):
     calls: list[int] = []
     registry = pl.ToolRegistry()

@@ -87,14 +87,16 @@ class ChildPlays:
                 counter="depth",
                 limit=limit,
             )
-        self._governor.spend("children_per_parent")
-        self._lineage.tree.spend("child_plays")
         boundary = self._boundaries.key("child", key)
         stored = await self._boundaries.get(boundary)
         if stored is not None and stored.status == "completed" and stored.output is not None:
-            return loads(stored.output)
+            return loads(stored.output)  # counted when it ran
         child_id = f"{self._run_id}/{key}.{boundary[-6:]}"
         if await self._io(self._store.get_run, child_id) is None:
+            # a new child: counted once, not again by each attempt that replays or resumes it
+            # (the counts carry over: a run resumed 16 times stopped at its 16 children)
+            self._governor.spend("children_per_parent")
+            self._lineage.tree.spend("child_plays")
             self._lineage.tree.spend("descendants")
         # The child is a play of its own: not inside this row's column, whatever called it.
         context = contextvars.copy_context()
