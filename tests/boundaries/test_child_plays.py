@@ -174,7 +174,7 @@ def test_a_child_replayed_by_each_attempt_counts_once_against_the_limits(run, cl
     @pl.play(name=unique("waking-parent"), limits={"children_per_parent": 2, "child_plays": 2})
     async def parent(ctx: pl.Context, input: Any) -> Any:
         got = await ctx.run_play("k", kid, {})
-        for nap in range(5):
+        for _ in range(5):
             await ctx.sleep(60)
         return got
 
