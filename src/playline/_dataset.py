@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import csv
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._arity import takes_ctx
+from ._arity import check_args, takes_ctx
 from ._csv import CsvRows
 from ._engine.datasets import Column, DatasetMode, DatasetRun, DatasetStats, OnRowError
 from ._engine.previous import PreviousCell
@@ -101,8 +102,8 @@ class DatasetBuilder:
                 f"fn(row, ctx), not {type(resolver).__name__}. For a constant, use "
                 f"lambda row: {resolver!r}."
             )
-        if when is not None and not callable(when):
-            raise PlayDefinitionError(f"{where}, column {name!r}: when= must be fn(row).")
+        if when is not None:
+            _check_when(when, f"{where}, column {name!r}: when=")
         stale = _seconds(stale_after, f"{where}, column {name!r}")
         if recompute is not None and not callable(recompute):
             raise PlayDefinitionError(
@@ -367,3 +368,17 @@ def revive(store: Store, output: Any) -> Any:
             store, output["run_id"], output["$dataset"], DatasetStats(rows=output["rows"])
         )
     return output
+
+
+def _check_when(when: Any, what: str) -> None:
+    """``when=`` is a plain function of the row: an async one's coroutine is always true, so
+    every row would run (and pay for) the column it was meant to skip."""
+    check_args(when, 1, what, "fn(row) returning True or False")
+    if inspect.iscoroutinefunction(when) or inspect.iscoroutinefunction(
+        getattr(when, "__call__", None)  # noqa: B004 (an instance with an async __call__)
+    ):
+        raise PlayDefinitionError(
+            f"{what} is an async function: a condition is decided from the row alone. Compute "
+            "what it needs in a column before it (a column may call tools), then e.g. "
+            "when=lambda row: row['domain_ok']."
+        )

@@ -250,6 +250,41 @@ def test_a_when_predicate_that_raises_is_a_row_error():
     assert result.stats.rows_failed == 1
 
 
+async def _is_a(row):
+    return row["k"] == "a"
+
+
+@pytest.mark.parametrize(
+    ("when", "says"),
+    [
+        (_is_a, "when= is an async function"),
+        (lambda row: _is_a(row), "when= returned an awaitable"),
+        (lambda row, ctx: True, "when= must take fn(row)"),
+    ],
+)
+def test_a_when_that_cannot_decide_from_the_row_runs_no_column_and_pays_nothing(when, says):
+    """An async condition's coroutine is always true: every row ran (and paid for) the
+    column it was meant to skip."""
+    registry, paid = pl.ToolRegistry(), []
+
+    @registry.tool("t.paid", cost=pl.Cost(1))
+    def buy(input):
+        paid.append(input["k"])
+        return {"k": input["k"]}
+
+    async def play(ctx, input):
+        return await (
+            ctx.dataset("rows", [{"k": "a"}, {"k": "b"}], key="k")
+            .with_column("y", lambda row, ctx: ctx.tool("t.paid", {"k": row["k"]}), when=when)
+            .run()
+        )
+
+    result = run_play(play, tools=[registry])
+
+    assert result.status == "failed" and says in (result.error or ""), result.error
+    assert paid == []
+
+
 def test_numpy_numbers_and_booleans_are_stored_as_the_python_ones_they_hold(store):
     """A pandas row holds numpy.int64, numpy.float64 and numpy.bool_; a column computing
     with NumPy returns them: they are stored, and read back, as plain JSON numbers."""

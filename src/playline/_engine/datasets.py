@@ -697,7 +697,10 @@ class DatasetRun:
         metas: dict[tuple[Any, ...], CellMeta],
     ) -> bool:
         """Whether the column runs for this row; if not, its cell is skipped."""
-        if column.when is None or column.when(row.view):
+        if column.when is None:
+            return True
+        verdict = column.when(row.view)
+        if verdict is True or (verdict is not False and _decided(column, verdict)):
             return True
         meta = metas.get(_SKIPPED_CELL)
         if meta is None:
@@ -1229,3 +1232,18 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+def _decided(column: Column, verdict: Any) -> bool:
+    """A ``when=`` verdict other than a bool, as a condition: an awaitable (an async
+    function's coroutine, always true) is refused before the column runs and pays."""
+    if inspect.isawaitable(verdict):
+        close = getattr(verdict, "close", None)
+        if close is not None:
+            close()
+        raise PlayDefinitionError(
+            f"Column {column.name!r}: when= returned an awaitable; a condition is decided from "
+            "the row alone. Compute what it needs in a column before it, then e.g. "
+            "when=lambda row: row['domain_ok']."
+        )
+    return bool(verdict)
