@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import csv
 import datetime as dt
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
