@@ -14,12 +14,12 @@ from __future__ import annotations
 import bisect
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._engine.history import HISTORY_RUNS, OrderAdvice, advise_order, step_history
-from ._engine.tallies import stored_tallies
+from ._engine.tallies import provenances, stored_tallies
 from ._flatten import dataset_fields, spread, spread_columns
 from ._json import canonical, loads
 from ._runner import gate_statistics
@@ -582,7 +582,23 @@ def in_doubt(store: Store, run_id: str) -> dict[str, Any]:
         for receipt in store.pending_jobs(run_id):
             doubtful.pop(receipt.key, None)
     tools = Counter(doubtful.values())
-    return {"calls": tools.total(), "tools": dict(sorted(tools.items()))}
+    passed = _passed_over(store, run_id, tools) if tools else {}
+    return {"calls": tools.total(), "tools": dict(sorted(tools.items())), "passed": passed}
+
+
+def _passed_over(store: Store, run_id: str, doubtful: Counter[str]) -> dict[str, int]:
+    """Of the calls in doubt, per tool, those of a waterfall step that a later step of its
+    row made up for (the row found its value elsewhere): buying them again finds nothing the
+    row needs."""
+    passed: Counter[str] = Counter()
+    for _, _, cells in store.iter_cells(run_id, "waterfall"):
+        for _, provenance in provenances(cells):
+            if provenance.get("winner") is None:
+                continue
+            for meta in (provenance.get("steps") or {}).values():
+                if isinstance(meta, Mapping) and meta.get("code") == "in_doubt":
+                    passed[str(meta.get("provider"))] += 1
+    return {tool: min(n, doubtful[tool]) for tool, n in sorted(passed.items()) if doubtful[tool]}
 
 
 def jobs_in_progress(store: Store, run_id: str, now: float | None = None) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli:
     out, doc = _show(cli, "k2")
 
     # the call was out when the process died: it may have been charged, with no record of it
-    assert doc["in_doubt"] == {"calls": 1, "tools": {"sh.held": 1}}
+    assert doc["in_doubt"] == {"calls": 1, "tools": {"sh.held": 1}, "passed": {}}
     assert _run_page(cli, "k2")["in_doubt"] == doc["in_doubt"]  # the web UI's run page too
     assert (
         "1 call(s) in doubt (may have been charged): 1 of sh.held. `playline resume k2` "
@@ -159,7 +159,7 @@ def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli:
     retried = cli("resume", "k2", "--retry-in-doubt")
     assert retried.exit_code == 0, retried.output
     out, doc = _show(cli, "k2")
-    assert doc["in_doubt"] == {"calls": 0, "tools": {}} and "in doubt" not in out, out
+    assert doc["in_doubt"] == {"calls": 0, "tools": {}, "passed": {}} and "in doubt" not in out, out
     assert _run_page(cli, "k2")["in_doubt"] == doc["in_doubt"]
     assert doc["status"] == "completed" and doc["trace"]["totals"]["credits"] == 2
 
@@ -249,3 +249,41 @@ def test_run_and_show_say_how_many_rows_had_none_of_the_fields_a_waterfall_reads
     shown = " ".join(cli("show", run_id).output.split())
     assert "3 rows, 1 found (33%)" in shown
     assert "2 with none of the fields it reads" in shown
+
+
+PASSED_OVER_PLAY = """
+import playline as pl
+
+@pl.tool("po.first", cost=pl.Cost(1))
+def first(input):
+    raise pl.ToolError("po.first", "provider exploded", status=500)
+
+@pl.tool("po.second", cost=pl.Cost(1))
+def second(input):
+    return {"email": f"{input['n']}@acme.io"}
+
+FIND = pl.Waterfall("find", output="email", steps=[
+    pl.ToolStep("first", "po.first"), pl.ToolStep("second", "po.second")])
+
+@pl.play
+async def passed(ctx, input):
+    return await (
+        ctx.dataset("people", [{"n": 1}, {"n": 2}], key="n")
+        .with_column("email", lambda row, ctx: ctx.waterfall(FIND, {"n": row["n"]}))
+        .run()
+    )
+"""
+
+
+def test_show_says_which_calls_in_doubt_a_later_waterfall_step_made_up_for(cli: Cli) -> None:
+    """A step's call fails in doubt (a 5xx after the work, maybe charged) and the next step
+    finds the value: buying the first again would find nothing its row needs, so `show` does
+    not tell the user to."""
+    ran = cli("run", f"{cli.play(PASSED_OVER_PLAY)}:passed")
+
+    assert ran.exit_code == 0, ran.output
+    run_id = open_store(cli.store).list_runs(limit=1)[0].run_id
+    shown = " ".join(cli("show", run_id).output.split())
+    assert "2 call(s) in doubt (may have been charged): 2 of po.first" in shown
+    assert "2 of them a later waterfall step made up for" in shown
+    assert "--retry-in-doubt" not in shown

@@ -58,7 +58,11 @@ def test_show_lists_the_batch_a_run_waits_on(llm_sim: Simulator, tmp_path: Path)
     assert after["status"] == "interrupted"
     [stopped] = after["jobs"]["jobs"]
     assert stopped["state"] == "stopped" and stopped["label"] == job["label"]
-    assert after["in_doubt"] == {"calls": 0, "tools": {}}  # polled by a resume: not in doubt
+    assert after["in_doubt"] == {
+        "calls": 0,
+        "tools": {},
+        "passed": {},
+    }  # polled by a resume: not in doubt
     assert f"its attempt stopped: resuming it (pl.run(play, run_id='{RUN_ID}'))" in after_text
     assert "polls it (never submits it again)" in after_text
     assert "in doubt" not in after_text

@@ -103,6 +103,8 @@ class _StepOutcome:
             meta["rejected"] = self.rejected
         if self.note is not None:
             meta["error" if self.status == "failed" else "reason"] = self.note
+        if self.error is not None and self.error.code:
+            meta["code"] = self.error.code  # "in_doubt": `playline show` tells it apart
         return meta
 
     def _by_tool(self) -> dict[str, dict[str, Any]]:

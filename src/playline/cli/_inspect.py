@@ -309,7 +309,13 @@ def _show_in_doubt(run: RunRecord, trace: Trace, status: str, doubt: dict[str, A
     settle them, unless the run is live."""
     tools = ", ".join(f"{n} of {tool}" for tool, n in doubt["tools"].items())
     line = f"  [yellow]{doubt['calls']} call(s) in doubt (may have been charged)[/yellow]: {tools}"
-    if status not in ("running", "queued"):
+    passed = sum(doubt.get("passed", {}).values())
+    if passed:
+        line += (
+            f"; {passed} of them a later waterfall step made up for (their rows found the "
+            "value elsewhere: buying them again would find nothing they need)"
+        )
+    if status not in ("running", "queued") and passed < doubt["calls"]:
         if trace.source is not None:  # started by `playline run`: resumable from here
             resume = f"`playline resume {shlex.quote(run.run_id)}`"
             retry = f"`playline resume {shlex.quote(run.run_id)} --retry-in-doubt`"
