@@ -215,7 +215,6 @@ class Attempt:
             clock=self.clock,
             governor=self.governor,
             refuse=self.executor.refused_input,
-            # refreshed columns: their calls buy again what was bought before the run started
             refresh=frozenset(record.options.get("refresh") or ()),
             fresh_since=record.created_at,
         )

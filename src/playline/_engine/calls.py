@@ -241,7 +241,6 @@ class CallExecutor:
         self._options = options  # its lease is renewed by the attempt's supervisor
         self._planner = planner
         self._committer = GroupCommit(store, owner, clock.now, options.lease)
-        self._started = clock.now()  # receipts completed before were bought by another attempt
         self._in_flight: dict[str, ToolCall] = {}  # receipt key -> its unsettled owner
         self._unsettled = _Unsettled()  # what a stop waits for: requests sent, jobs polled
         self._lanes: dict[str, _Lane] = {}  # tool id -> its requests waiting for the gate
@@ -250,9 +249,7 @@ class CallExecutor:
         # requests are named prefix-1, prefix-2, ...
         self._request_names = map(f"{secrets.token_hex(4)}-{{}}".format, itertools.count(1))
         self.progress = 0  # calls settled: the watchdog's sign of life
-        # Whether receipts answered calls lately. While none do (a first run), calls skip
-        # the lookup: their claims find the receipts there are.
-        self._answers_likely = True
+        self._answers = _Answers(since=clock.now())
 
     def gate_of(self, spec: ToolSpec) -> RateGate:
         return self._gates[self._target(spec)]
@@ -294,7 +291,7 @@ class CallExecutor:
     def answers_groups(self) -> bool:
         """Whether a row group's calls are worth looking up before they queue (``answer``):
         receipts answered calls lately, and no plan is counting them."""
-        return self._answers_likely and self._planner is None
+        return self._answers.likely and self._planner is None
 
     # queued -> looked up, before the dispatcher
     async def answer(self, calls: Sequence[ToolCall]) -> None:
@@ -333,11 +330,11 @@ class CallExecutor:
         whose receipt is older than its refresh is bought again (``force``). Calls looked
         up already (``answer``) are left as they are."""
         calls = [c for c in calls if c.state is QUEUED]
-        asked = [c for c in calls if not c.force and (self._answers_likely or c.fresh_since)]
+        asked = [c for c in calls if not c.force and (self._answers.likely or c.fresh_since)]
         found: dict[str, Answer] = {}
         if asked:
             found = await self._io(self._io.store.find_answers, [c.key for c in asked])
-            self._answers_likely = bool(found)
+            self._answers.likely = bool(found)
         for call in calls:
             answer = None if call.force else found.get(call.key)
             if answer is None:
@@ -353,7 +350,7 @@ class CallExecutor:
         """A receipt ``run_id`` completed ``at`` answers ``call``: one another run or an
         earlier attempt bought is no twin of this attempt's (it may be the call's own earlier
         purchase), so it is not counted."""
-        if call.respelled and (run_id != self._events.run_id or at < self._started):
+        if call.respelled and (run_id != self._events.run_id or at < self._answers.since):
             call.respelled = False
 
     # the lanes: one per tool, its requests sent in waves
@@ -718,7 +715,7 @@ class CallExecutor:
             return True
         if outcome is ClaimOutcome.COMPLETED:
             assert receipt.result is not None
-            self._answers_likely = True  # a receipt the lookups did not find
+            self._answers.likely = True  # a receipt the lookups did not find
             self._bought_by(call, receipt.run_id, receipt.updated_at)
             self.settle(call, ANSWERED, _cached(spec, receipt.result))
         elif outcome is ClaimOutcome.HELD:
@@ -1164,6 +1161,17 @@ class CallExecutor:
         """The attempt ends: stop retrying, polling and waiting for receipts other workers
         hold (their calls' rows stay pending)."""
         await self._tasks.close()
+
+
+@dataclass(slots=True, kw_only=True)
+class _Answers:
+    """What the receipt lookups know. ``likely``: whether receipts answered calls lately;
+    while none do (a first run), calls skip the lookup: their claims find the receipts there
+    are. ``since``: when this attempt began; a receipt completed before was bought by another
+    attempt, so the call it answers is no twin of this attempt's purchase."""
+
+    since: float
+    likely: bool = True
 
 
 @dataclass(slots=True, eq=False)
