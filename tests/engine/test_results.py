@@ -204,6 +204,28 @@ def test_a_result_whose_keys_collide_as_json_text_fails_its_cell(registry, store
     assert (rows["1"].status, rows["1"].values["out"]) == ("failed", None)
 
 
+def test_a_paid_result_that_cannot_be_stored_is_not_bought_again_on_every_run(registry, store):
+    """A charged answer the store cannot keep (a set inside) fails its cell; later runs fail
+    it as it is instead of paying for it again each time, until the user asks."""
+    sent: list[int] = []
+
+    @registry.tool("t.setty", cost=pl.Cost(1))
+    def setty(input):
+        sent.append(input["x"])
+        return {"emails": {"a@x.io"}}
+
+    play = dataset_play([{"x": 0}], {"out": call_tool("t.setty")}, key="x")
+    first = run_play(play, tools=[registry], store=store)
+    again = run_play(play, tools=[registry], store=store)
+
+    assert sent == [0] and first.stats.credits == 1 and again.stats.credits == 0
+    (error,) = again.output.errors
+    assert "It was charged: it is not bought again unless asked" in error.message
+    retried = run_play(play, tools=[registry], store=store, run_id=again.run_id,
+                       retry_failed=True)  # fmt: skip
+    assert sent == [0, 0] and retried.stats.credits == 1
+
+
 @pytest.mark.parametrize(
     "value",
     [

@@ -1247,7 +1247,22 @@ class _Record:
         self._unusable(call, error, None)
 
     def _unusable(self, call: ToolCall, error: ToolError, entry: LedgerEntry | None) -> None:
-        self.failures.append(Failure(call.key, redact(str(error)), charge=entry, rebuy=self._rebuy))
+        """The call fails with ``error``. One the provider charged for an answer that cannot
+        be kept (not JSON, too large) is lost: later runs fail it as it is, not buy it
+        again on every run, unless asked (``--retry-failed`` once the tool is fixed)."""
+        lost = entry is not None and entry.credits > 0
+        if lost:
+            error = ToolError(
+                error.tool,
+                f"{error.provider_message} It was charged: it is not bought again unless "
+                "asked (fix the tool, then resume with --retry-failed).",
+                status=error.status,
+                code=error.code,
+                request_id=error.request_id,
+            )
+        self.failures.append(
+            Failure(call.key, redact(str(error)), charge=entry, rebuy=self._rebuy, lost=lost)
+        )
         self.outcomes.append((call, error))
 
 
