@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import playline as pl
 from playline.sim import Simulator, serve
 from playline.store import open_store
@@ -60,3 +62,43 @@ def test_a_gateway_account_is_a_name() -> None:
             assert "account=" in str(exc)
         else:
             raise AssertionError(f"account={wrong!r} was taken")
+
+
+def test_a_pasted_token_loses_its_line_end_and_is_taken(sim: Simulator, tmp_path: Path) -> None:
+    """``export T=$(cat token.txt)`` leaves a line end: the token is sent without it (it was an
+    illegal header, and the error that said so printed the token)."""
+    store = open_store(f"sqlite:///{tmp_path}/pasted.db")
+    people = world_people(sim, 2)
+    play = people_play("pasted", people, [("alpha", tool_column("sim.email.alpha"), None)])
+    gateway = pl.Gateway(sim.url, token=f"  {sim.token}\n")
+    gateway.check()
+    result = pl.run(play, store=store, tools=[gateway])
+    assert result.status == "completed", result.error
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "token", ["gw_SUPER\nSECRET_TOKEN", "gw_SUPERSECRET\tTOKEN", "gw_\x7fSUPER"]
+)
+def test_a_token_with_a_control_character_inside_is_refused_unshown(token: str) -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="control character") as caught:
+        pl.Gateway("http://127.0.0.1:1", token=token)
+    assert "SUPER" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"timeout": float("nan")},
+        {"timeout": float("inf")},
+        {"timeout": -1},
+        {"timeout": 0},
+        {"timeout": "30"},
+        {"poll_interval": 0},
+        {"poll_interval": True},
+    ],
+)
+def test_gateway_timeouts_are_seconds_above_zero(options: dict[str, object]) -> None:
+    (name,) = options
+    with pytest.raises(pl.PlayDefinitionError, match=f"{name}=.*seconds above 0"):
+        pl.Gateway("http://127.0.0.1:1", token="t", **options)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ tool no gateway serves, which the gateway refuses with 401/403 before it looks t
 from __future__ import annotations
 
 import asyncio
+import math
 import urllib.parse
 import weakref
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,40 @@ __all__ = ["Gateway"]
 _PREFIX = "/api/v2/integrations"
 _PROBE = "playline.access-check"  # no gateway serves it: an execute of it is only refused
 BULK_SECONDS_PER_ITEM = 1.0
+
+
+def _token(token: str | Secret) -> str:
+    """The token as it is sent, without the spaces and line end a copy or ``export
+    T=$(cat file)`` leaves around it (as a secret read from the environment loses them).
+    One with a control character inside is refused, without showing it: sent, it would be
+    an illegal header, and the error that says so would print the token."""
+    value = token.reveal() if isinstance(token, Secret) else token
+    stripped = value.strip()
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in stripped):
+        raise PlayDefinitionError(
+            "pl.Gateway(token=...): the token holds a control character (a line end or a tab "
+            "inside it), which no header can carry; give the token alone, on one line "
+            "(--gateway-token, PLAYLINE_GATEWAY_TOKEN or pl.Gateway(url, token=...))."
+        )
+    if isinstance(token, Secret):
+        return stripped
+    # a plain token is a secret as well: a provider echoing it must not get it stored
+    return Secret("gateway token", stripped).reveal()
+
+
+def _seconds(name: str, value: object, example: str) -> float:
+    """``timeout`` or ``poll_interval``: a finite number of seconds above 0, checked here
+    rather than met later as an error inside httpx or a poll loop that never waits."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise PlayDefinitionError(
+            f"pl.Gateway({name}={value!r}): give a number of seconds above 0, e.g. {example}."
+        )
+    return float(value)
 
 
 class Gateway:
@@ -63,18 +98,17 @@ class Gateway:
             raise GatewayError(
                 f"pl.Gateway(token=...) is a text or a pl.Secret, not {type(token).__name__}."
             )
-        # a plain token is a secret as well: a provider echoing it must not get it stored
         if account is not None and not (isinstance(account, str) and account):
             raise GatewayError(
                 f"pl.Gateway(account={account!r}): name the account with a text, e.g. "
                 "account='team-b', or leave it out."
             )
-        secret = (token if isinstance(token, Secret) else Secret("gateway token", token)).reveal()
+        secret = _token(token)
         self.has_token = bool(secret)
         if secret:
             self._headers["Authorization"] = f"Bearer {secret}"
-        self._timeout = timeout
-        self.poll_interval = poll_interval
+        self._timeout = _seconds("timeout", timeout, "timeout=30.0")
+        self.poll_interval = _seconds("poll_interval", poll_interval, "poll_interval=0.05")
         self._account = digest("gateway", _where(self.url), account or "")[:16]
         self._specs: list[ToolSpec] | None = None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
@@ -110,8 +144,11 @@ class Gateway:
             )
         except httpx.HTTPError as exc:
             raise GatewayError(
-                f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). Start "
-                "it (`playline sim` for the simulator) or fix --gateway / PLAYLINE_GATEWAY_URL."
+                redact(
+                    f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). "
+                    "Start it (`playline sim` for the simulator) or fix --gateway / "
+                    "PLAYLINE_GATEWAY_URL."
+                )
             ) from None
         if response.status_code not in (401, 403):
             return
@@ -135,8 +172,11 @@ class Gateway:
             response = httpx.get(self.url + _PREFIX, headers=self._headers, timeout=self._timeout)
         except httpx.HTTPError as exc:
             raise GatewayError(
-                f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). Start "
-                "it (`playline sim` for the simulator) or fix --gateway / PLAYLINE_GATEWAY_URL."
+                redact(
+                    f"Cannot reach the gateway at {self.url} ({type(exc).__name__}: {exc}). "
+                    "Start it (`playline sim` for the simulator) or fix --gateway / "
+                    "PLAYLINE_GATEWAY_URL."
+                )
             ) from None
         if response.status_code != 200:
             hint = (
