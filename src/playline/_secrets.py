@@ -46,7 +46,15 @@ from typing import Any, NoReturn
 
 from .errors import PlayDefinitionError, SecretLeakError
 
-__all__ = ["Secret", "Secrets", "check_no_secret", "leaks", "redact", "reveal"]
+__all__ = [
+    "Secret",
+    "Secrets",
+    "check_no_secret",
+    "check_secret_name",
+    "leaks",
+    "redact",
+    "reveal",
+]
 
 DERIVED_FROM = 16  # characters: secrets at least this long are also caught in derived forms
 MIN_PIECE = 10  # characters: the shortest piece of a secret that counts as the secret
@@ -247,6 +255,30 @@ def redact(text: str) -> str:
     return _registry.redact(text) if _read and text else text
 
 
+# a secret's name, as declarations take it: capitals, so that a key pasted where its
+# variable's name belongs (Auth.bearer("sk_live_...")) is told apart and refused before the
+# run, rather than met as "Secret 'sk_live_...' is not set", a message that is stored
+SECRET_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def shown(value: str) -> str:
+    """What an error may show of a value that may be a key: its first 4 characters."""
+    return repr(value[:4] + "…" if len(value) > 4 else value)
+
+
+def check_secret_name(value: object, where: str, example: str) -> str:
+    """``value`` when it is a secret's name (an environment variable's, in capitals); else a
+    ``PlayDefinitionError`` that shows at most its first 4 characters (it may be the key)."""
+    if isinstance(value, str) and SECRET_NAME.fullmatch(value):
+        return value
+    given = shown(value) if isinstance(value, str) else f"a value of type {type(value).__name__}"
+    raise PlayDefinitionError(
+        f"{where}: {given} is not the name of an environment variable. Give the NAME of the "
+        f"variable that holds the key, in capitals (e.g. {example}, read from "
+        "PLAYLINE_SECRET_<NAME>, else <NAME>), never the key itself."
+    )
+
+
 class Secrets:
     """``ctx.secrets``: read secrets from the environment."""
 
@@ -254,6 +286,14 @@ class Secrets:
         if not isinstance(name, str) or not name:
             raise PlayDefinitionError("ctx.secrets.get needs a secret name, e.g. 'HUNTER_KEY'.")
         value = os.environ.get(f"PLAYLINE_SECRET_{name}", os.environ.get(name))
+        if value is None and not SECRET_NAME.fullmatch(name):
+            # maybe the key itself, given where its name belongs: the message is stored
+            raise PlayDefinitionError(
+                f"Secret {shown(name)} is not set. Give the NAME of the environment variable "
+                "that holds the key (e.g. ctx.secrets.get('ACME_API_KEY')), never the key "
+                "itself, and export it (PLAYLINE_SECRET_<NAME>, or <NAME>) in the environment "
+                "of the process that runs the play."
+            )
         if value is None:
             raise PlayDefinitionError(
                 f"Secret {name!r} is not set. Export PLAYLINE_SECRET_{name} (or {name}) in the "

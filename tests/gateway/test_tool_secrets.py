@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import playline as pl
+from playline._secrets import Secrets
 from playline.sim import Simulator, serve
 from playline.store import Store, open_store
 
@@ -188,3 +189,36 @@ def test_pl_secret_reads_only_what_the_running_tool_declared(
 def test_secrets_is_a_list_of_variable_names(secrets: Any) -> None:
     with pytest.raises(pl.PlayDefinitionError, match="secrets="):
         pl.ToolRegistry().tool("bad.secrets", secrets=secrets)
+
+
+PASTED = "sk_live_abcdef1234567890XYZ"  # a key given where its variable's name belongs
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: pl.Auth.bearer(PASTED),
+        lambda: pl.Auth.header("X-Api-Key", PASTED),
+        lambda: pl.Auth.query("api_key", PASTED),
+        lambda: pl.Auth.body("api_key", PASTED),
+        lambda: pl.Auth.basic(PASTED),
+        lambda: pl.Auth.basic(PASTED, user="me"),
+        lambda: pl.Auth.bearer("sk-live.abc/def+ghi="),
+        lambda: pl.ToolRegistry().tool("bad.secrets", secrets=[PASTED]),
+        lambda: pl.HttpTool("a.b", "GET", "https://x.io", auth=pl.Auth.bearer(PASTED)),
+    ],
+)
+def test_a_key_given_for_its_name_is_refused_unshown(make: Any) -> None:
+    """A key where its variable's name belongs was taken, and its run failed with "Secret
+    'sk_live_...' is not set", a message stored with the run: it is refused when declared,
+    showing at most its first 4 characters."""
+    with pytest.raises(pl.PlayDefinitionError, match="NAME of the variable") as caught:
+        make()
+    assert "ACME_API_KEY" in str(caught.value) or "HUNTER_KEY" in str(caught.value)
+    assert "sk_live_a" not in str(caught.value) and "abcdef" not in str(caught.value)
+
+
+def test_a_key_read_for_its_name_is_not_shown_in_the_stored_error() -> None:
+    with pytest.raises(pl.PlayDefinitionError, match="NAME of the environment") as caught:
+        Secrets().get(PASTED)
+    assert "sk_live_a" not in str(caught.value) and "'sk_l…'" in str(caught.value)

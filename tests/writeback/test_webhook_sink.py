@@ -171,6 +171,7 @@ def test_a_receiver_that_is_not_there_fails_the_run_naming_the_chunk(
         (("https://x/y",), {"chunk": 0}, "chunk=0"),
         (("https://x/y",), {"chunk": True}, "chunk=True"),
         (("https://x/y",), {"secret": ""}, "NAME of a secret"),
+        (("https://x/y",), {"secret": "whsec_abcdef1234567890XYZ"}, "('whse…' is not"),
         (("https://x/y",), {"headers": {"Idempotency-Key": "k"}}, "the sink's own"),
         (("https://x/y",), {"headers": {"X-N": 1}}, "text with a text value"),
     ],

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .._json import digest
-from .._secrets import Secret
+from .._secrets import SECRET_NAME, Secret, shown
 from ..errors import PlayDefinitionError, PlaylineError, ToolError
 from ..triggers._signing import DELIVERY_HEADER, MAKE_ONE, SIGNATURE_HEADER, sign, weakness
 
@@ -199,10 +199,12 @@ def webhook(
             f"{where}: give the receiver's http:// or https:// URL, e.g. "
             "'https://crm.example.com/hooks/leads'."
         )
-    if secret is not None and (not isinstance(secret, str) or not secret.strip()):
+    if secret is not None and (not isinstance(secret, str) or not SECRET_NAME.fullmatch(secret)):
+        got = shown(secret) if isinstance(secret, str) else type(secret).__name__
         raise PlayDefinitionError(
-            f"{where}: secret= is the NAME of a secret (e.g. secret='CRM_SINK_SECRET', read "
-            "from PLAYLINE_SECRET_CRM_SINK_SECRET or CRM_SINK_SECRET), not its value."
+            f"{where}: secret= is the NAME of a secret, in capitals (e.g. "
+            "secret='CRM_SINK_SECRET', read from PLAYLINE_SECRET_CRM_SINK_SECRET or "
+            f"CRM_SINK_SECRET), not its value ({got} is not such a name)."
         )
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise PlayDefinitionError(f"{where}: chunk={chunk!r}; give the rows per request, e.g. 100.")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from .._json import digest
-from .._secrets import Secret, Secrets
+from .._secrets import Secret, Secrets, check_secret_name
 from ..errors import PlayDefinitionError
 
 __all__ = ["account", "check_secret_names", "declared_by", "require", "secret"]
@@ -42,11 +42,7 @@ def check_secret_names(tool: str, secrets: object) -> tuple[str, ...]:
         )
     names = tuple(secrets)
     for name in names:
-        if not isinstance(name, str) or not name or not name.isidentifier():
-            raise PlayDefinitionError(
-                f"@pl.tool({tool!r}, secrets=...): {name!r} is not an environment variable "
-                "name; give names such as 'HUNTER_KEY'."
-            )
+        check_secret_name(name, f"@pl.tool({tool!r}, secrets=[...])", 'secrets=["HUNTER_KEY"]')
     return tuple(dict.fromkeys(names))
 
 
@@ -78,6 +74,7 @@ def secret(name: str) -> Secret:
     ``PLAYLINE_SECRET_<name>``, else ``<name>``. ``.reveal()`` gives the value for the
     provider's request. Its value is never part of a receipt: rotating it buys nothing again.
     """
+    check_secret_name(name, "pl.secret(...)", 'pl.secret("HUNTER_KEY")')
     calling = _calling.get()
     if calling is None:
         raise PlayDefinitionError(

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import httpx
 
-from .._secrets import Secret, Secrets
+from .._secrets import Secret, Secrets, check_secret_name
 from ..errors import PlayDefinitionError
 from ._http_send import _not_sent
 from ._outcomes import Outcome
@@ -89,6 +89,15 @@ class Auth:
             raise PlayDefinitionError(
                 f"pl.Auth.{self.kind}(name, secret) needs the {self.kind} name, e.g. 'X-Api-Key'."
             )
+        if isinstance(self.secret, str):
+            example = {
+                "bearer": 'Auth.bearer("ACME_API_KEY")',
+                "header": 'Auth.header("X-Api-Key", "ACME_API_KEY")',
+                "query": 'Auth.query("api_key", "ACME_API_KEY")',
+                "body": 'Auth.body("api_key", "ACME_API_KEY")',
+                "basic": 'Auth.basic("ACME_API_KEY")',
+            }[self.kind]
+            check_secret_name(self.secret, f"pl.Auth.{self.kind}(secret=...)", example)
 
     @property
     def label(self) -> str:

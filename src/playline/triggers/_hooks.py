@@ -29,7 +29,7 @@ from .._arity import check_args
 from .._limits import is_amount
 from .._play import Play, get_play
 from .._run_id import HOOK_PREFIX
-from .._secrets import Secret, Secrets
+from .._secrets import SECRET_NAME, Secret, Secrets
 from ..errors import PlayDefinitionError
 from ._signing import MAKE_ONE, MIN_SECRET, TOLERANCE, weakness
 
@@ -42,7 +42,6 @@ _MAKE_ONE = (
 EventKey = str | Callable[[Any], str]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_SECRET_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # capitals: a value pasted in is told apart
 _DELIVERY = re.compile(r"[A-Za-z0-9._:-]{1,100}")  # kept as it is in the run id, else hashed
 _registry: dict[str, Hook] = {}
 
@@ -207,7 +206,7 @@ def _check(name: Any, play: Any, event: Any, secret: Any) -> None:
             "event it sends to waiting runs): one of them, "
             + ("not neither." if play is None else "not both.")
         )
-    if not isinstance(secret, str) or not _SECRET_NAME.fullmatch(secret):
+    if not isinstance(secret, str) or not SECRET_NAME.fullmatch(secret):
         raise PlayDefinitionError(
             f"pl.hook({name!r}, secret=...): give the NAME of the environment variable holding "
             "the signing secret, in capitals (e.g. secret='CRM_HOOK_SECRET', read from "
