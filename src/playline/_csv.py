@@ -29,6 +29,7 @@ import contextlib
 import csv
 import hashlib
 import io
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -329,6 +330,23 @@ def _too_long(path: Path, line: int, limit: int) -> PlayDefinitionError:
     )
 
 
+def path_given(path: object, what: str, example: str) -> str:
+    """``path`` as text when it is a file's path (text or a ``pathlib.Path``), else a
+    ``PlayDefinitionError`` saying what ``what`` (``ctx.csv``, ``Dataset.to_csv``...) takes:
+    pathlib's TypeError says neither."""
+    given = os.fspath(path) if isinstance(path, str | os.PathLike) else path
+    if isinstance(given, str) and given:
+        return given
+    if isinstance(given, bytes):
+        got = f"bytes ({given[:60]!r}: decode them, path.decode())"
+    else:
+        got = "an empty text" if given == "" else "None" if given is None else type(given).__name__
+    raise PlayDefinitionError(
+        f"{what}(path) takes the file's path as text or a pathlib.Path, not {got}: e.g. "
+        f"{what}({example!r})."
+    )
+
+
 def read_csv(
     path: str | Path,
     *,
@@ -349,6 +367,7 @@ def read_csv(
     its number). A relative ``path`` is read from ``base`` (default: the current folder).
     ``field_limit`` is the most characters one field may hold.
     """
+    path = path_given(path, "ctx.csv", "leads.csv")
     where = f"CSV file {str(path)!r}"
     if isinstance(field_limit, bool) or not isinstance(field_limit, int) or field_limit < 1:
         raise PlayDefinitionError(

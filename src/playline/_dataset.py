@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._arity import check_args, takes_ctx
-from ._csv import CsvRows
+from ._csv import CsvRows, path_given
 from ._engine.datasets import Column, DatasetMode, DatasetRun, DatasetStats, OnRowError
 from ._engine.previous import PreviousCell
 from ._engine.rows import DatasetKey
@@ -286,7 +286,7 @@ class Dataset:
                 f"Dataset {self.name!r}.to_csv: raw is True (write every text as it is) or "
                 f"False (the default: texts a spreadsheet would run get a quote), not {raw!r}."
             )
-        out = Path(path)
+        out = _out_file(path, f"Dataset {self.name!r}.to_csv", "leads.csv")
         table = self._table(flatten)
         cell = flat if raw else (lambda value: defused(flat(value)))
         with out.open("w", newline="", encoding="utf-8") as handle:
@@ -305,7 +305,7 @@ class Dataset:
         their fields' columns."""
         from ._writeback import write_parquet
 
-        out = Path(path)
+        out = _out_file(path, f"Dataset {self.name!r}.to_parquet", "leads.parquet")
         fields = self._fields()
         rows = _Table(self, fields, False) if fields else self
         write_parquet(rows, out, f"Dataset {self.name!r}.to_parquet()")
@@ -342,6 +342,26 @@ class Dataset:
             if_exists=if_exists,
             what=f"Dataset {self.name!r}.to_sql({table!r})",
         )
+
+
+def _out_file(path: object, what: str, example: str) -> Path:
+    """The file ``to_csv`` or ``to_parquet`` writes: a path (text or ``pathlib.Path``) in a
+    folder that exists, not a folder itself. Checked before any row is read, so the mistake
+    is said as what to pass, not met as a TypeError or an OSError of the write."""
+    given = path_given(path, what, example)
+    out = Path(given)
+    if out.is_dir():
+        raise PlayDefinitionError(
+            f"{what}({given!r}): that is a folder; give the path of a file in it, e.g. "
+            f"{what}({str(out / example)!r})."
+        )
+    folder = out.parent
+    if not folder.is_dir():
+        raise PlayDefinitionError(
+            f"{what}({given!r}): the folder {str(folder)!r} does not exist; create it first "
+            "or give a path in a folder that does."
+        )
+    return out
 
 
 class _Table:

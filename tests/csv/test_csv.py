@@ -150,6 +150,15 @@ def test_missing_file_and_folder_are_clear(tmp_path: Path) -> None:
             read_csv(device)
 
 
+@pytest.mark.parametrize(
+    ("path", "says"), [(None, "not None"), (b"/tmp/x.csv", "not bytes"), ("", "not an empty")]
+)
+def test_a_path_that_is_no_path_says_what_to_give(path: Any, says: str) -> None:
+    """It was pathlib's TypeError, which names neither ctx.csv nor what it takes."""
+    with pytest.raises(pl.PlayDefinitionError, match=rf"ctx.csv\(path\) takes .*{says}"):
+        read_csv(path)
+
+
 def test_non_utf8_file_says_how_to_convert(tmp_path: Path) -> None:
     path = write(tmp_path, "name\nJos\xe9\n".encode("latin-1"))
     with pytest.raises(pl.PlayDefinitionError, match=r"not UTF-8.*iconv -f cp1252 -t utf-8"):

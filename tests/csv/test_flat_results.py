@@ -166,3 +166,20 @@ def test_flatten_must_be_true_or_false(tmp_path: Path) -> None:
     ds = _run(tmp_path, None, "b1").output
     with pytest.raises(pl.PlayDefinitionError, match="flatten is True"):
         ds.to_pandas(flatten="yes")
+
+
+def test_a_file_to_write_that_cannot_be_one_says_what_to_give(tmp_path: Path) -> None:
+    """A path that is None, a folder, or in a folder that does not exist was a TypeError,
+    IsADirectoryError or FileNotFoundError from deep in the write."""
+    pytest.importorskip("pyarrow")
+    ds = _run(tmp_path, None, "f5").output
+    for write in (ds.to_csv, ds.to_parquet):
+        with pytest.raises(pl.PlayDefinitionError, match=r"\(path\) takes .*not None"):
+            write(None)
+        with pytest.raises(pl.PlayDefinitionError, match=r"not bytes"):
+            write(b"/tmp/x.csv")
+        with pytest.raises(pl.PlayDefinitionError, match=r"a folder; give the path of a file"):
+            write(tmp_path)
+        with pytest.raises(pl.PlayDefinitionError, match=r"'/nodir' does not exist"):
+            write("/nodir/x.csv")
+    assert ds.to_csv(str(tmp_path / "rows.csv")).is_file()  # a path as text is one
