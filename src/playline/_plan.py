@@ -31,7 +31,7 @@ from ._engine.attempt import Services, open_run, run_attempt
 from ._engine.options import DEFAULT_ROW_WINDOW, RunOptions
 from ._engine.planning import PlanCount, Planner
 from ._play import Play, PlayFn, get_play
-from ._runner import resolve_tools
+from ._runner import check_options, options_checked, resolve_tools
 from ._secrets import redact
 from .errors import PlayDefinitionError
 from .store import (
@@ -250,6 +250,7 @@ def _seconds(spec: ToolSpec, requests: int) -> float:
     return seconds
 
 
+@options_checked("pl.aplan")
 async def aplan(
     play: Play | PlayFn | str,
     input: Any = None,
@@ -435,6 +436,7 @@ def plan(play: Play | PlayFn | str, input: Any = None, **options: Any) -> Plan:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        check_options("pl.plan", aplan, options)
         return asyncio.run(aplan(play, input, **options))
     raise PlayDefinitionError(
         "pl.plan() was called inside a running event loop; use `await pl.aplan(...)` there."

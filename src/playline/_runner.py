@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
+import functools
+import inspect
 import os
 import secrets
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from ._clock import Clock, SystemClock
 from ._context import Context
@@ -48,7 +51,16 @@ from .store import Store, StoreIO, owner_id, use_store
 from .tools import ToolSource, ToolSpec, default_registry
 from .tools._gates import ToolGates
 
-__all__ = ["RunResult", "RunStats", "arun", "gate_statistics", "resolve_tools", "run"]
+__all__ = [
+    "RunResult",
+    "RunStats",
+    "arun",
+    "check_options",
+    "gate_statistics",
+    "options_checked",
+    "resolve_tools",
+    "run",
+]
 
 # Every run on one event loop (and clock) shares one gate per tool and provider account;
 # asyncio primitives cannot outlive their loop, so each loop has its own. On a store that
@@ -57,6 +69,45 @@ __all__ = ["RunResult", "RunStats", "arun", "gate_statistics", "resolve_tools", 
 _gates_by_loop: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[int | tuple[int, str], ToolGates]
 ] = weakref.WeakKeyDictionary()
+
+
+def check_options(called: str, fn: Callable[..., Any], options: Mapping[str, Any]) -> None:
+    """Refuse a keyword ``fn`` does not take with a ``PlayDefinitionError`` that names the
+    function the user called (``pl.run`` passes its options on to ``arun``, whose TypeError
+    named that one) and the closest options it does take (``max_credit``: ``max_credits``)."""
+    taken = [
+        name
+        for name, param in inspect.signature(fn).parameters.items()
+        if param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
+    ]
+    unknown = [name for name in options if name not in taken]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, taken, n=3, cutoff=0.6)
+    hint = (
+        f"did you mean {' or '.join(close)}?"
+        if close
+        else "it takes " + ", ".join(n for n in taken if n not in ("play", "input")) + "."
+    )
+    raise PlayDefinitionError(f"{called}() has no option {name}=: {hint}")
+
+
+_Async = TypeVar("_Async", bound=Callable[..., Awaitable[Any]])
+
+
+def options_checked(called: str) -> Callable[[_Async], _Async]:
+    """``fn`` (``arun``, ``aplan``) refusing an unknown keyword as ``check_options`` does."""
+
+    def wrap(fn: _Async) -> _Async:
+        @functools.wraps(fn)
+        async def checked(*args: Any, **options: Any) -> Any:
+            check_options(called, fn, options)
+            return await fn(*args, **options)
+
+        return cast(_Async, checked)
+
+    return wrap
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +231,7 @@ def _gates(clock: Clock, store: Store) -> ToolGates:
 _SYSTEM_CLOCK = SystemClock()
 
 
+@options_checked("pl.arun")
 async def arun(
     play: Play | PlayFn | str,
     input: Any = None,
@@ -388,6 +440,7 @@ def run(play: Play | PlayFn | str, input: Any = None, **options: Any) -> RunResu
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        check_options("pl.run", arun, options)
         return asyncio.run(arun(play, input, **options))
     raise PlayDefinitionError(
         "pl.run() was called inside a running event loop; use `await pl.arun(...)` there."

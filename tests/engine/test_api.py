@@ -94,6 +94,28 @@ def test_run_refuses_a_running_event_loop():
     asyncio.run(inside())
 
 
+@pytest.mark.parametrize(
+    ("called", "option", "says"),
+    [
+        ("run", "max_credit", "did you mean max_credits?"),
+        ("plan", "row_windw", "did you mean row_window?"),
+        ("arun", "max_credit", "did you mean max_credits?"),
+        ("aplan", "storee", "did you mean store?"),
+        ("run", "zzz", "it takes store, run_id, tools, max_credits, "),
+    ],
+)
+def test_an_unknown_option_names_the_function_called_and_the_closest_options(called, option, says):
+    """It was a TypeError naming arun or aplan, which the user had not called, and no option
+    close to the typo."""
+    call = getattr(pl, called)
+    with pytest.raises(pl.PlayDefinitionError) as caught:
+        if called.startswith("a"):
+            asyncio.run(call(trivial, {}, **{option: 5}))
+        else:
+            call(trivial, {}, **{option: 5})
+    assert str(caught.value).startswith(f"pl.{called}() has no option {option}=: {says}")
+
+
 @pytest.mark.anyio
 async def test_arun_is_the_async_twin():
     result = await pl.arun(trivial, 1, tools=[], clock=pl.ManualClock())
