@@ -282,6 +282,15 @@ def check_secret_name(value: object, where: str, example: str) -> str:
 class Secrets:
     """``ctx.secrets``: read secrets from the environment."""
 
+    def __getitem__(self, name: object) -> NoReturn:
+        # not a mapping (nothing to list, no KeyError): one way to read a secret, .get
+        named = isinstance(name, str) and SECRET_NAME.fullmatch(name)
+        given = repr(name) if named else "'ACME_API_KEY'"  # else maybe the key: not shown
+        raise PlayDefinitionError(
+            f"ctx.secrets[{given}]: read a secret with ctx.secrets.get({given}) (in a tool: "
+            f"pl.secret({given})); ctx.secrets is not a mapping."
+        )
+
     def get(self, name: str) -> Secret:
         if not isinstance(name, str) or not name:
             raise PlayDefinitionError("ctx.secrets.get needs a secret name, e.g. 'HUNTER_KEY'.")

@@ -270,6 +270,19 @@ def test_a_missing_secret_says_how_to_set_it(store_url: str) -> None:
     assert "PLAYLINE_SECRET_NOT_THERE_XYZ" in str(result.exception)
 
 
+def test_a_secret_read_by_subscript_says_to_use_get(store_url: str) -> None:
+    """``ctx.secrets["X"]`` was "TypeError: 'Secrets' object is not subscriptable"."""
+
+    @pl.play(name="secret-subscript")
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return ctx.secrets["API_KEY"]
+
+    result = pl.run(play, store=store_url, tools=[])
+
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert "ctx.secrets.get('API_KEY')" in str(result.exception)
+
+
 def test_a_secret_does_not_show_in_its_repr(store_url: str) -> None:
     @pl.play(name="secret-repr")
     async def play(ctx: pl.Context, input: Any) -> Any:
