@@ -720,3 +720,20 @@ def test_a_tool_input_that_cannot_be_sent_fails_its_row_only(registry):
     assert len(sent) == 2
     ((cause, count),) = result.stats.errors.items()  # the cause, with its first message
     assert count == 1 and cause.startswith("invalid_input from t.look: its input cannot be sent")
+
+
+def test_a_tool_without_its_id_says_to_write_it():
+    """A bare @pl.tool said "Tool id <function ...> is not valid", pl.tool() a TypeError."""
+    registry = pl.ToolRegistry()
+    with pytest.raises(pl.PlayDefinitionError, match=r"above def company") as caught:
+
+        @registry.tool  # type: ignore[arg-type]
+        def company(input):
+            return None
+
+    assert '@pl.tool("provider.operation", ...)' in str(caught.value)
+    assert "<function" not in str(caught.value)
+    for make in (registry.tool, pl.tool):
+        with pytest.raises(pl.PlayDefinitionError, match=r'write @pl\.tool\("provider\.op'):
+            make()
+    assert len(registry) == 0

@@ -98,7 +98,7 @@ class ToolRegistry:
 
     def tool(
         self,
-        id: str,
+        id: str = "",
         *,
         rate: Rate | None = None,
         cost: Cost | float | None = None,
@@ -129,6 +129,14 @@ class ToolRegistry:
         account those names make, never by the keys' values, so rotating a key buys nothing
         again (``_credentials.py``).
         """
+        if callable(id) or id == "":
+            # @pl.tool bare (the function came as the id) or pl.tool(): no id to call it by
+            named = f" above def {id.__name__}" if callable(id) and hasattr(id, "__name__") else ""
+            raise PlayDefinitionError(
+                "A tool needs its id, what plays call it by: write "
+                f'@pl.tool("provider.operation", ...){named}, e.g. @pl.tool("acme.company", '
+                "cost=pl.Cost(1)), with the parentheses."
+            )
         if in_doubt is not None and in_doubt not in ("resend", "fail"):
             raise PlayDefinitionError(
                 f'@pl.tool({id!r}, in_doubt={in_doubt!r}): use "resend" or "fail".'
