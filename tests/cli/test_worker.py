@@ -147,6 +147,34 @@ def test_sigterm_stops_the_worker_cleanly_and_it_said_each_run_as_it_ended(cli: 
     assert '"status": "interrupted"' not in shown.stdout and '"running"' not in shown.stdout
 
 
+def test_sigterm_stops_a_worker_waiting_for_its_next_look_at_once(cli: Cli) -> None:
+    """A worker between looks (a long --interval, a store with no change feed) stopped only
+    when its interval ended: `docker stop` waited it out, then killed it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    play = cli.play(WAITING_PLAY)
+    assert cli("run", play, "-i", "deal=d2", "--run-id", "w2").exit_code == 3
+    assert cli("event", "send", "approve:d2", "--data", '{"ok": true}').exit_code == 0
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).with_name("playline")), "worker", play, "--json",
+         "--interval", "3600", "--store", cli.store],
+        cwd=cli.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert worker.stdout is not None
+    first = worker.stdout.readline()  # the run it finished: then it waits for its next look
+    assert '"status": "completed"' in first, worker.communicate()
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)  # (an hour without the fix)
+
+    assert worker.returncode == 0, err
+    assert "SIGTERM: stopping" in err and "Traceback" not in err
+
+
 def test_event_send_says_which_run_takes_the_event(cli: Cli) -> None:
     """An event goes to one run, once: the sender is told who waits for it, or that none
     does yet, or that several do and only the first to go on takes it."""

@@ -773,8 +773,16 @@ def worker(
 
     # SIGINT, SIGTERM and SIGHUP stop the attempt under way cleanly (`drive`): it ends
     # suspended, and the next worker goes on with it
-    results = asyncio.run(
-        drive(lambda stop: runner.run(burst=burst, stop=stop, report=report), None)
-    )
+    try:
+        results = asyncio.run(
+            drive(lambda stop: runner.run(burst=burst, stop=stop, report=report), None)
+        )
+    except asyncio.CancelledError:  # a second signal: at once
+        raise CliError(
+            "stopped at once: an attempt under way left its calls in flight in doubt (a "
+            "resume re-sends them with their idempotency keys); the next worker goes on "
+            "with its run.",
+            code=130,
+        ) from None
     if not results and not json_mode:
         console.print("Nothing is due." if burst else "Stopped; no run was due.")

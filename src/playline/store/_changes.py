@@ -53,10 +53,8 @@ class Watch:
 
     async def wait(self, clock: Clock, seconds: float) -> bool:
         """Until a change is announced (True; at once if one was since the last wait) or
-        ``seconds`` of ``clock`` pass (False)."""
-        if self.feed is None and not self._changed.is_set():
-            await clock.sleep(seconds)
-            return False
+        ``seconds`` of ``clock`` pass (False). Without a feed, ``wake`` still ends the wait
+        (a worker told to stop while it waits for its next look)."""
         if not self._changed.is_set():
             timer = asyncio.ensure_future(clock.sleep(seconds))
             told = asyncio.ensure_future(self._changed.wait())
