@@ -15,7 +15,7 @@ from typing import Any
 from playline._trace import run_detail
 from playline.store import open_store
 
-from clihelp import Cli
+from clihelp import LOCAL_PLAY, Cli
 
 PLAYLINE = str(Path(sys.executable).with_name("playline"))
 
@@ -162,6 +162,31 @@ def test_show_after_a_kill_counts_the_calls_in_doubt_and_how_to_settle_them(cli:
     assert doc["in_doubt"] == {"calls": 0, "tools": {}, "passed": {}} and "in doubt" not in out, out
     assert _run_page(cli, "k2")["in_doubt"] == doc["in_doubt"]
     assert doc["status"] == "completed" and doc["trace"]["totals"]["credits"] == 2
+
+
+def test_cache_clear_keeps_the_calls_in_doubt_for_a_resume_to_settle(cli: Cli) -> None:
+    """Cleared, an in-doubt call would go out again under a new idempotency key on the next
+    plain resume: possibly charged twice, with no --retry-in-doubt asked for."""
+    _killed_mid_call(cli, "k3")
+    assert cli("resume", "k3").exit_code == 1  # a local paid tool: in doubt, not sent again
+    (cli.tmp / "called").unlink()
+    assert cli("run", cli.play(LOCAL_PLAY, "local.py")).exit_code == 0  # 3 receipts to clear
+
+    cleared = cli("cache", "clear", "--yes")
+
+    assert cleared.exit_code == 0, cleared.output
+    out = said(cleared.stdout)
+    assert "Deleted 3 receipt(s)" in out and "1 receipt(s) in doubt kept" in out, out
+    assert "`playline resume RUN_ID --retry-in-doubt` buys the others again" in out, out
+    assert open_store(cli.store).receipt_stats()["sh.held"]["unknown"] == 1
+    assert cli("resume", "k3").exit_code == 1
+    assert not (cli.tmp / "called").exists()  # the call in doubt was not sent again
+    # settled, it is a receipt like any other: cleared, at its price
+    assert cli("resume", "k3", "--retry-in-doubt").exit_code == 0
+    cleared = cli("cache", "clear", "--yes")
+    assert cleared.exit_code == 0, cleared.output
+    out = said(cleared.stdout)
+    assert "Deleted 1 receipt(s)" in out and "about 2 credits" in out and "kept" not in out
 
 
 PARENT_PLAY = """

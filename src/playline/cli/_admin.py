@@ -15,7 +15,7 @@ from rich.table import Table
 import playline as pl
 
 from .._access import keys_read
-from ..store import display_url
+from ..store import Store, display_url
 from ..store.sql import SQLStore
 from ..tools import HttpTool, ToolSpec
 from ._app import (
@@ -105,35 +105,34 @@ def cache_clear(
     average credits per call in the store's ledger) and asks first; --yes skips the
     question. Those calls are bought again under new idempotency keys, so a provider that
     recognises keys answers them afresh (and charges for them), not from its records of the
-    first purchase. To buy one column's calls again, run with --refresh COLUMN instead."""
+    first purchase. To buy one column's calls again, run with --refresh COLUMN instead.
+    Receipts in doubt (calls that may have been charged) and running ones are kept: a resume
+    settles them."""
     db = store_at(store, read_only=True)  # a store that is not there is not created
     stats = db.receipt_stats()
-    finished = {t: sum(s.get(k, 0) for k in ("completed", "failed", "unknown", "lost"))
-                for t, s in stats.items()}  # fmt: skip
-    if tool is not None and not finished.get(tool):
-        known = sorted(t for t, n in finished.items() if n)
+    finished = {t: sum(s.get(k, 0) for k in _CLEARED) for t, s in stats.items()}
+    held = {t: sum(n for k, n in s.items() if k != "bytes") for t, s in stats.items()}
+    if tool is not None and not held.get(tool):
+        known = sorted(t for t, n in held.items() if n)
         close = difflib.get_close_matches(tool, known, n=1)
         hint = f" Did you mean {close[0]}?" if close else ""
         raise CliError(
             f"--tool {tool}: no receipts of that tool in {display_url(db.url)}.{hint} Tools "
             f"with receipts: {', '.join(known) or 'none'} (`playline cache stats`)."
         )
-    doomed = {t: n for t, n in finished.items() if n and (tool is None or t == tool)}
+    chosen = {t: s for t, s in stats.items() if tool is None or t == tool}
+    kept = _kept(chosen)
+    doomed = {t: n for t, n in finished.items() if n and t in chosen}
     if not doomed:
-        console.print("No receipts to delete.")
+        console.print(f"No receipts to delete.{kept}", highlight=False)
         return
-    ledger = db.ledger_totals()
-    cost = 0.0
-    for name in doomed:  # failed receipts were not paid for: only completed ones are rebought
-        paid = ledger.get(name)
-        if paid is not None and paid.calls:
-            cost += stats[name].get("completed", 0) * paid.credits / paid.calls
+    cost, unpriced = _cost_to_buy_back(db, {t: chosen[t] for t in doomed})
     what = f"{sum(doomed.values())} receipt(s) of {len(doomed)} tool(s)"
     if tool is not None:
         what = f"{doomed[tool]} receipt(s) of {tool}"
     question = (
         f"Delete {what}? The next such calls run live: up to about {cost:.4g} credits to buy "
-        f"them back (receipts x each tool's average credits per call)."
+        f"them back (receipts x each tool's average credits per call){unpriced}.{kept}"
     )
     if not yes and not typer.confirm(question, default=False):
         console.print("Nothing deleted.")
@@ -143,9 +142,55 @@ def cache_clear(
     console.print(
         f"Deleted {deleted} receipt(s){f' of {tool}' if tool else ''}; the next such calls run "
         f"live, under new idempotency keys (up to about {cost:.4g} credits to buy them "
-        "back).",
+        f"back{unpriced}).{kept}",
         highlight=False,
     )
+
+
+# what cache clear deletes: in-doubt receipts (``unknown``) are kept, for a resume to re-send
+# under their idempotency keys or, with --retry-in-doubt, to buy again; running ones are
+# their owner's
+_CLEARED = ("completed", "failed", "lost")
+
+
+def _kept(stats: dict[str, dict[str, int]]) -> str:
+    """What cache clear leaves, and why: '' when it leaves nothing."""
+    doubt = sum(s.get("unknown", 0) for s in stats.values())
+    running = sum(s.get("running", 0) for s in stats.values())
+    said = []
+    if doubt:
+        said.append(
+            f" {doubt} receipt(s) in doubt kept (their calls may have been charged): "
+            "`playline resume RUN_ID` re-sends those whose provider recognises idempotency "
+            "keys, `playline resume RUN_ID --retry-in-doubt` buys the others again "
+            "(`playline show RUN_ID` counts a run's)."
+        )
+    if running:
+        said.append(
+            f" {running} running receipt(s) kept: the run that sent them completes them (or, "
+            "when its process stopped, a resume finds them in doubt)."
+        )
+    return "".join(said)
+
+
+def _cost_to_buy_back(db: Store, stats: dict[str, dict[str, int]]) -> tuple[float, str]:
+    """What buying the receipts in ``stats`` again could cost, in credits: each tool's paid
+    receipts (completed, and lost: charged, its result gone) times its average credits per
+    call in the ledger (failed ones were not paid for), and a note naming the tools whose
+    price the ledger does not know (no call of theirs in it), '' when it knows every one."""
+    ledger = db.ledger_totals()
+    cost = 0.0
+    unpriced = []
+    for name, s in stats.items():
+        paid = s.get("completed", 0) + s.get("lost", 0)
+        totals = ledger.get(name)
+        if totals is not None and totals.calls:
+            cost += paid * totals.credits / totals.calls
+        elif paid:
+            unpriced.append(name)
+    if not unpriced:
+        return cost, ""
+    return cost, f", and an unknown cost for {', '.join(sorted(unpriced))} (none in the ledger)"
 
 
 # tools

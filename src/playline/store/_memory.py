@@ -89,7 +89,9 @@ def _encoded_rows(
             yield names, row.key, row.index, _exact(dumps(fields, ordered=True, what=what))
 
 
-_KEPT = (ReceiptStatus.RUNNING, ReceiptStatus.CLEARED)  # what cache clear leaves as it is
+# what cache clear leaves as it is: a running call's owner completes it, and an in-doubt
+# call cleared would be bought again under a new idempotency key with no --retry-in-doubt
+_KEPT = (ReceiptStatus.RUNNING, ReceiptStatus.UNKNOWN, ReceiptStatus.CLEARED)
 
 
 class MemoryStore(ReceiptWrites):

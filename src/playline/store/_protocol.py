@@ -203,7 +203,9 @@ class ReceiptStore(Protocol):
     def clear_receipts(self, tool: str | None = None) -> int:
         """Clear the finished receipts (of ``tool``, else of every tool): each keeps only
         its key, as ``cleared``, so its next call is bought again under a new idempotency key
-        (a new generation); running ones are left to their owner. Returns how many."""
+        (a new generation). Running ones are left to their owner, and in-doubt ones
+        (``unknown``: they may have been charged) to a resume, which re-sends them under their
+        key or, asked to (``retry_in_doubt``), buys them again. Returns how many."""
         ...
 
 

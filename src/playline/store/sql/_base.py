@@ -558,10 +558,11 @@ class SQLStore(ReceiptWrites, GateRows, RowTables, ScheduleRows):
         return stats
 
     def clear_receipts(self, tool: str | None = None) -> int:
-        # kept as tombstones: the key's next call is a new generation (``decide_claim``)
+        # kept as tombstones: the key's next call is a new generation (``decide_claim``);
+        # running and in-doubt ones stay (their next call goes out under the same key)
         sql = (
             "UPDATE receipts SET status = 'cleared', result = NULL, job = NULL, error = NULL "
-            "WHERE status NOT IN ('running', 'cleared')"
+            "WHERE status NOT IN ('running', 'unknown', 'cleared')"
         )
         params: tuple[str, ...] = ()
         if tool is not None:
