@@ -215,6 +215,16 @@ def test_cache_clear_asks_with_the_cost_of_buying_again(cli: Cli, local_play: st
     assert store.receipt_stats() == {}
 
 
+def test_cache_clear_with_no_terminal_to_ask_on_says_to_pass_yes(cli: Cli, local_play: str) -> None:
+    assert cli("run", local_play, "--run-id", "r1").exit_code == 0
+
+    unasked = cli.runner.invoke(app, ["cache", "clear", "--store", cli.store], input="")
+
+    line = one_error_line(unasked, 2)
+    assert "got no answer" in line and "pass --yes" in line
+    assert open_store(cli.store).receipt_stats()["clitest.upper"]["completed"] == 3
+
+
 def test_cache_clear_of_an_unknown_tool_is_an_error_with_a_suggestion(
     cli: Cli, local_play: str
 ) -> None:

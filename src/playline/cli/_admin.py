@@ -9,6 +9,7 @@ import json
 import shlex
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.table import Table
 
@@ -134,9 +135,18 @@ def cache_clear(
         f"Delete {what}? The next such calls run live: up to about {cost:.4g} credits to buy "
         f"them back (receipts x each tool's average credits per call){unpriced}.{kept}"
     )
-    if not yes and not typer.confirm(question, default=False):
-        console.print("Nothing deleted.")
-        raise typer.Exit(1)
+    if not yes:
+        try:
+            agreed = typer.confirm(question, default=False)
+        except (typer.Abort, click.Abort):  # no answer: stdin is not a terminal, or it ended
+            console.print(highlight=False)
+            raise CliError(
+                "cache clear asks before it deletes receipts, and got no answer (no "
+                "terminal to ask on): pass --yes to delete them without asking."
+            ) from None
+        if not agreed:
+            console.print("Nothing deleted.")
+            raise typer.Exit(1)
     db.close()
     deleted = store_at(store).clear_receipts(tool)
     console.print(
