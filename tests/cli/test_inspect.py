@@ -44,6 +44,27 @@ def test_reading_commands_never_create_a_store(cli: Cli, tmp_path: Path) -> None
     assert not (tmp_path / "cli.db").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "--limit"],
+        ["show", "r1", "--rows"],
+        ["worker", "--temporal", "127.0.0.1:1", "--concurrency"],
+    ],
+)
+def test_a_count_too_large_for_the_store_is_a_usage_error(
+    cli: Cli, ran: str, args: list[str]
+) -> None:
+    """Not 'OverflowError: Python int too large to convert to SQLite INTEGER', exit 1."""
+    refused = cli(*args, "99999999999999999999")
+    assert refused.exit_code == 2, refused.output
+    assert f"Invalid value for '{args[-1]}'" in refused.stderr
+    assert "less than or equal to" in refused.stderr and "1000000000" in refused.stderr
+    assert "OverflowError" not in refused.output
+    if args[0] != "worker":  # the most it takes is taken
+        assert cli(*args, "1000000000").exit_code == 0
+
+
 def test_show_prints_status_trace_stats_and_ledger(cli: Cli, ran: str) -> None:
     result = cli("show", ran)
     assert result.exit_code == 0, result.output

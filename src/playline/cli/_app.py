@@ -51,6 +51,10 @@ app.add_typer(store_app, name="store", no_args_is_help=True)
 
 console = Console()
 EXIT_CODES = {"completed": 0, "completed_with_errors": 0, "failed": 1, "suspended": 3}
+# The most a count option (--limit, --rows, --concurrency) takes: more than a store holds or a
+# worker runs, and within what a store's INTEGER (and Temporal's) holds, so a larger value is
+# a usage error (exit 2), not an OverflowError from the store
+MOST = 1_000_000_000
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -34,6 +34,7 @@ from ..errors import StoreError
 from ..store import RowCounts, RunRecord, Store
 from ..store.sql import SQLStore
 from ._app import (
+    MOST,
     STATUS_STYLE,
     ForceOpt,
     JsonOpt,
@@ -59,7 +60,9 @@ from ._temporal import recorded_endpoint
 @app.command()
 @command
 def runs(
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs, newest first.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=MOST, help="How many runs, newest first.")
+    ] = 20,
     store: StoreOpt = None,
     json_mode: JsonOpt = False,
     tsv: TsvOpt = False,
@@ -122,7 +125,11 @@ def show(
     rows: Annotated[
         int | None,
         typer.Option(
-            "--rows", min=1, metavar="N", help="Print the first N rows of a dataset as a table."
+            "--rows",
+            min=1,
+            max=MOST,
+            metavar="N",
+            help="Print the first N rows of a dataset as a table.",
         ),
     ] = None,
     dataset: Annotated[

@@ -22,7 +22,7 @@ import typer
 import playline as pl
 
 from ..store import RunRecord, Store, display_url
-from ._app import console
+from ._app import MOST, console
 from ._load import CliError, LoadedPlay
 from ._progress import JsonLines, LiveProgress, drive
 
@@ -64,7 +64,10 @@ DetachOpt = Annotated[
 ConcurrencyOpt = Annotated[
     int | None,
     typer.Option(
-        "--concurrency", min=1, help="With --temporal: runs this worker works on at once (10)."
+        "--concurrency",
+        min=1,
+        max=MOST,
+        help="With --temporal: runs this worker works on at once (10).",
     ),
 ]
 
