@@ -276,6 +276,25 @@ def test_bad_input_syntax_is_a_usage_error(cli: Cli, local_play: str) -> None:
     assert "must be a JSON object" in line
 
 
+def test_nan_infinity_and_a_number_too_large_are_not_valid_json(
+    cli: Cli, local_play: str, tmp_path: Path
+) -> None:
+    """Python's json reads them; stored, each reached the play as null with no word."""
+    for value in ("NaN", "-Infinity", "1e400", "[1, -1e999]"):
+        line = one_error_line(cli("run", local_play, "-i", f"n:={value}"), 2)
+        assert "not valid JSON" in line, line
+        line = one_error_line(cli("run", local_play, "--input-json", f'{{"n": {value}}}'), 2)
+        assert "not valid JSON" in line, line
+    line = one_error_line(cli("run", local_play, "-i", "n:=NaN"), 2)
+    assert "NaN is not a JSON number: JSON has no NaN or infinity" in line
+    line = one_error_line(cli("run", local_play, "-i", "n:=1e400"), 2)
+    assert "1e400 is too large a number: the largest is about 1.8e308" in line
+    (tmp_path / "payload.json").write_text('{"ok": Infinity}', encoding="utf-8")
+    line = one_error_line(cli("event", "send", "k", "--data", f"@{tmp_path / 'payload.json'}"), 2)
+    assert "--data is not valid JSON (Infinity is not a JSON number" in line
+    assert not (tmp_path / "cli.db").exists()  # no run was started, no event parked
+
+
 def test_bad_out_suffix_is_a_usage_error(cli: Cli, local_play: str) -> None:
     assert ".csv or .jsonl" in one_error_line(cli("run", local_play, "--out", "x.xlsx"), 2)
 

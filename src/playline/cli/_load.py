@@ -13,6 +13,7 @@ import errno
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import signal
@@ -246,9 +247,24 @@ def parse_json(text: str, what: str) -> Any:
         except OSError as exc:
             raise CliError(f"{what}: cannot read {source}: {exc.strerror or exc}.") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except ValueError as exc:
         raise CliError(f"{what} is not valid JSON ({exc}).") from None
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON has not: stored, each would reach the
+    play as null."""
+    raise ValueError(f"{name} is not a JSON number: JSON has no NaN or infinity")
+
+
+def _finite(text: str) -> float:
+    """A JSON number, refused when it is too large for a float (1e400 would be an infinity,
+    stored as null)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large a number: the largest is about 1.8e308")
+    return value
 
 
 def parse_inputs(pairs: Sequence[str], input_json: str | None) -> dict[str, Any] | None:
