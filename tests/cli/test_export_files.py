@@ -113,6 +113,25 @@ def test_a_missing_folder_is_one_line(cli: Cli, ran: str, tmp_path: Path) -> Non
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "format"), [("rows.csv", "parquet"), ("rows.parquet", "csv"), ("rows.CSV", "jsonl")]
+)
+def test_a_format_the_file_name_contradicts_is_refused(
+    cli: Cli, ran: str, tmp_path: Path, name: str, format: str
+) -> None:
+    """Parquet in rows.csv: what opens the file by its name reads garbage."""
+    line = one_error_line(cli("export", ran, "--out", str(tmp_path / name), "--format", format), 2)
+
+    assert f"the format {format}" in line and f"Name it rows.{format}" in line
+    assert name not in _files(tmp_path)
+    # a name of no format of ours is the --format's to say
+    assert (
+        cli("export", ran, "--out", str(tmp_path / "rows.ndjson"), "--format", "jsonl").exit_code
+        == 0
+    )
+    assert json.loads((tmp_path / "rows.ndjson").read_text().splitlines()[0])["name"] == "ada"
+
+
 def test_run_checks_the_out_path_before_anything_runs(
     cli: Cli, local_play: str, tmp_path: Path
 ) -> None:

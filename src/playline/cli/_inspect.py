@@ -689,7 +689,8 @@ def export(
         typer.Option(
             "--format",
             help="csv, jsonl or parquet (parquet needs pyarrow: pip install "
-            "'playline\\[parquet]'); default: by the --out suffix.",
+            "'playline\\[parquet]'); default: by the --out suffix (a suffix of another "
+            "format is refused).",
         ),
     ] = None,
     with_status: Annotated[

@@ -49,8 +49,16 @@ def check_out(
         if format == "parquet":
             raise CliError("--out -: Parquet is not text; give a .parquet file name.")
         return
-    if format is None and out.suffix.lower() not in FORMATS:
+    suffix = out.suffix.lower()
+    if format is None and suffix not in FORMATS:
         raise CliError(f"--out {out}: use a .parquet, .csv or .jsonl file name.")
+    if suffix in FORMATS and f".{format}" in FORMATS and suffix != f".{format}":
+        # a name of another format's file (Parquet in x.csv) misleads what opens it
+        raise CliError(
+            f"--out {out} --format {format}: the file name says {suffix[1:]}, the format "
+            f"{format}. Name it {out.with_suffix(f'.{format}').name}, or leave --format out "
+            "(the suffix chooses)."
+        )
     folder = out.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
