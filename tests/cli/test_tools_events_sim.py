@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from playline.cli import app
 from playline.sim import Simulator
+from playline.store import open_store
 
 from clihelp import Cli, one_error_line
 
@@ -95,12 +96,25 @@ def test_run_through_the_gateway(cli: Cli, sim: Simulator, monkeypatch: pytest.M
 
 
 def test_event_send(cli: Cli) -> None:
+    open_store(cli.store).close()
     sent = cli("event", "send", "k1", "--data", '{"a": 1}')
     assert sent.exit_code == 0, sent.output
     assert "Sent event 'k1'" in sent.stdout
     again = cli("event", "send", "k1")
     assert again.exit_code == 0 and "sent before" in again.stdout
     assert "not valid JSON" in one_error_line(cli("event", "send", "k2", "--data", "{"), 2)
+
+
+def test_event_send_to_a_store_that_is_not_there_creates_none(cli: Cli, tmp_path: Path) -> None:
+    """A mistyped --store would park the event in a new store no run reads, and say it was
+    sent."""
+    typo = tmp_path / "typo.db"
+
+    line = one_error_line(
+        cli("event", "send", "k1", "--store", f"sqlite:///{typo}", store=False), 1
+    )
+
+    assert f"No store at {typo}" in line and not typo.exists()
 
 
 def _free_port() -> int:

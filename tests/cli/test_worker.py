@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from playline.store import open_store
+
 from clihelp import Cli, one_error_line
 
 WAITING_PLAY = """
@@ -58,7 +60,6 @@ def test_a_missing_play_file_for_the_worker_is_a_usage_error(cli: Cli):
 
 
 def test_a_run_whose_play_file_is_gone_is_skipped_and_the_others_run(cli: Cli, tmp_path):
-    from playline.store import open_store
     from playline.triggers import queue_run
 
     play = cli.play(
@@ -179,6 +180,7 @@ def test_event_send_says_which_run_takes_the_event(cli: Cli) -> None:
     """An event goes to one run, once: the sender is told who waits for it, or that none
     does yet, or that several do and only the first to go on takes it."""
     play = cli.play(WAITING_PLAY)
+    open_store(cli.store).close()  # a store no run has used yet: it takes events all the same
     early = cli("event", "send", "approve:nobody")
     assert "No run waits for it yet: the first run to wait for it takes it" in early.stdout
     for run_id in ("e1", "e2"):

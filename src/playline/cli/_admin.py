@@ -355,7 +355,7 @@ def event_send(
     """Send an event to the run waiting for KEY (delivered to one run, once; the first payload
     stands)."""
     payload = None if data is None else parse_json(data, "--data")
-    db = store_at(store)
+    db = store_at(store, create=False)  # a mistyped --store parks the event where no run is
     fresh = pl.send_event(key, payload, store=db)
     if not fresh:
         console.print(f"Event {key!r} was sent before; the first payload stands.", highlight=False)
