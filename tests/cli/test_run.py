@@ -236,6 +236,35 @@ def test_missing_play_file_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
     assert "Play file" in line and "not found" in line
 
 
+def test_a_folder_given_as_the_play_file_is_named_a_folder(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "plays").mkdir()
+    line = one_error_line(cli("run", str(tmp_path / "plays")), 2)
+    assert "is a folder. Give the path of a .py file in it" in line, line
+    (tmp_path / "plays" / "enrich.py").write_text("", encoding="utf-8")
+    line = one_error_line(cli("run", str(tmp_path / "plays")), 2)
+    assert f"e.g. `playline run {tmp_path / 'plays' / 'enrich.py'}`" in line, line
+
+
+def test_resume_of_a_run_whose_play_file_moved_says_to_put_it_back(
+    cli: Cli, local_play: str, tmp_path: Path
+) -> None:
+    """A resume takes no path: 'give the path of a .py file' told what it cannot do."""
+    assert cli("run", local_play, "--run-id", "mv", "--max-credits", "1").exit_code == 1
+    moved = tmp_path / "elsewhere.py"
+    Path(local_play).rename(moved)
+
+    line = one_error_line(cli("resume", "mv"), 2)
+
+    assert f"Run mv's play file {local_play} is not there any more" in line, line
+    assert "Put it back at that path and resume again" in line
+    assert "`playline run PATH.py:shout --run-id mv` resumes the run" in line
+    assert "Give the path" not in line
+    # as it says: the run goes on with the file where it is now
+    done = cli("run", f"{moved}:shout", "--run-id", "mv", "--max-credits", "10")
+    assert done.exit_code == 0, done.output
+    assert "1 reused" in done.stdout
+
+
 def test_file_without_a_play_is_a_usage_error(cli: Cli) -> None:
     play = cli.play("import playline as pl\n\nasync def helper(ctx, input):\n    return 1\n")
     assert "defines no play" in one_error_line(cli("run", play), 2)

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -157,6 +158,13 @@ def load_module(path: str) -> LoadedModule:
     file = Path(path)
     if not file.is_file() and _is_module(path):
         module = importlib.import_module(path)  # kept by name: a resume imports it again
+    elif file.is_dir():
+        inside = sorted(file.glob("*.py"))
+        example = shlex.quote(str(inside[0] if inside else file / "enrich.py"))
+        raise CliError(
+            f"Play file {path!r} is a folder. Give the path of a .py file in it that defines "
+            f"a @pl.play, e.g. `playline run {example}`."
+        )
     elif not file.is_file():
         raise CliError(
             f"Play file {path!r} not found. Give the path of a .py file that defines a "
@@ -201,9 +209,19 @@ def load_module(path: str) -> LoadedModule:
     )
 
 
-def load_play(ref: str) -> LoadedPlay:
-    """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found."""
+def load_play(ref: str, *, run_id: str | None = None) -> LoadedPlay:
+    """The play ``PLAY.py[:function]`` names; a usage error (code 2) when it cannot be found.
+    ``run_id``: the run that recorded ``ref`` (a resume): its file missing is put back, or
+    given where it is now with the run's id (a resume takes no path)."""
     path, function = split_ref(ref)
+    if run_id is not None and not Path(path).exists() and not _is_module(path):
+        where = shlex.quote(f"PATH.py:{function}" if function else "PATH.py")
+        raise CliError(
+            f"Run {run_id}'s play file {path} is not there any more (moved or deleted?). Put "
+            "it back at that path and resume again; or, with the file where it is now, "
+            f"`playline run {where} --run-id {shlex.quote(run_id)}` resumes the run (a new "
+            "run, without --run-id, gets what this one bought from its receipts)."
+        )
     loaded = load_module(path)
     module, plays = loaded.module, loaded.plays
     if function is not None:

@@ -662,7 +662,7 @@ def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
     record = db.get_run(run_id)
     queued = None if record is None else record.options.get("source")
     if isinstance(queued, dict) and queued.get("file"):
-        return load_play(f"{queued['file']}:{queued['function']}"), queued
+        return load_play(f"{queued['file']}:{queued['function']}", run_id=run_id), queued
     sources = db.read_events(run_id, kinds=[SOURCE_KIND])
     if not sources or not (sources[0].data or {}).get("file"):
         raise CliError(
@@ -672,7 +672,7 @@ def _source_play(db: Store, run_id: str) -> tuple[LoadedPlay, dict[str, Any]]:
             code=1,
         )
     source = sources[0].data or {}
-    return load_play(f"{source['file']}:{source['function']}"), source
+    return load_play(f"{source['file']}:{source['function']}", run_id=run_id), source
 
 
 Plays = dict[str, tuple[pl.Play, tuple[Any, ...]]]
