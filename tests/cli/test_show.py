@@ -179,6 +179,11 @@ def test_cache_clear_keeps_the_calls_in_doubt_for_a_resume_to_settle(cli: Cli) -
     assert "Deleted 3 receipt(s)" in out and "1 receipt(s) in doubt kept" in out, out
     assert "`playline resume RUN_ID --retry-in-doubt` buys the others again" in out, out
     assert open_store(cli.store).receipt_stats()["sh.held"]["unknown"] == 1
+    stats = cli("cache", "stats", "--tsv").stdout.splitlines()
+    assert stats[0].split("\t") == [
+        "tool", "completed", "failed", "in doubt", "lost", "running", "bytes"
+    ]  # fmt: skip
+    assert "sh.held\t0\t0\t1\t0\t0\t0" in stats, stats
     assert cli("resume", "k3").exit_code == 1
     assert not (cli.tmp / "called").exists()  # the call in doubt was not sent again
     # settled, it is a receipt like any other: cleared, at its price

@@ -46,7 +46,9 @@ from ._tables import TsvOpt, print_table, table_output
 @cache_app.command("stats")
 @command
 def cache_stats(store: StoreOpt = None, json_mode: JsonOpt = False, tsv: TsvOpt = False) -> None:
-    """Receipts per tool: completed, failed, running, and the size of stored results."""
+    """Receipts per tool: completed, failed, in doubt (calls that may have been charged: a
+    resume settles them), lost (charged, their result gone), running, and the size of stored
+    results."""
     with table_output(tsv, json_mode=json_mode):
         _cache_stats(store, json_mode)
 
@@ -60,12 +62,13 @@ def _cache_stats(store: str | None, json_mode: bool) -> None:
         console.print("No receipts yet: nothing has been paid for in this store.")
         return
     table = Table(title="Receipts")
-    for column in ("tool", "completed", "failed", "running", "bytes"):
-        table.add_column(column, justify="left" if column == "tool" else "right")
+    shown = {"completed": "completed", "failed": "failed", "unknown": "in doubt", "lost": "lost"}
+    shown |= {"running": "running", "bytes": "bytes"}
+    table.add_column("tool")
+    for column in shown.values():
+        table.add_column(column, justify="right")
     for tool, s in sorted(stats.items()):
-        table.add_row(
-            tool, *(str(s.get(k, 0)) for k in ("completed", "failed", "running", "bytes"))
-        )
+        table.add_row(tool, *(str(s.get(k, 0)) for k in shown))
     print_table(table)
 
 
