@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from playline.store import open_store
+
 from clihelp import Cli, one_error_line
 
 
@@ -334,6 +336,7 @@ def test_unreachable_gateway_fails_with_exit_1(cli: Cli, local_play: str) -> Non
 
 
 def test_resume_of_an_unknown_run_fails_with_exit_1(cli: Cli) -> None:
+    open_store(cli.store).close()
     assert "No run 'nope'" in one_error_line(cli("resume", "nope"), 1)
 
 

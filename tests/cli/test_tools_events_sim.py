@@ -105,14 +105,24 @@ def test_event_send(cli: Cli) -> None:
     assert "not valid JSON" in one_error_line(cli("event", "send", "k2", "--data", "{"), 2)
 
 
-def test_event_send_to_a_store_that_is_not_there_creates_none(cli: Cli, tmp_path: Path) -> None:
-    """A mistyped --store would park the event in a new store no run reads, and say it was
-    sent."""
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["event", "send", "k1"],
+        ["resume", "r1"],
+        ["schedule", "pause", "s1"],
+        ["schedule", "resume", "s1"],
+        ["schedule", "delete", "s1"],
+    ],
+)
+def test_commands_for_what_a_store_holds_create_no_store(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    """A mistyped --store made a new store: `event send` parked the event there, where no
+    run reads it, and said it was sent (exit 0)."""
     typo = tmp_path / "typo.db"
 
-    line = one_error_line(
-        cli("event", "send", "k1", "--store", f"sqlite:///{typo}", store=False), 1
-    )
+    line = one_error_line(cli(*command, "--store", f"sqlite:///{typo}", store=False), 1)
 
     assert f"No store at {typo}" in line and not typo.exists()
 

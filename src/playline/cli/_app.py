@@ -216,9 +216,9 @@ UsdOpt = Annotated[
 def store_at(url: str | None, *, read_only: bool = False, create: bool = True) -> Store:
     """The store of a command. Commands that only read open it read-only (they create nothing
     and read files they cannot write); a damaged store is read with a warning, and refused to
-    the commands that write. A command that writes only to a store a run made (``create``
-    False: an event for a run) refuses one that is not there, as those that read do ("No
-    store at ..."), instead of making a new one that no run reads."""
+    the commands that write. A command that writes only to what a store holds (``create``
+    False: a resume, an event, a schedule's pause) refuses one that is not there, as those
+    that read do ("No store at ..."), instead of making a new one that no run reads."""
     if not create and not read_only:
         open_store(url, read_only=True).close()
     db = open_store(url, read_only=read_only)

@@ -498,7 +498,7 @@ def resume(
     started with --out has that file written again with all its rows (--out FILE: that one
     instead)."""
     check_out(out, force=force)
-    db = store_at(store)
+    db = store_at(store, create=False)  # the run's store: a mistyped one is not made
     record = require_run(db, run_id)
     resumable(run_id)  # interrupted while its play loads, it is still there to resume
     loaded, source = _source_play(db, run_id)  # without --max-credits, its own budget stands

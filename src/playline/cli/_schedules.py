@@ -260,7 +260,7 @@ def _pause(
         console.print(f"{verb} Temporal schedule {name!r}.", highlight=False)
         return
     _only_with_temporal(namespace=ns)
-    with closing(store_at(store)) as db:
+    with closing(store_at(store, create=False)) as db:  # a schedule's store: not made here
         saved = triggers.pause(db, name, paused)
     after = "" if paused else f"; next fire {_next_fire(saved)} (the paused time is not caught up)"
     console.print(f"{verb} schedule {name!r}{after}.", highlight=False)
@@ -304,7 +304,7 @@ def delete(
         console.print(f"Deleted Temporal schedule {name!r}.", highlight=False)
         return
     _only_with_temporal(namespace=namespace)
-    with closing(store_at(store)) as db:
+    with closing(store_at(store, create=False)) as db:  # a schedule's store: not made here
         if not db.delete_schedule(name):
             known = ", ".join(s.name for s in db.list_schedules()) or "none"
             raise CliError(f"No schedule named {name!r} (schedules: {known}).")
