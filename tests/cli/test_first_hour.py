@@ -18,7 +18,7 @@ import pytest
 
 from playline.cli import app
 from playline.sim import Simulator
-from playline.store import open_store
+from playline.store import Claim, Completion, open_store, owner_id
 
 from clihelp import PLAYLINE, Cli, in_a_terminal, one_error_line
 
@@ -213,6 +213,29 @@ def test_cache_clear_asks_with_the_cost_of_buying_again(cli: Cli, local_play: st
     accepted = cli.runner.invoke(app, ["cache", "clear", "--store", cli.store], input="y\n")
     assert accepted.exit_code == 0 and "Deleted 3 receipt(s)" in accepted.stdout
     assert store.receipt_stats() == {}
+
+
+def test_cache_clear_names_a_tool_whose_price_the_ledger_does_not_know(
+    cli: Cli, local_play: str
+) -> None:
+    """Not 'about 0 credits' for receipts no purchase in the ledger prices."""
+    assert cli("run", local_play, "--run-id", "r1").exit_code == 0
+    owner, now = owner_id("test"), time.time()
+    with open_store(cli.store) as db:  # a result with no ledger entry (bought elsewhere)
+        db.claim_receipts(
+            [Claim(key="k1", tool="acme.find", run_id="r1")],
+            owner=owner,
+            lease_until=now + 60,
+            now=now,
+        )
+        db.complete_receipts([Completion(key="k1", result=b"{}")], owner=owner, now=now)
+
+    cleared = cli("cache", "clear", "--yes")
+
+    assert cleared.exit_code == 0, cleared.output
+    out = said(cleared.stdout)
+    assert "Deleted 4 receipt(s)" in out, out
+    assert "about 2 credits to buy them back, and an unknown cost for acme.find" in out, out
 
 
 def test_cache_clear_with_no_terminal_to_ask_on_says_to_pass_yes(cli: Cli, local_play: str) -> None:
