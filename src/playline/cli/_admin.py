@@ -105,8 +105,8 @@ def cache_clear(
 ) -> None:
     """Delete receipts (of one tool with --tool): the next such calls go out again.
 
-    It says what buying them again could cost (each tool's completed receipts times its
-    average credits per call in the store's ledger) and asks first; --yes skips the
+    It says what buying them again could cost (each tool's paid receipts, completed or lost,
+    times its average credits per call in the store's ledger) and asks first; --yes skips the
     question. Those calls are bought again under new idempotency keys, so a provider that
     recognises keys answers them afresh (and charges for them), not from its records of the
     first purchase. To buy one column's calls again, run with --refresh COLUMN instead.
