@@ -285,6 +285,37 @@ def test_a_when_that_cannot_decide_from_the_row_runs_no_column_and_pays_nothing(
     assert paid == []
 
 
+def test_a_resume_of_a_play_that_gained_a_column_is_refused_before_mixing_its_rows(store):
+    """Rows an earlier attempt completed are reused as stored: with a column added between a
+    stop and a resume, they would lack it while the rest have it."""
+    clock = pl.ManualClock()
+
+    def play_with(**columns):
+        async def play(ctx, input):
+            ds = ctx.dataset("rows", rows_of(2))
+            for name, resolve in columns.items():
+                ds = ds.with_column(name, resolve)
+            done = await ds.run()
+            await ctx.sleep(60)
+            return len(done)
+
+        return play
+
+    first = run_play(play_with(a=lambda row: 1), tools=[], store=store, clock=clock)
+    assert first.status == "suspended", first.error
+    clock.advance(60)
+
+    mixed = run_play(play_with(a=lambda row: 1, b=lambda row: 2), tools=[], store=store,
+                     clock=clock, run_id=first.run_id)  # fmt: skip
+    assert mixed.status == "failed"
+    assert "column(s) 'b' are new" in (mixed.error or "")
+    assert "Start a new run instead" in (mixed.error or "")
+
+    hidden = run_play(play_with(a=lambda row: 1, _h=lambda row: 3), tools=[], store=store,
+                      clock=clock, run_id=first.run_id)  # fmt: skip
+    assert hidden.status == "completed", hidden.error  # a hidden column is never stored
+
+
 def test_numpy_numbers_and_booleans_are_stored_as_the_python_ones_they_hold(store):
     """A pandas row holds numpy.int64, numpy.float64 and numpy.bool_; a column computing
     with NumPy returns them: they are stored, and read back, as plain JSON numbers."""

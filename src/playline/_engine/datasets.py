@@ -223,6 +223,8 @@ class DatasetRun:
         """Run every row; ``total`` is how many rows the input holds, when known (progress
         displays show it)."""
         rt = self.rt
+        if rt.resuming:
+            await self._check_same_columns()
         rt.events.emit(
             "dataset",
             dataset=self.name,
@@ -271,6 +273,28 @@ class DatasetRun:
             error=message,
             data=self._counts(),
         )
+
+    async def _check_same_columns(self) -> None:
+        """A resume of a play that gained a column since an earlier attempt ran this dataset
+        is refused: the rows that attempt completed are reused as stored, without it, so the
+        dataset would be half with and half without it."""
+        rt = self.rt
+        events = await self._writer.io(rt.store.read_events, rt.run_id, kinds=["dataset"])
+        earlier: list[str] | None = None
+        for event in events:
+            if event.dataset == self.name and event.status == "running":
+                earlier = list((event.data or {}).get("columns") or ())
+        if earlier is None:
+            return
+        new = [c.name for c in self.columns if not c.hidden and c.name not in earlier]
+        if new:
+            raise PlayDefinitionError(
+                f"Dataset {self.name!r}: the play changed since this run started: column(s) "
+                f"{', '.join(map(repr, new))} are new, and the rows an earlier attempt "
+                "completed are reused as stored, without them. Start a new run instead "
+                "(receipts answer every call this one bought: only the new columns are paid "
+                "for), or resume with the play as it was."
+            )
 
     async def _feed(self, items: Iterable[Any]) -> None:
         """Feed every row through the window and wait for the last; raise what stops them
