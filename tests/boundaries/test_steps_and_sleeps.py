@@ -118,6 +118,19 @@ def test_a_bad_sleep_is_a_clear_error(run, seconds):
     assert "number of seconds >= 0" in result.error
 
 
+@pytest.mark.parametrize("seconds", [1e12, 366 * DAY + 1])
+def test_a_sleep_past_a_year_is_refused_saying_to_schedule_a_run(run, seconds):
+    """A wake time of year 33715 suspended the run for good and made `playline show` fail."""
+
+    @pl.play(name=unique("long-sleep"))
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        await ctx.sleep(seconds)
+
+    result = run(play)
+    assert isinstance(result.exception, pl.PlayDefinitionError), result.error
+    assert "at most a year" in (result.error or "") and "schedule" in (result.error or "")
+
+
 PLAY = """
 import sys
 import playline as pl

@@ -110,6 +110,7 @@ class Boundaries:
     async def sleep(self, seconds: float) -> None:
         if not is_amount(seconds):
             raise PlayDefinitionError(f"ctx.sleep({seconds!r}): give a number of seconds >= 0.")
+        _check_longest_wait(seconds, f"ctx.sleep({seconds!r})")
         key = self.key("sleep", "", str(round(seconds, 3)))
         clock = self._clock
         stored = await self.get(key)
@@ -133,6 +134,8 @@ class Boundaries:
             raise PlayDefinitionError(
                 f"ctx.wait_for_event({name!r}, timeout={timeout!r}): give seconds > 0 or None."
             )
+        if timeout is not None:
+            _check_longest_wait(timeout, f"ctx.wait_for_event({name!r}, timeout={timeout!r})")
         key = self.key("event", name)
         clock = self._clock
         stored = await self.get(key)
@@ -247,3 +250,14 @@ def _check_name(what: str, name: Any) -> None:
     if not isinstance(name, str) or not name:
         raise PlayDefinitionError(f"{what} needs a non-empty key as its first argument.")
     check_stored_name(name, f"The key of {what}")  # keys are stored, shown and waited for
+
+
+LONGEST_WAIT = 366 * 24 * 3600.0  # a year: past it, a wake time no display or worker can use
+
+
+def _check_longest_wait(seconds: float, what: str) -> None:
+    if seconds > LONGEST_WAIT:
+        raise PlayDefinitionError(
+            f"{what}: at most a year ({LONGEST_WAIT:,.0f} seconds). For a later run, "
+            "schedule it (pl.schedule, `playline schedule add`)."
+        )
