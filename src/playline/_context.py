@@ -50,9 +50,21 @@ class Context:
     """What a play and its resolvers use: datasets, tools, waterfalls, durable steps, logs."""
 
     def __init__(self, attempt: Attempt) -> None:
-        self._rt = attempt
+        self._attempt = attempt
         self.tools = Tools(attempt)
         self.secrets = Secrets()
+
+    @property
+    def _rt(self) -> Attempt:
+        """The attempt this context belongs to, while it runs: a ``ctx`` kept past its run's
+        end would hang on a closed store, or write to a run that has ended."""
+        attempt = self._attempt
+        if attempt.ended:
+            raise PlayDefinitionError(
+                f"This ctx belongs to run {attempt.run_id}, whose attempt has ended: use the "
+                "ctx the play is given while it runs, not one kept from an earlier run."
+            )
+        return attempt
 
     @property
     def run_id(self) -> str:

@@ -586,6 +586,24 @@ def test_to_csv_writes_a_text_a_spreadsheet_would_run_with_a_quote_unless_raw(tm
         written(raw="yes")  # type: ignore[arg-type]
 
 
+def test_a_ctx_kept_past_its_run_refuses_to_work(tmp_path):
+    """On SQLite it hung for ever on the closed store; on memory:// it wrote to an ended
+    run."""
+    kept: list[pl.Context] = []
+
+    @pl.play(name="keeper")
+    async def keeper(ctx: pl.Context, input: object) -> int:
+        kept.append(ctx)
+        return 1
+
+    assert pl.run(keeper, {}, store=f"sqlite:///{tmp_path}/k.db").status == "completed"
+    (ctx,) = kept
+    with pytest.raises(pl.PlayDefinitionError, match="whose attempt has ended"):
+        asyncio.run(ctx.dataset("late", [{"a": 1}]).with_column("x", lambda row: 1).run())
+    with pytest.raises(pl.PlayDefinitionError, match="whose attempt has ended"):
+        ctx.log("late")
+
+
 def _spy_on_opened_stores(monkeypatch: pytest.MonkeyPatch) -> list[Store]:
     opened: list[Store] = []
 

@@ -167,6 +167,8 @@ class Attempt:
     Engine parts do not take the attempt whole: each gets what it uses (datasets take it as
     a ``DatasetHost``)."""
 
+    ended = False  # its end is recorded: a ctx kept past it refuses to work
+
     def __init__(
         self,
         services: Services,
@@ -604,6 +606,7 @@ def _supervise(attempt: Attempt) -> asyncio.Task[None]:
 async def _end(
     attempt: Attempt, record: RunRecord, output: Any, error: BaseException | None, *, root: bool
 ) -> AttemptOutcome:
+    attempt.ended = True  # from here, its ctx refuses to work (one kept by the play's code)
     stats = attempt.stats()
     stats.credits = await _recorded_credits(attempt, stats.credits)
     tallies = await _run_tallies(attempt)
