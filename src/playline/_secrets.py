@@ -246,12 +246,31 @@ def check_stored_name(name: str, what: str) -> None:
             f"{what} {name!r} holds a NUL character (U+0000), which a store cannot keep in a "
             "name; remove it."
         )
+    if not name.isascii() and storable_text(name) != name:
+        raise PlayDefinitionError(
+            f"{what} {name!r} holds a lone UTF-16 surrogate (half of a character, as a "
+            "broken decode leaves), which no store can keep as text; decode it again or "
+            "remove it."
+        )
+
+
+def storable_text(text: str) -> str:
+    """``text`` without what no store keeps as text: NUL characters (PostgreSQL refuses them)
+    and lone UTF-16 surrogates (not UTF-8: written as ``\\udXXX``)."""
+    text = text.replace("\x00", "")
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def redact(text: str) -> str:
-    """``text`` (an error message) with every secret replaced by ``[secret NAME]``, and no NUL
-    character (PostgreSQL's text refuses it): an error's text as it may be stored or shown."""
-    text = text.replace("\x00", "")
+    """``text`` (an error message) with every secret replaced by ``[secret NAME]``, as it may
+    be stored or shown (``storable_text``)."""
+    text = storable_text(text)
     return _registry.redact(text) if _read and text else text
 
 

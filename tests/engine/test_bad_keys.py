@@ -96,6 +96,59 @@ def test_skip_sets_the_rows_with_no_key_aside_and_runs_the_others(store: Store) 
     ]
 
 
+def test_infinite_keys_are_no_keys_and_half_a_character_fails_its_row(store: Store) -> None:
+    """+inf and -inf were both the key "null" (the second row dropped as a duplicate); a key
+    with half a character left the run 'interrupted' with a UnicodeEncodeError."""
+
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        rows = [{"k": float("inf")}, {"k": float("-inf")}, {"k": "b\ud800"}, {"k": "ok"}]
+        return await ctx.dataset("d", rows, key="k", on_bad_key="skip").run()
+
+    result = run_play(play, tools=[], store=store)
+
+    assert result.status == "completed_with_errors", result.error
+    assert (result.stats.rows_set_aside, result.stats.rows_failed) == (2, 1)
+    ends = [e for e in store.read_events(result.run_id, kinds=["dataset"]) if e.data]
+    assert ends[-1].data is not None and ends[-1].data["set_aside"] == [
+        "row 1: key 'k' is inf (no JSON number)",
+        "row 2: key 'k' is -inf (no JSON number)",
+    ]
+    rows = {r.key: r for r in store.iter_rows(result.run_id, "d")}
+    (half,) = [r for key, r in rows.items() if key.startswith("half-")]
+    assert half.status == "failed" and "half a character" in (half.error or "")
+    assert rows["ok"].status == "completed"
+
+
+@pytest.mark.parametrize("where", ["dataset", "log", "error", "event"])
+def test_half_a_character_anywhere_is_refused_or_kept_escaped_never_a_crash(
+    store: Store, where: str
+) -> None:
+    """Names and keys holding a lone surrogate (a broken decode) are refused saying so; a log
+    line or an error's text keeps it escaped. The run ends as it should, never 'interrupted'
+    by the store failing to write text."""
+
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        if where == "dataset":
+            return await ctx.dataset("d\ud800", [{"a": 1}]).run()
+        if where == "log":
+            ctx.log("half \ud800 a character")
+            return 1
+        if where == "event":
+            return await ctx.wait_for_event("approve:\ud800")
+        raise ValueError("half \ud800 a character")
+
+    result = run_play(play, tools=[], store=store)
+
+    expected = "completed" if where == "log" else "failed"
+    assert result.status == expected, result.error
+    if where in ("dataset", "event"):
+        assert "lone UTF-16 surrogate" in (result.error or "")
+    stored = store.get_run(result.run_id)
+    assert stored is not None and stored.status.value == expected
+    with pytest.raises(pl.PlayDefinitionError, match="NUL character"):
+        pl.send_event("approve:\x00", 1, store=store)
+
+
 def test_a_csv_row_with_no_key_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
     csv = tmp_path / "leads.csv"
     csv.write_text(

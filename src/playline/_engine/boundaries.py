@@ -238,6 +238,7 @@ MAX_EVENT_KEY = 1000  # characters: a key is stored, indexed, shown and typed by
 
 
 def check_event_key(key: str, what: str) -> None:
+    check_stored_name(key, f"The key of {what}")  # a NUL no wait could ever take
     if len(key) > MAX_EVENT_KEY:
         raise PlayDefinitionError(
             f"{what}: the event key {key[:40]!r}... is {len(key):,} characters; give one of at "

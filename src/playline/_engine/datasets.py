@@ -40,7 +40,7 @@ from typing import Any, Literal, Protocol
 
 from .._clock import Clock
 from .._json import digest, dumps
-from .._secrets import leaks, redact
+from .._secrets import leaks, redact, storable_text
 from ..errors import (
     BudgetExceeded,
     EventTimeout,
@@ -77,6 +77,11 @@ _NUL_KEY = (
     "nul",
     "holds a NUL character (U+0000)",
     "Clean the key column, or choose another key=.",
+)
+_HALF_KEY = (
+    "half",
+    "holds half a character (a lone UTF-16 surrogate, as a broken decode leaves)",
+    "Decode the key column again, or choose another key=.",
 )
 # Playline errors that belong to one row (its cell fails); any other stops the run. A cell that
 # tries to leak a secret (a log line, str() of it) fails as a cell that returns one does.
@@ -392,7 +397,7 @@ class DatasetRun:
         those whose keys cannot be stored (failed here). ``done``: the stored rows."""
         self.stats.rows += len(fresh)
         keys = "".join(map(_key, fresh))
-        if not done and "\x00" not in keys and not leaks(keys):
+        if not done and "\x00" not in keys and _whole(keys) and not leaks(keys):
             return fresh  # a new run's rows, none refused: the common case, checked at once
         todo = []
         for index, key, values in fresh:
@@ -403,6 +408,8 @@ class DatasetRun:
                 self._refuse_row(index, key, *_SECRET_KEY)
             elif "\x00" in key:
                 self._refuse_row(index, key, *_NUL_KEY)
+            elif not _whole(key):
+                self._refuse_row(index, key, *_HALF_KEY)
             else:
                 if self.rt.options.retry_failed and key in done and done[key].status == "failed":
                     self._restart[key] = done[key]
@@ -595,9 +602,10 @@ class DatasetRun:
         return True
 
     def _refuse_row(self, index: int, key: str, kind: str, why: str, fix: str) -> None:
-        """A row whose key cannot be stored as it is (it holds a secret, or a NUL character,
-        which PostgreSQL's text refuses) fails, recorded under a digest of its key."""
-        hidden = f"{kind}-" + digest("row key", key)[:16]
+        """A row whose key cannot be stored as it is (it holds a secret, a NUL character,
+        which PostgreSQL's text refuses, or half a character, which no store's text keeps)
+        fails, recorded under a digest of its key."""
+        hidden = f"{kind}-" + digest("row key", key.encode("utf-8", "surrogatepass"))[:16]
         error = f"The key of row {index} {why}, so the row is recorded as {hidden!r}. {fix}"
         self.stats.rows_executed += 1
         self.stats.rows_failed += 1
@@ -1256,6 +1264,11 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+def _whole(text: str) -> bool:
+    """Whether ``text`` has no lone UTF-16 surrogate (a store keeps it as text)."""
+    return text.isascii() or storable_text(text) == text
 
 
 def _decided(column: Column, verdict: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._json import dumps, without_numpy
-from .._secrets import any_read, check_no_secret, redact
+from .._secrets import any_read, check_no_secret, redact, storable_text
 from ..errors import PlaylineError, full_stop
 from ..store import Event, Store, StoreIO
 
@@ -77,8 +77,8 @@ class EventLog:
     def emit(self, kind: str, **fields: Any) -> Event:
         preview = fields.get("preview")
         check_no_secret(preview, "A log line or cell preview")
-        if preview and "\x00" in preview:  # PostgreSQL's text cannot hold it
-            fields["preview"] = preview.replace("\x00", "")
+        if (preview and not preview.isascii()) or (preview and "\x00" in preview):
+            fields["preview"] = storable_text(preview)  # what a store can keep as text
         if fields.get("error"):
             fields["error"] = redact(fields["error"])
         data = fields.get("data")

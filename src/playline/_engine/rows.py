@@ -173,12 +173,17 @@ def as_row(item: Any) -> dict[str, Any]:
 
 
 def _blank(value: Any) -> bool:
-    """No value: None, blank text, or NaN (a spreadsheet's empty number cell)."""
+    """No value: None, blank text, or NaN (a spreadsheet's empty number cell); infinities
+    too (JSON has no text for them: +inf and -inf would both be the key "null")."""
     return (
         value is None
         or (isinstance(value, str) and not value.strip())
-        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, float) and not math.isfinite(value))
     )
+
+
+def _float_why(value: float) -> str:
+    return "NaN (an empty cell)" if math.isnan(value) else f"{value} (no JSON number)"
 
 
 def _text(value: Any) -> str:
@@ -216,7 +221,7 @@ def _why(row: Mapping[str, Any], column: str, value: Any) -> str:
     if value is None:
         return f"key {column!r} is None"
     if isinstance(value, float):
-        return f"key {column!r} is NaN (an empty cell)"
+        return f"key {column!r} is {_float_why(value)}"
     return f"blank key {column!r}"
 
 
@@ -261,7 +266,13 @@ def _by_function(dataset: str, key: Callable[..., Any]) -> Callable[[dict[str, A
     def by_function(row: dict[str, Any], index: int) -> str:
         value = without_numpy(key(row, index) if takes_index else key(row))
         if _blank(value):
-            what = "None" if value is None else "NaN" if isinstance(value, float) else "blank text"
+            what = (
+                "None"
+                if value is None
+                else _float_why(value)
+                if isinstance(value, float)
+                else "blank text"
+            )
             raise MissingKey(dataset, index, f"key= returned {what}", row)
         return _text(value)
 
