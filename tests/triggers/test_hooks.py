@@ -117,6 +117,23 @@ def test_a_signed_delivery_queues_one_run_a_worker_completes_with_the_body_as_in
     assert result.output == {"got": {"email": "ada@example.com"}}
 
 
+@pytest.mark.parametrize(("body", "kind"), [([1, 2], "list"), ("hi", "string"), (b"null", "null")])
+def test_a_body_that_is_no_object_queues_no_run(
+    hooks: tuple[str, Store], body: Any, kind: str
+) -> None:
+    """A play's input is an object (as on the command line): a list was queued, and the
+    worker then failed the run with "AttributeError: 'list' object has no attribute 'get'"."""
+    base, db = hooks
+    answer = post(base, "hooktest-signup", body, delivery=f"evt_{kind}")
+
+    assert answer.status_code == 400
+    assert (
+        f"must be a JSON object (it becomes the play's input), not a {kind}"
+        in (answer.json()["error"])
+    )
+    assert db.list_runs() == []
+
+
 def test_the_same_delivery_twice_starts_one_run(hooks: tuple[str, Store]) -> None:
     base, db = hooks
     first = post(base, "hooktest-signup", {"email": "ada@example.com"}, delivery="evt_2")

@@ -183,6 +183,16 @@ def _shown(delivery: str) -> str:
 async def _queue(config: HooksConfig, served: _Served, payload: Any, delivery: str) -> Response:
     hook = served.hook
     assert hook.play is not None
+    if not isinstance(payload, dict):  # a play's input is an object, as on the command line
+        log.warning(
+            "hook %s: delivery %s not queued: its body is %s, not a JSON object",
+            hook.name, _shown(delivery), type(payload).__name__,
+        )  # fmt: skip
+        return _error(
+            400,
+            "The body must be a JSON object (it becomes the play's input), not a "
+            f"{_JSON_KIND.get(type(payload), type(payload).__name__)}.",
+        )
     run_id = hook.run_id(delivery)
 
     def queue() -> bool:
@@ -209,6 +219,16 @@ async def _queue(config: HooksConfig, served: _Served, payload: Any, delivery: s
         run_id,
     )
     return JSONResponse({"run_id": run_id, "duplicate": not fresh}, status_code=202)
+
+
+_JSON_KIND = {
+    list: "list",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 async def _send(config: HooksConfig, hook: Hook, payload: Any, delivery: str) -> Response:
