@@ -34,6 +34,31 @@ def test_a_suspended_run_exits_3_and_the_worker_finishes_it_when_its_event_comes
     assert '"completed"' in shown.stdout
 
 
+def test_a_worker_with_nothing_due_names_a_run_another_process_holds_and_until_when(
+    cli: Cli,
+) -> None:
+    """A run whose process was killed waits out its holder's lease: the worker said only
+    'Nothing is due.', as if the run were lost."""
+    import time
+
+    from playline.store import open_store
+
+    play = cli.play(WAITING_PLAY)
+    assert cli("run", play, "-i", "deal=d9", "--run-id", "held1").exit_code == 3
+    store = open_store(cli.store)
+    now = time.time()
+    store.claim_run("held1", holder="elsewhere:1:x", lease_until=now + 60, now=now)
+    store.close()
+
+    idle = cli("worker", "--burst")
+
+    assert idle.exit_code == 0, idle.output
+    said = " ".join(idle.stdout.split())
+    assert "Nothing is due." in said
+    assert "Run held1 is held by another process until" in said
+    assert "`playline resume held1` on its machine goes on at once" in said
+
+
 def test_the_worker_imports_play_files_given_to_it(cli: Cli):
     play = cli.play(WAITING_PLAY, name="approval.py")
     assert cli("run", play, "-i", "deal=d2", "--run-id", "w2").exit_code == 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from playline import Dataset
 
 from .._trace import SOURCE_KIND, trace_of
 from ..errors import PlayDefinitionError, PlaylineError
-from ..store import Event, RunRecord, Store
+from ..store import Event, RunRecord, RunStatus, Store
 from ._app import (
     EXIT_CODES,
     STATUS_STYLE,
@@ -66,6 +67,7 @@ from ._progress import JsonLines, LiveProgress, drive
 from ._report import (
     require_run,
     waiting_for,
+    when,
 )
 from ._temporal import (
     ConcurrencyOpt,
@@ -786,3 +788,20 @@ def worker(
         ) from None
     if not results and not json_mode:
         console.print("Nothing is due." if burst else "Stopped; no run was due.")
+        _say_held(db)
+
+
+def _say_held(db: Store) -> None:
+    """Runs another process holds (its lease not run out): one killed leaves its run so until
+    the lease ends, and only then may a worker take it over; say when, and how to go on now."""
+    now = time.time()
+    for run in db.list_runs(limit=200, status=RunStatus.RUNNING, roots_only=True):
+        if run.lease_until is not None and run.lease_until > now:
+            console.print(
+                f"Run {run.run_id} is held by another process until {when(run.lease_until)} "
+                f"(its lease, renewed while it runs): if that process died, a worker takes "
+                f"the run over then, or `playline resume {shlex.quote(run.run_id)}` on its "
+                "machine goes on at once.",
+                highlight=False,
+                markup=False,
+            )
