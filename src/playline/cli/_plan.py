@@ -125,8 +125,9 @@ def _print_plan(estimate: pl.Plan) -> None:
         print_table(columns)
     console.print(
         f"[bold]credits: about {estimate.credits_expected:.1f} expected, at most "
-        f"{estimate.credits_max:g}[/bold] · {estimate.requests} provider requests · at least "
-        f"{estimate.seconds:.1f} s at the tools' rate limits",
+        f"{estimate.credits_max:g}[/bold] · about {estimate.requests} provider requests and "
+        f"{estimate.seconds:.1f} s at the tools' rate limits (every call counted sent: fewer "
+        "when a waterfall's earlier steps find)",
         highlight=False,
     )
     if estimate.usd_max:
