@@ -6,7 +6,7 @@ import asyncio
 import csv
 import datetime as dt
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -134,10 +134,16 @@ class DatasetBuilder:
             self._runtime, self.name, self._rows, self._key, (*self._columns, column), self._mode
         )
 
-    async def run(
+    def run(
         self, *, description: str | None = None, on_row_error: OnRowError = "record"
-    ) -> Dataset:
-        """Run every row through the columns; returns the finished ``Dataset``."""
+    ) -> Coroutine[Any, Any, Dataset]:
+        """Run every row through the columns; returns the finished ``Dataset`` (await it: a
+        run never awaited fails the play's run when it ends, as its rows never ran)."""
+        running = self._run(description, on_row_error)
+        self._runtime.dataset_asked(self.name, running)
+        return running
+
+    async def _run(self, description: str | None, on_row_error: OnRowError) -> Dataset:
         if on_row_error not in ("record", "raise"):
             raise PlayDefinitionError(
                 f'on_row_error={on_row_error!r}: use "record" (keep going) or "raise".'

@@ -8,6 +8,7 @@ import inspect
 import math
 import re
 import uuid
+import warnings
 
 import pytest
 
@@ -584,6 +585,32 @@ def test_to_csv_writes_a_text_a_spreadsheet_would_run_with_a_quote_unless_raw(tm
     assert written(raw=True) == [{"x": "0", "@note": formula}]
     with pytest.raises(pl.PlayDefinitionError, match="raw is True"):
         written(raw="yes")  # type: ignore[arg-type]
+
+
+def test_a_dataset_run_never_awaited_fails_the_run_saying_to_await_it():
+    """The run completed, its dataset never ran, and only a RuntimeWarning said so."""
+    registry, paid = pl.ToolRegistry(), []
+
+    @registry.tool("t.paid", cost=pl.Cost(1))
+    def buy(input):
+        paid.append(input)
+        return {"ok": True}
+
+    @pl.play(name="forgot-await")
+    async def play(ctx: pl.Context, input: object) -> int:
+        ctx.dataset("rows", [{"a": 1}]).with_column(
+            "x", lambda row, ctx: ctx.tool("t.paid", {"a": row["a"]})
+        ).run()
+        return 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited" left behind
+        result = pl.run(play, {}, store="memory://", tools=[registry])
+
+    assert result.status == "failed"
+    assert "never awaited the run of dataset(s) 'rows'" in (result.error or "")
+    assert "await ctx.dataset(...)...run()" in (result.error or "")
+    assert paid == []
 
 
 def test_a_ctx_kept_past_its_run_refuses_to_work(tmp_path):

@@ -11,8 +11,9 @@ cheap), and writes how the attempt ended. An attempt ends completed, failed, or 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import shlex
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +162,15 @@ def check_same_input(record: RunRecord, input: Any) -> None:
     )
 
 
+@dataclass(slots=True)
+class _Asked:
+    """The datasets a play asked an attempt for: their columns, bare and dotted (what
+    ``--refresh`` may name), and the coroutines of their runs (one never awaited fails it)."""
+
+    columns: dict[str, None] = field(default_factory=dict)
+    runs: list[tuple[str, Coroutine[Any, Any, Any]]] = field(default_factory=list)
+
+
 class Attempt:
     """The parts of one attempt, wired together; the ``Context`` a play sees delegates here.
 
@@ -209,7 +219,7 @@ class Attempt:
             start=self._start_child,
         )
         self.datasets: dict[str, DatasetStats | None] = {}
-        self._columns: dict[str, None] = {}  # the columns of those datasets, bare and dotted
+        self._asked = _Asked()  # the datasets the play asked for: columns, runs
         self.cell_errors: dict[str, tuple[int, str]] = {}
         self.calls = CallMaker(
             tools=services.tools,
@@ -282,6 +292,19 @@ class Attempt:
         ``ctx.waterfall_stats()`` as they are stored."""
         self.waterfalls.reused_row(record)
 
+    def dataset_asked(self, name: str, running: Coroutine[Any, Any, Any]) -> None:
+        """``ctx.dataset(name)...run()`` was called: its coroutine, checked at the end."""
+        self._asked.runs.append((name, running))
+
+    def never_awaited(self) -> list[str]:
+        """The datasets whose ``run()`` the play never awaited (closed now: nothing ran)."""
+        names = []
+        for name, running in self._asked.runs:
+            if inspect.getcoroutinestate(running) == inspect.CORO_CREATED:
+                running.close()
+                names.append(name)
+        return names
+
     def claim_dataset_name(self, name: str, columns: Sequence[str] = ()) -> None:
         if name in self.datasets:
             raise PlayDefinitionError(
@@ -289,18 +312,18 @@ class Attempt:
                 "Give each ctx.dataset(...) its own name."
             )
         self.datasets[name] = None
-        self._columns.update({c: None for c in columns})
-        self._columns.update({f"{name}.{c}": None for c in columns})
+        self._asked.columns.update({c: None for c in columns})
+        self._asked.columns.update({f"{name}.{c}": None for c in columns})
 
     def refresh_warnings(self) -> dict[str, str]:
         """A warning for each ``refresh=`` name no dataset this attempt ran has: nothing was
         bought again for it (``playline run --refresh`` warns of them too)."""
-        columns = ", ".join(sorted(c for c in self._columns if "." not in c)) or "none"
+        columns = ", ".join(sorted(c for c in self._asked.columns if "." not in c)) or "none"
         return {
             name: f"warning: refresh {name!r} (--refresh): the run has no column {name!r} "
             f"(its columns: {columns}); nothing was bought again for it."
             for name in sorted(self.calls.refresh)
-            if name not in self._columns
+            if name not in self._asked.columns
         }
 
     # tools
@@ -607,6 +630,12 @@ async def _end(
     attempt: Attempt, record: RunRecord, output: Any, error: BaseException | None, *, root: bool
 ) -> AttemptOutcome:
     attempt.ended = True  # from here, its ctx refuses to work (one kept by the play's code)
+    unawaited = attempt.never_awaited()
+    if unawaited and error is None:
+        error = PlayDefinitionError(
+            f"The play never awaited the run of dataset(s) {', '.join(map(repr, unawaited))}: "
+            "its rows never ran. Write `await ctx.dataset(...)...run()`."
+        )
     stats = attempt.stats()
     stats.credits = await _recorded_credits(attempt, stats.credits)
     tallies = await _run_tallies(attempt)
