@@ -43,6 +43,26 @@ def _play(spec: pl.Waterfall, later: Any, n: int = 12) -> pl.Play:
     return play
 
 
+def _resumed_after_later_failures(
+    spec: pl.Waterfall, registry: pl.ToolRegistry
+) -> tuple[pl.RunResult, pl.RunResult, str]:
+    """A run whose rows x % 4 == 0 fail in a column after the waterfall, and the resume
+    that runs them again once that column passes; and the store."""
+    ready: list[bool] = []
+
+    def later(row: Any) -> int:
+        if row["x"] % 4 == 0 and not ready:
+            raise RuntimeError("not yet")
+        return int(row["x"])
+
+    store, clock = fresh_store(), pl.ManualClock()
+    first = run(_play(spec, later), tools=[registry], store=store, clock=clock)
+    ready.append(True)
+    clock.advance(1.0)
+    again = run(_play(spec, later), tools=[registry], store=store, clock=clock, run_id=first.run_id)
+    return first, again, store
+
+
 def _assert_once_per_row(store: str, run_id: str, stats: Any, expected: dict[str, Any]) -> None:
     """The run's stats, its step trace (``playline show``) and the store's history all count
     each row once."""
@@ -63,20 +83,11 @@ def test_a_run_whose_rows_failed_after_the_waterfall_and_resumed_counts_each_row
     counts once, and the steps the run paid for count at what they cost."""
     calls: dict[str, list[list[int]]] = {}
     spec = three_steps(registry, calls)
-    ready: list[bool] = []
 
-    def later(row: Any) -> int:
-        if row["x"] % 4 == 0 and not ready:
-            raise RuntimeError("not yet")
-        return int(row["x"])
+    first, again, store = _resumed_after_later_failures(spec, registry)
 
-    store, clock = fresh_store(), pl.ManualClock()
-    first = run(_play(spec, later), tools=[registry], store=store, clock=clock)
     assert first.stats.rows_failed == 3
     assert first.stats.waterfalls["three"]["rows"] == 12
-    ready.append(True)
-    clock.advance(1.0)
-    again = run(_play(spec, later), tools=[registry], store=store, clock=clock, run_id=first.run_id)
 
     assert again.status == "completed", again.error
     assert again.stats.rows_executed == 3 and again.stats.tool_calls_live == 0
@@ -113,18 +124,8 @@ def test_a_code_step_s_calls_of_two_tools_bought_before_a_resume_count_at_what_t
         output="email",
         steps=[pl.CodeStep("checked", found_and_checked, tools=["t.find", "t.check"])],
     )
-    ready: list[bool] = []
 
-    def later(row: Any) -> int:
-        if row["x"] % 4 == 0 and not ready:
-            raise RuntimeError("not yet")
-        return int(row["x"])
-
-    store, clock = fresh_store(), pl.ManualClock()
-    first = run(_play(spec, later), tools=[registry], store=store, clock=clock)
-    ready.append(True)
-    clock.advance(1.0)
-    again = run(_play(spec, later), tools=[registry], store=store, clock=clock, run_id=first.run_id)
+    _, again, store = _resumed_after_later_failures(spec, registry)
 
     assert again.status == "completed", again.error
     assert again.stats.rows_executed == 3 and again.stats.tool_calls_live == 0
