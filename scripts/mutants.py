@@ -865,4 +865,30 @@ MUTANTS: list[Mutant] = [
         ":\n",
         ("tests/providers/test_prospeo.py", "-k", "cut_short"),
     ),
+    Mutant(
+        "paid-unusable-bought-again",
+        "a charged answer that cannot be kept is bought again, and paid, on every run",
+        "playline/_engine/calls.py",
+        "        lost = entry is not None and entry.credits > 0\n",
+        "        lost = False\n",
+        ("tests/engine/test_results.py", "-k", "bought_again"),
+    ),
+    Mutant(
+        "child-counted-per-attempt",
+        "a done child replayed by each attempt counts again: a parent resumed often fails",
+        "playline/_engine/children.py",
+        "            return loads(stored.output)  # counted when it ran\n",
+        '            self._governor.spend("children_per_parent")\n'
+        "            return loads(stored.output)  # counted when it ran\n",
+        ("tests/boundaries/test_child_plays.py", "-k", "counts_once"),
+    ),
+    Mutant(
+        "verifier-tool-not-tallied",
+        "a code step's second tool (a verifier) answered from receipts is not counted at what "
+        "the run paid: show's waterfall credits fall short of the ledger",
+        "playline/_engine/waterfalls.py",
+        "            if any(r.tool != self.results[0].tool for r in self.results):\n",
+        "            if False:\n",
+        ("tests/waterfall/test_tallies.py", "-k", "two_tools"),
+    ),
 ]
