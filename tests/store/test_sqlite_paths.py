@@ -94,6 +94,17 @@ def test_read_only_opens_create_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_file_is_no_store_yet_to_a_reader(tmp_path: Path) -> None:
+    """`: > s.db` (or a store whose first write never came): readers said "attempt to write
+    a readonly database, check that the file is writable" of a writable file."""
+    empty = tmp_path / "s.db"
+    empty.touch()
+    with pytest.raises(StoreError, match=f"No store at {empty}"):
+        open_store(f"sqlite:///{empty}", read_only=True)
+    open_store(f"sqlite:///{empty}").close()  # a writer makes it one
+    open_store(f"sqlite:///{empty}", read_only=True).close()
+
+
 def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/s.db"
     with SQLiteStore(url) as store:

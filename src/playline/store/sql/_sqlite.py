@@ -93,7 +93,7 @@ class SQLiteStore(SQLStore):
         self._file: tuple[int, int] | None = None  # the file written to: (device, inode)
         path = Path(self.path)
         if read_only:
-            if not path.is_file():
+            if not path.is_file() or path.stat().st_size == 0:  # empty: none made in it yet
                 raise no_store(path)
         else:
             prepare_folder(path)
