@@ -87,6 +87,19 @@ def test_a_post_needs_an_idempotency_key(run, server):
     assert run(post_ok).output == 200
 
 
+@pytest.mark.parametrize("method", ["FROB", "", None])
+def test_a_method_that_is_no_http_method_is_named(run, server, method):
+    """ "FROB" was taken, and refused for want of an Idempotency-Key."""
+
+    @pl.play(name=unique("frob"))
+    async def play(ctx: pl.Context, input: Any) -> Any:
+        return await ctx.fetch("x", f"{server}/price", method=method)
+
+    result = run(play)
+    assert isinstance(result.exception, pl.PlayDefinitionError)
+    assert f"method={method!r}): one of DELETE, GET, HEAD" in (result.error or "")
+
+
 def test_fetch_is_not_allowed_inside_a_column(run, server):
     @pl.play(name=unique("fetch-column"))
     async def play(ctx: pl.Context, input: Any) -> Any:

@@ -613,6 +613,26 @@ def test_a_dataset_run_never_awaited_fails_the_run_saying_to_await_it():
     assert paid == []
 
 
+def test_a_play_returning_a_builder_or_an_awaitable_is_told_to_await_it():
+    """It said "The play's return value is not JSON-serialisable (DatasetBuilder)"."""
+
+    @pl.play(name="returns-builder")
+    async def builder(ctx: pl.Context, input: object) -> object:
+        return ctx.dataset("rows", [{"a": 1}]).with_column("x", lambda row: 1)
+
+    @pl.play(name="returns-call")
+    async def call(ctx: pl.Context, input: object) -> object:
+        return ctx.tool("t.free", {"a": 1})
+
+    registry = pl.ToolRegistry()
+    registry.tool("t.free")(lambda input: {"ok": True})
+    for play, kind in ((builder, "DatasetBuilder"), (call, "")):
+        result = pl.run(play, {}, store="memory://", tools=[registry])
+        assert result.status == "failed"
+        assert f"The play returned a {kind}" in (result.error or "")
+        assert "await it" in (result.error or "")
+
+
 def test_a_ctx_kept_past_its_run_refuses_to_work(tmp_path):
     """On SQLite it hung for ever on the closed store; on memory:// it wrote to an ended
     run."""

@@ -30,6 +30,7 @@ from .suspension import Suspension
 __all__ = ["MAX_EVENT_KEY", "Boundaries", "FetchResponse", "check_event_key"]
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_METHODS = SAFE_METHODS | {"POST", "PUT", "PATCH", "DELETE"}
 TIMED_OUT = "timed_out"
 
 
@@ -167,6 +168,10 @@ class Boundaries:
         data: Any = None,
     ) -> FetchResponse:
         _check_name("ctx.fetch", name)
+        if not isinstance(method, str) or method.upper() not in _METHODS:
+            raise PlayDefinitionError(
+                f"ctx.fetch({name!r}, method={method!r}): one of {', '.join(sorted(_METHODS))}."
+            )
         method = method.upper()
         if current_row.get() is not None:
             raise PlayDefinitionError(

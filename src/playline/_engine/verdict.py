@@ -7,6 +7,7 @@ its failed calls and cells), so every ending is tested without running a play; t
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -205,6 +206,13 @@ def stored_output(output: Any) -> Any:
     """The play's output as stored: a dataset by its reference, anything else as JSON."""
     if isinstance(output, StoredAs):
         return output.to_ref()
+    if inspect.isawaitable(output) or callable(getattr(output, "with_column", None)):
+        if inspect.iscoroutine(output):
+            output.close()
+        raise PlayDefinitionError(
+            f"The play returned a {type(output).__name__}, not its result: await it (a "
+            "dataset: return `await ctx.dataset(...)...run()`, the finished dataset)."
+        )
     return json_or_error(output, "The play's return value")
 
 
