@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Mapping
@@ -26,6 +27,10 @@ _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 def _refuse(value: Any) -> Any:
     if hasattr(type(value), "model_fields") and hasattr(value, "model_dump"):
         return value.model_dump(mode="json")  # a pydantic model (ctx.llm's): its JSON form
+    if isinstance(value, dt.date):  # a subclass orjson does not take: pandas' Timestamp
+        return None if value != value else value.isoformat()  # NaT is missing: null
+    if type(value).__name__ == "NAType":  # pandas' NA: missing, as NaN is
+        return None
     if isinstance(value, Secret):
         str(value)  # raises SecretLeakError, naming the secret, never showing it
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")

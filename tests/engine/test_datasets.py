@@ -316,6 +316,36 @@ def test_a_resume_of_a_play_that_gained_a_column_is_refused_before_mixing_its_ro
     assert hidden.status == "completed", hidden.error  # a hidden column is never stored
 
 
+def test_pandas_timestamps_and_missing_values_returned_by_a_column_are_stored(store):
+    """A Timestamp is a datetime (stored as ISO text); NA and NaT are missing (null): each
+    failed its cell as "returned a Timestamp, which cannot be stored"."""
+    pd = pytest.importorskip("pandas")
+    columns = {
+        "at": lambda row: pd.Timestamp("2026-01-05 08:00"),
+        "na": lambda row: pd.NA,
+        "nat": lambda row: pd.NaT,
+    }
+
+    result = run_play(dataset_play(rows_of(1), columns), tools=[], store=store)
+
+    assert result.status == "completed", result.error
+    assert result.output.to_list() == [
+        {"x": 0, "at": "2026-01-05T08:00:00", "na": None, "nat": None}
+    ]
+
+
+def test_pandas_missing_values_are_no_keys(store):
+    pd = pytest.importorskip("pandas")
+
+    async def play(ctx, input):
+        rows = [{"k": pd.NaT}, {"k": pd.NA}, {"k": "ok"}]  # not the key "null", twice
+        return await ctx.dataset("rows", rows, key="k", on_bad_key="skip").run()
+
+    skipped = run_play(play, tools=[], store=store)
+
+    assert skipped.stats.rows_set_aside == 2 and skipped.output.to_list() == [{"k": "ok"}]
+
+
 def test_numpy_numbers_and_booleans_are_stored_as_the_python_ones_they_hold(store):
     """A pandas row holds numpy.int64, numpy.float64 and numpy.bool_; a column computing
     with NumPy returns them: they are stored, and read back, as plain JSON numbers."""

@@ -173,12 +173,15 @@ def as_row(item: Any) -> dict[str, Any]:
 
 
 def _blank(value: Any) -> bool:
-    """No value: None, blank text, or NaN (a spreadsheet's empty number cell); infinities
-    too (JSON has no text for them: +inf and -inf would both be the key "null")."""
+    """No value: None, blank text, NaN (a spreadsheet's empty number cell) or pandas' NaT
+    and NA; infinities too (JSON has no text for them: +inf and -inf would both be the key
+    "null")."""
+    if isinstance(value, str):
+        return not value.strip()
     return (
         value is None
-        or (isinstance(value, str) and not value.strip())
         or (isinstance(value, float) and not math.isfinite(value))
+        or type(value).__name__ in ("NaTType", "NAType")  # pandas' missing time, or value
     )
 
 
