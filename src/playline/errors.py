@@ -23,6 +23,7 @@ messages end with what to do next.
 from __future__ import annotations
 
 import re
+import time
 
 __all__ = [
     "BudgetExceeded",
@@ -191,7 +192,8 @@ class RunHeld(PlaylineError):
         self.lease_until = lease_until
         super().__init__(
             f"Run {run_id} is being run by another process ({holder}, lease renewed until "
-            f"{lease_until:.0f}). Wait for it to finish or stop it (playline runs shows it as "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(lease_until))}). Wait for "
+            "it to finish or stop it (playline runs shows it as "
             "running); a holder that died is taken over once its lease runs out."
         )
 

@@ -129,8 +129,8 @@ def test_each_call_reserves_its_own_worst_case(registry: pl.ToolRegistry) -> Non
     )
     assert ledger.spent_usd == 0.02 and not ledger.in_flight(spec)
     message = str(ledger.exceeded(spec, Ledger.worst(spec, [{"worst": 2}])))
-    assert "Budget of $1 would be exceeded: $0.02 spent, $0 in flight" in message
-    assert "may cost $2" in message and "raise max_usd" in message
+    assert "Budget of $1.00 would be exceeded: $0.02 spent, $0 in flight" in message
+    assert "may cost $2.00" in message and "raise max_usd" in message
 
 
 def test_dollars_and_credits_are_budgets_of_their_own(registry: pl.ToolRegistry) -> None:

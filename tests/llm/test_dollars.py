@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import playline as pl
+from playline._money import dollars_text
 from playline.llm import OPENAI_PRICES, PriceTable, worst_usd
 from playline.sim import Simulator, serve
 from playline.sim._doubles._llm import LlmDouble
@@ -77,7 +78,8 @@ def test_max_usd_stops_before_a_call_that_could_pass_it_and_a_resume_goes_on(
 
     assert isinstance(stopped.exception, pl.BudgetExceeded), stopped.status
     message = str(stopped.exception)
-    assert f"Budget of ${budget:g} would be exceeded" in message and "max_usd" in message
+    assert f"Budget of {dollars_text(budget)} would be exceeded" in message
+    assert "max_usd" in message and "e-0" not in message  # $0.00123, never $1.23e-03
     paid = openai.snapshot()["usd"]
     assert 0 < paid <= budget  # never past it, though what calls cost is known only after
     assert stopped.stats.usd == pytest.approx(paid)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._clock import Clock
+from .._money import dollars_text
 from ..errors import BudgetExceeded, ToolError
 from ..store import LedgerEntry
 from ..tools import ToolSpec
@@ -352,7 +353,7 @@ def _fitting(worst: Sequence[int], rooms: Sequence[int]) -> tuple[int, int]:
 
 
 def _amount(value: float, money: bool) -> str:
-    return f"${value:g}" if money else f"{value:g}"
+    return dollars_text(value) if money else f"{value:g}"
 
 
 def _balance_key(spec: ToolSpec) -> str | None:

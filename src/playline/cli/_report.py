@@ -8,12 +8,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-import math
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from .._flatten import defused, flat
+from .._money import dollars_text
 from .._trace import export_table
 from ..errors import PlaylineError
 from ..store import RunRecord, Store, display_url
@@ -34,18 +34,6 @@ __all__ = [
 
 def when(at: float) -> str:
     return dt.datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S") if at else "-"
-
-
-def dollars_text(usd: float) -> str:
-    """Dollars for people to read: cents from a dollar up (``$1,234.50``), three significant
-    digits below one (``$0.0123``, ``$0.0000447``: an LLM call costs fractions of a cent,
-    which ``$0.0000`` hid). Machine output (``--json``) keeps the exact value."""
-    if usd == 0:
-        return "$0"
-    if abs(usd) >= 1:
-        return f"${usd:,.2f}"
-    places = 2 - math.floor(math.log10(abs(usd)))
-    return f"${usd:.{places}f}".rstrip("0").rstrip(".")
 
 
 def credits_text(credits: float) -> str:
