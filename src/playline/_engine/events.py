@@ -77,7 +77,7 @@ class EventLog:
     def emit(self, kind: str, **fields: Any) -> Event:
         preview = fields.get("preview")
         check_no_secret(preview, "A log line or cell preview")
-        if (preview and not preview.isascii()) or (preview and "\x00" in preview):
+        if preview:
             fields["preview"] = storable_text(preview)  # what a store can keep as text
         if fields.get("error"):
             fields["error"] = redact(fields["error"])
